@@ -1,0 +1,82 @@
+package wal
+
+import (
+	"fmt"
+	"testing"
+
+	tidwall "github.com/tidwall/wal"
+)
+
+// benchPayloadBytes is about the size of one encoded store command.
+const benchPayloadBytes = 100
+
+var benchBatchSizes = []int{1, 16, 64, 256}
+
+// reportEntries adds the entries/s metric, the number the store's group commit cares about.
+func reportEntries(b *testing.B, entries int) {
+	b.ReportMetric(float64(entries)/b.Elapsed().Seconds(), "entries/s")
+}
+
+// BenchmarkRawTidwallWriteBatch is the floor: tidwall/wal alone, one WriteBatch and one fsync
+// per batch, no framing.
+func BenchmarkRawTidwallWriteBatch(b *testing.B) {
+	for _, n := range benchBatchSizes {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) {
+			tw, err := tidwall.Open(b.TempDir(), &tidwall.Options{NoSync: true, SegmentSize: DefaultSegmentSize,
+				LogFormat: tidwall.Binary, AllowEmpty: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tw.Close()
+			payload := payloadOf(1, benchPayloadBytes)
+			var batch tidwall.Batch
+			next, entries := uint64(1), 0
+			b.SetBytes(int64(n * benchPayloadBytes))
+			for b.Loop() {
+				for range n {
+					batch.Write(next, payload)
+					next++
+				}
+				if err := tw.WriteBatch(&batch); err != nil {
+					b.Fatal(err)
+				}
+				if err := tw.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				entries += n
+			}
+			reportEntries(b, entries)
+		})
+	}
+}
+
+// BenchmarkWrite is this package's Write: framing, CRC-32C, the segment mirror and, with
+// sync, one fsync per batch (plus a directory fsync when a segment is created).
+func BenchmarkWrite(b *testing.B) {
+	for _, noSync := range []bool{false, true} {
+		for _, n := range benchBatchSizes {
+			b.Run(fmt.Sprintf("sync=%v/batch=%d", !noSync, n), func(b *testing.B) {
+				l, err := Open(b.TempDir(), Options{NoSync: noSync})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				payload := payloadOf(1, benchPayloadBytes)
+				var batch Batch
+				entries := 0
+				b.SetBytes(int64(n * benchPayloadBytes))
+				for b.Loop() {
+					batch.Reset()
+					for range n {
+						batch.Add(payload)
+					}
+					if _, err := l.Write(&batch); err != nil {
+						b.Fatal(err)
+					}
+					entries += n
+				}
+				reportEntries(b, entries)
+			})
+		}
+	}
+}

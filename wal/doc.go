@@ -1,0 +1,105 @@
+// Package wal is the store's write-ahead log: command entries framed with a version, a
+// CRC-32C and their batch, appended in batches on top of github.com/tidwall/wal, with torn-tail
+// repair at open and fail-stop on storage errors.
+//
+// # Why a frame
+//
+// tidwall/wal stores each entry as a uvarint length followed by the data, in segment files
+// named after their first index (%020d). It keeps no checksum, accepts zero-length entries (so
+// a zero-filled tail decodes as many empty entries) and refuses to open when the last entry of
+// the last segment is cut short. A crash in the middle of a write can therefore leave bytes
+// that tidwall either rejects or silently accepts as data. Every tidwall entry written by this
+// package is one frame, which lets Open and Read tell a valid entry from any other bytes:
+//
+//	tidwall entry:  +----------------+--------------------------------+
+//	                | uvarint(28+n)  | frame (28+n bytes)             |
+//	                +----------------+--------------------------------+
+//
+//	frame:
+//	off  size  field
+//	0    4     CRC-32C (Castagnoli), little-endian, over bytes [4 : 28+n)
+//	4    1     format version = 1 (0 is never valid, so zero-filled bytes never decode)
+//	5    1     kind = 1 (command entry); other values are invalid
+//	6    2     reserved, zero
+//	8    8     index (uint64 LE): this entry's log index; must equal its position in the log
+//	16   4     batch position (uint32 LE): index - first index of the Write batch
+//	20   4     batch length (uint32 LE): entries in that batch; >= 1 and > position
+//	24   4     payload length n (uint32 LE): must equal the tidwall entry length - 28
+//	28   n     payload, 1 <= n <= MaxPayloadBytes
+//
+//	0       4       5     6          8                16         20         24         28
+//	+-------+-------+-----+----------+----------------+----------+----------+----------+---------+
+//	| CRC32C| ver=1 |kind | reserved | index          | batch pos| batch len| n        | payload |
+//	+-------+-------+-----+----------+----------------+----------+----------+----------+---------+
+//	        |<--------------------------- covered by the CRC ------------------------------------>|
+//
+// The frame layout is part of the wire format. The index makes a misplaced entry detectable;
+// the batch fields let Open tell which Write an entry belongs to, which the torn-tail rule
+// below relies on.
+//
+// # Writing
+//
+// Write appends one Batch as consecutive entries with a single tidwall WriteBatch, then fsyncs
+// the tail segment once, then fsyncs the directory if a segment file was created, and only
+// then returns. tidwall is opened with its own syncing off so that this package issues every
+// fsync after a write, under Options.NoSync and Options.Faults. Readers see an entry only after
+// its Write has returned.
+//
+// tidwall creates a new segment file inside the write (when the tail segment holds more than
+// SegmentSize bytes at the start of a batch, or SegmentSize bytes or more after an entry) and
+// fsyncs the segment it closes, but never the directory, so the new file's name could vanish
+// in a crash after the Write was acknowledged. The Log mirrors tidwall's rule, byte for byte,
+// to know when a file was created, and fsyncs the directory before Write returns. A test
+// compares the prediction with the directory after every Write, so a tidwall release that
+// changes the rule fails loudly.
+//
+// # Torn tail or corruption
+//
+// Open scans the last segment entry by entry. If an entry is incomplete or its frame is
+// invalid, the bytes from that entry on are either a torn tail (a Write that never completed;
+// safe to cut, as it was never acknowledged) or corruption (an acknowledged entry that was
+// damaged; cutting it would lose acknowledged data, so Open refuses with a *CorruptionError).
+//
+// The rule: let b be the index the first bad entry should have. Open searches every byte
+// offset after it for a valid entry whose batch began after b (index - batch position > b).
+// If one exists the bad entry is corruption, otherwise it is a torn tail. The rule is sound
+// because batches are written one at a time and each is fsynced before the next is written:
+// a durable entry of a later batch proves that the batch holding b was fsynced, so its bytes
+// were durable and have since been damaged. Valid entries of b's own batch prove nothing,
+// since one write's pages may reach the disk in any order, and neither do stale entries with
+// smaller indexes. Using b itself rather than the first index of the previous entry's batch
+// matters: a batch cut short by an earlier repair leaves its prefix in the log, and the next
+// batch starts right after that prefix without being "later" than the bad entry.
+//
+// Consecutive entries need not agree on their batch fields: a batch cut short by a repair
+// leaves a prefix whose batch length promises entries that never follow, and the next batch
+// starts after it.
+//
+// A torn tail is copied to a side file named torn-<segment>-<offset>-<unix nanos>.bin in the
+// log directory (tidwall ignores names that do not start with 20 digits), which is fsynced
+// with its directory entry BEFORE the segment is truncated, so a wrong repair destroys
+// nothing. Then the segment is truncated, fsynced, the directory is fsynced, and the repair is
+// logged at Error level and reported by Log.TailRepair.
+//
+// Other segments are read lazily by tidwall; Read and Replay verify every frame and return a
+// *CorruptionError naming the segment file, the index and the offset. The store replays the
+// whole log at open, so a damaged entry anywhere refuses to open the store.
+//
+// Options.NoSync drops the ordering the rule relies on: after an operating-system crash a
+// NoSync log may be refused as corrupt.
+//
+// # Fail-stop
+//
+// After any failed write, fsync (of a file or the directory) or truncation, the page cache and
+// the disk may disagree, and a later fsync may report success for pages that were already
+// dropped. The Log therefore refuses every later Write, TruncateFront and Sync with an error
+// wrapping ErrFailed and the original cause until it is closed and reopened; Open then reads
+// what is really on disk. A Write never reports success unless its entries were written and
+// fsynced; an entry whose Write failed may or may not be present after reopening.
+//
+// # Limits
+//
+// A payload holds 1 to MaxPayloadBytes (64 MiB) bytes; a batch holds at most MaxBatchEntries
+// (65536) entries and MaxBatchBytes (256 MiB) of payload. Open never trusts a length beyond
+// what the segment file holds.
+package wal

@@ -1,0 +1,375 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	tidwall "github.com/tidwall/wal"
+)
+
+// Log is a write-ahead log of framed command entries. Writes are serialized by the Log; reads
+// may run concurrently with them and see only entries whose Write has returned successfully.
+type Log struct {
+	dir  string
+	opts Options
+	tw   *tidwall.Log
+
+	// first and last are the durable range readers may see; they move only after the fsync.
+	first  atomic.Uint64
+	last   atomic.Uint64
+	closed atomic.Bool
+
+	mu     sync.RWMutex // held for writing by every method that changes the log
+	segs   segmentMirror
+	failed error         // non-nil once fail-stopped; wraps ErrFailed and the cause
+	tb     tidwall.Batch // reused so that Write does not allocate
+	frame  []byte        // reused frame buffer
+	repair *TornTailError
+}
+
+// Open opens the log in dir, creating it if needed. It finishes an interrupted truncation,
+// cuts a torn tail from the last segment (saving the bytes in a side file) and refuses a last
+// segment holding damaged durable entries with a *CorruptionError. Other segments are checked
+// as they are read: replay the whole log to check it all.
+func Open(dir string, opts Options) (*Log, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("wal: open: %w", err)
+	}
+	if err := resolvePending(dir, opts); err != nil {
+		return nil, fmt.Errorf("wal: open: %w", err)
+	}
+	starts, err := listSegments(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open: %w", err)
+	}
+	var repair *TornTailError
+	if len(starts) > 0 {
+		if repair, err = repairTail(dir, starts[len(starts)-1], opts); err != nil {
+			return nil, err
+		}
+	}
+	tw, err := tidwall.Open(dir, tidwallOptions(opts))
+	if err != nil {
+		return nil, fmt.Errorf("wal: open: %w", err)
+	}
+	l := &Log{dir: dir, opts: opts, tw: tw, repair: repair}
+	if err := l.load(len(starts) == 0); err != nil {
+		tw.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// load reads the index range and the segment mirror after tidwall opened. A new log's first
+// segment file was just created by tidwall, so its directory entry is made durable.
+func (l *Log) load(created bool) error {
+	first, err := l.tw.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("wal: open: %w", err)
+	}
+	last, err := l.tw.LastIndex()
+	if err != nil {
+		return fmt.Errorf("wal: open: %w", err)
+	}
+	l.first.Store(first)
+	l.last.Store(last)
+	l.segs.limit = l.opts.SegmentSize
+	if err := l.segs.load(l.dir); err != nil {
+		return fmt.Errorf("wal: open: %w", err)
+	}
+	if created && !l.opts.NoSync {
+		if err := syncDir(l.dir, l.opts.Faults); err != nil {
+			return fmt.Errorf("wal: open: %w", err)
+		}
+	}
+	return nil
+}
+
+// TailRepair returns the torn tail Open cut, as a *TornTailError, or nil if the last segment
+// was clean.
+func (l *Log) TailRepair() error {
+	if l.repair == nil {
+		return nil
+	}
+	return l.repair
+}
+
+// FirstIndex is the index of the first entry. For an empty log FirstIndex() == LastIndex()+1.
+func (l *Log) FirstIndex() uint64 { return l.first.Load() }
+
+// LastIndex is the index of the last durable entry; 0 for a log that never held one.
+func (l *Log) LastIndex() uint64 { return l.last.Load() }
+
+// Write appends the batch's payloads as consecutive entries (one tidwall WriteBatch), then
+// fsyncs the segment file (unless NoSync), then fsyncs the directory if tidwall created a
+// segment file during the write. Only then does it return the index of the first entry. For
+// an empty batch it writes nothing and returns LastIndex()+1. A batch holding an Add error is
+// refused without writing. Any storage error fail-stops the Log.
+func (l *Log) Write(b *Batch) (first uint64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return 0, err
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	first = l.last.Load() + 1
+	if b.Len() == 0 {
+		return first, nil
+	}
+	created := l.stage(b, first)
+	if err := l.opts.Faults.beforeWrite(); err != nil {
+		return 0, l.fail("write segment", err)
+	}
+	if err := l.tw.WriteBatch(&l.tb); err != nil {
+		return 0, l.fail("write segment", err)
+	}
+	if err := l.syncWrite(created > 0); err != nil {
+		return 0, err
+	}
+	l.last.Store(first + uint64(b.Len()) - 1)
+	l.shrinkBuffers(b)
+	return first, nil
+}
+
+// reusedBufferMax bounds what the reused buffers keep between writes, so that one large batch
+// does not pin its memory for the life of the log.
+const reusedBufferMax = 4 << 20
+
+func (l *Log) shrinkBuffers(b *Batch) {
+	if cap(l.frame) > reusedBufferMax {
+		l.frame = nil
+	}
+	// tidwall's batch keeps the capacity of the largest batch it held.
+	if len(b.data)+b.Len()*frameHeaderSize > reusedBufferMax {
+		l.tb = tidwall.Batch{}
+	}
+}
+
+// stage encodes the batch into the reusable tidwall batch and advances the segment mirror. It
+// returns how many segment files tidwall will create while writing it.
+func (l *Log) stage(b *Batch, first uint64) (created int) {
+	l.tb.Clear()
+	created = l.segs.beginBatch(first)
+	n := uint32(b.Len())
+	for i := range b.Len() {
+		index := first + uint64(i)
+		l.frame = appendFrame(l.frame[:0], frameHeader{index: index, batchPos: uint32(i), batchLen: n}, b.payload(i))
+		l.tb.Write(index, l.frame)
+		created += l.segs.addEntry(index, len(l.frame))
+	}
+	return created
+}
+
+// syncWrite makes a written batch durable: the tail segment, then the directory when a segment
+// file was created (tidwall fsyncs the segment it closes, never the directory).
+func (l *Log) syncWrite(created bool) error {
+	if l.opts.NoSync {
+		return nil
+	}
+	if err := l.opts.Faults.beforeSync(); err != nil {
+		return l.fail("fsync segment", err)
+	}
+	if err := l.tw.Sync(); err != nil {
+		return l.fail("fsync segment", err)
+	}
+	if created {
+		if err := syncDir(l.dir, l.opts.Faults); err != nil {
+			return l.fail("fsync directory", err)
+		}
+	}
+	return nil
+}
+
+// writable is nil when the log accepts changes.
+func (l *Log) writable() error {
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	return l.failed
+}
+
+// fail enters the fail-stop state. After a failed write or fsync the page cache may hold bytes
+// the disk does not (or the reverse), so the only safe continuation is to reopen and let Open
+// read what is really there.
+func (l *Log) fail(op string, cause error) error {
+	l.failed = fmt.Errorf("%w: %s: %w", ErrFailed, op, cause)
+	l.opts.Logger.Error("wal: fail-stop", "op", op, "err", cause)
+	return l.failed
+}
+
+// Read returns the payload of entry index after verifying its frame. A damaged entry gives a
+// *CorruptionError.
+func (l *Log) Read(index uint64) ([]byte, error) {
+	if l.closed.Load() {
+		return nil, ErrClosed
+	}
+	if first, last := l.first.Load(), l.last.Load(); index < first || index > last {
+		return nil, fmt.Errorf("%w: read %d, log holds [%d, %d]", ErrOutOfRange, index, first, last)
+	}
+	data, err := l.readEntry(index)
+	if err != nil {
+		return nil, err
+	}
+	h, payload, reason := decodeFrame(data)
+	if reason == "" && h.index != index {
+		reason = fmt.Sprintf("frame holds index %d", h.index)
+	}
+	if reason != "" {
+		return nil, l.corruption(index, reason)
+	}
+	return payload, nil
+}
+
+// readEntry reads the data of one tidwall entry and classifies tidwall's errors.
+func (l *Log) readEntry(index uint64) (data []byte, err error) {
+	defer func() {
+		// tidwall indexes its entry table without a bounds check, so a segment holding fewer
+		// entries than the next segment's name implies panics inside Read.
+		if r := recover(); r != nil {
+			err = l.corruption(index, fmt.Sprintf("segment holds fewer entries than expected (%v)", r))
+		}
+	}()
+	data, err = l.tw.Read(index)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, tidwall.ErrCorrupt):
+		return nil, l.unparsable(index)
+	case errors.Is(err, tidwall.ErrClosed):
+		return nil, ErrClosed
+	case errors.Is(err, tidwall.ErrNotFound):
+		return nil, fmt.Errorf("%w: read %d: truncated concurrently", ErrOutOfRange, index)
+	}
+	return nil, fmt.Errorf("wal: read %d: %w", index, err)
+}
+
+// Replay calls fn for every entry from `from` to LastIndex (as of the call) in order, verifying
+// each frame. fn owns the payload. An error from fn stops the replay and is returned as is.
+// from may be LastIndex()+1, which visits nothing.
+func (l *Log) Replay(from uint64, fn func(index uint64, payload []byte) error) error {
+	first, last := l.first.Load(), l.last.Load()
+	if from < first || from > last+1 {
+		return fmt.Errorf("%w: replay from %d, log holds [%d, %d]", ErrOutOfRange, from, first, last)
+	}
+	for index := from; index <= last; index++ {
+		payload, err := l.Read(index)
+		if err != nil {
+			return err
+		}
+		if err := fn(index, payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TruncateFront removes every entry before index, so that entry index becomes the first.
+// index may be LastIndex()+1, which empties the log; the next Write continues the numbering.
+// The directory is fsynced afterwards (unless NoSync) because tidwall removes and renames
+// segment files without doing so. A storage error fail-stops the Log.
+func (l *Log) TruncateFront(index uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	first, last := l.first.Load(), l.last.Load()
+	if index < first || index > last+1 {
+		return fmt.Errorf("%w: truncate front to %d, log holds [%d, %d]", ErrOutOfRange, index, first, last)
+	}
+	if index == first {
+		return nil
+	}
+	if err := l.opts.Faults.beforeWrite(); err != nil {
+		return l.fail("truncate front", err)
+	}
+	if err := l.tw.TruncateFront(index); err != nil {
+		return l.fail("truncate front", err)
+	}
+	l.first.Store(index)
+	if !l.opts.NoSync {
+		if err := syncDir(l.dir, l.opts.Faults); err != nil {
+			return l.fail("fsync directory", err)
+		}
+	}
+	if err := l.segs.load(l.dir); err != nil {
+		return l.fail("list segments", err)
+	}
+	return nil
+}
+
+// Sync fsyncs the tail segment and the directory, even with NoSync: it is how a NoSync user
+// makes everything written so far durable. A storage error fail-stops the Log.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	if err := l.opts.Faults.beforeSync(); err != nil {
+		return l.fail("fsync segment", err)
+	}
+	if err := l.tw.Sync(); err != nil {
+		return l.fail("fsync segment", err)
+	}
+	if err := syncDir(l.dir, l.opts.Faults); err != nil {
+		return l.fail("fsync directory", err)
+	}
+	return nil
+}
+
+// Close closes the log. tidwall fsyncs the tail segment while closing, even with NoSync. A
+// fail-stopped log closes too; reopen it to continue.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	l.closed.Store(true)
+	if err := l.tw.Close(); err != nil {
+		return fmt.Errorf("wal: close: %w", err)
+	}
+	return nil
+}
+
+// corruption builds the error for entry index whose frame is invalid, locating it in its
+// segment file.
+func (l *Log) corruption(index uint64, reason string) error {
+	name, start := l.segmentOf(index)
+	w := walkSegment(l.dir, name, index-start)
+	if w.target < 0 {
+		reason += fmt.Sprintf("; the segment file holds only %d entries", w.entries)
+	}
+	return &CorruptionError{Segment: name, Index: index, Offset: w.target, Reason: reason}
+}
+
+// unparsable builds the error for a segment tidwall could not parse while reading index. The
+// damaged entry is the first unparsable one, which may lie after index.
+func (l *Log) unparsable(index uint64) error {
+	name, start := l.segmentOf(index)
+	w := walkSegment(l.dir, name, index-start)
+	if w.failOffset < 0 {
+		return &CorruptionError{Segment: name, Index: index, Offset: w.target, Reason: "segment file does not parse"}
+	}
+	return &CorruptionError{Segment: name, Index: start + w.entries, Offset: w.failOffset,
+		Reason: "segment file does not parse: " + w.failReason}
+}
+
+// segmentOf names the segment file holding index and returns its first index.
+func (l *Log) segmentOf(index uint64) (name string, start uint64) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	name = l.segs.segmentOf(index)
+	start, _ = parseSegmentName(name)
+	return name, start
+}

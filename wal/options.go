@@ -1,0 +1,87 @@
+package wal
+
+import (
+	"errors"
+	"log/slog"
+
+	tidwall "github.com/tidwall/wal"
+)
+
+// DefaultSegmentSize is the segment size used when Options.SegmentSize is zero (16 MiB).
+const DefaultSegmentSize = 16 << 20
+
+// Options configures Open. The zero value is the production configuration.
+type Options struct {
+	// NoSync skips every fsync this package issues: the segment file after a Write, the
+	// directory after a segment is created or truncated, and the side file of a torn tail.
+	// An explicit Sync still syncs. tidwall/wal itself still fsyncs a segment it closes and
+	// the temporary file of a front truncation. Default false.
+	//
+	// With NoSync an operating-system crash may lose any suffix of the page cache in any
+	// order, so Open may later refuse the log as corrupt; use it for tests and benchmarks.
+	NoSync bool
+
+	// SegmentSize is the size in bytes at which the tail segment is closed and a new one
+	// started; a segment can exceed it by up to one batch. Default DefaultSegmentSize (16 MiB).
+	SegmentSize int
+
+	// Logger receives the torn-tail repair report and fail-stop errors. Default: discard.
+	Logger *slog.Logger
+
+	// Faults injects storage errors for tests and the crash simulator. Default nil (none).
+	Faults *Faults
+}
+
+// Faults lets tests and the crash simulator inject storage errors. Each func, when non-nil, is
+// called before the corresponding operation; a non-nil return makes that operation fail with
+// it. BeforeWrite precedes every write this package makes to the log directory: a Write's
+// append, a TruncateFront, and the side file and truncation of a torn-tail repair in Open.
+// BeforeSync precedes every fsync this package issues (file or directory), not the ones
+// tidwall/wal issues on its own.
+type Faults struct {
+	BeforeWrite func() error
+	BeforeSync  func() error
+}
+
+func (f *Faults) beforeWrite() error {
+	if f == nil || f.BeforeWrite == nil {
+		return nil
+	}
+	return f.BeforeWrite()
+}
+
+func (f *Faults) beforeSync() error {
+	if f == nil || f.BeforeSync == nil {
+		return nil
+	}
+	return f.BeforeSync()
+}
+
+// withDefaults fills the zero fields and rejects impossible values.
+func (o Options) withDefaults() (Options, error) {
+	if o.SegmentSize < 0 {
+		return o, errors.New("wal: negative SegmentSize")
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// tidwallOptions are the options every tidwall.Open in this package uses. tidwall never syncs
+// on its own after a write: this package issues that fsync so that NoSync and Faults control
+// it. AllowEmpty lets TruncateFront empty the log.
+func tidwallOptions(o Options) *tidwall.Options {
+	return &tidwall.Options{
+		NoSync:           true,
+		SegmentSize:      o.SegmentSize,
+		LogFormat:        tidwall.Binary,
+		SegmentCacheSize: 2,
+		AllowEmpty:       true,
+		DirPerms:         0o750,
+		FilePerms:        0o640,
+	}
+}
