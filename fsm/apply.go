@@ -1,0 +1,445 @@
+package fsm
+
+import (
+	"crypto/sha256"
+
+	"github.com/execstore/execstore/internal/jsonv"
+)
+
+// Apply applies one command and returns its result. It is deterministic: the
+// same commands applied to the same state give the same state and results.
+// A command that fails (a conflict, a lost lease...) changes nothing.
+func (s *State) Apply(c *Command) Result {
+	return s.run(c, false)
+}
+
+// Precheck evaluates c against the state without changing it. When mutates is
+// false, the result is final: Apply(c) would return the same result and change
+// nothing, so the command need not be logged. When mutates is true, the
+// result is meaningless and c must be logged and applied.
+//
+// The Store uses Precheck to answer no-op commands (a duplicate admission, an
+// idle claim, a wake that merges into an earlier one) without writing them.
+func (s *State) Precheck(c *Command) (r Result, mutates bool) {
+	r = s.run(c, true)
+	return r, r.Code == mutatesCode
+}
+
+// mutatesCode marks a dry run that reached a mutation. It is never returned by
+// Apply.
+const mutatesCode Code = 255
+
+// run applies c, or with dry set only decides whether it would change the
+// state. Checks and mutation share this one path so that Precheck and Apply
+// can never disagree.
+func (s *State) run(c *Command, dry bool) Result {
+	now := c.Now
+	if now < s.meta.Now {
+		now = s.meta.Now
+	}
+	if !dry {
+		s.meta.Now = now
+	}
+	switch c.Kind {
+	case KindAdmit:
+		return s.admit(c, now, dry)
+	case KindWake:
+		return s.wake(c, now, dry)
+	case KindClaim:
+		return s.claim(c, now, dry)
+	case KindRenew:
+		return s.renew(c, now, dry)
+	case KindRelease:
+		return s.release(c, now, dry)
+	case KindAcknowledge:
+		return s.acknowledge(c, now, dry)
+	case KindSaveStep:
+		return s.saveStep(c, dry)
+	case KindStart:
+		return s.start(c, now, dry)
+	case KindCommit:
+		return s.commit(c, now, dry)
+	case KindWatch:
+		return s.watch(c, dry)
+	}
+	// Commands are validated when decoded and when built; an unknown kind here
+	// is a programming error, and guessing would break determinism.
+	panic("fsm: apply: unknown command kind " + c.Kind.String())
+}
+
+var mutates = Result{Code: mutatesCode}
+
+func (s *State) admit(c *Command, now int64, dry bool) Result {
+	id := c.ExecutionID
+	if _, taken := s.execs.Get(Execution{ID: id}); taken {
+		if !c.Generated {
+			return Result{Code: CodeConflict, ID: id}
+		}
+		if dry {
+			return mutates
+		}
+		id = s.freeID(id)
+	}
+	if dry {
+		return mutates
+	}
+	e := Execution{
+		ID:         id,
+		WorkflowID: c.WorkflowID,
+		Params:     c.Params,
+		HasParams:  c.HasParams,
+		Context:    c.Context,
+		Status:     StatusAdmitted,
+		AdmittedAt: now,
+		UpdatedAt:  now,
+		DueAt:      now,
+	}
+	s.putExec(&Execution{}, &e)
+	return Result{ID: id, Became: Transitions{Due: true}}
+}
+
+// freeID derives an unused ID from a generated one that happens to be taken
+// (a caller chose that exact string). Deterministic: it depends only on the
+// state.
+func (s *State) freeID(id string) string {
+	for n := uint64(1); ; n++ {
+		cand := id + "-" + itoa(n)
+		if _, taken := s.execs.Get(Execution{ID: cand}); !taken {
+			return cand
+		}
+	}
+}
+
+func (s *State) wake(c *Command, now int64, dry bool) Result {
+	e, ok := s.execs.Get(Execution{ID: c.ExecutionID})
+	switch {
+	case !ok:
+		return Result{Code: CodeNotFound}
+	case e.Terminal():
+		return Result{Wake: WakeIgnored}
+	case e.DueAt != 0 && e.DueAt <= c.At:
+		// Merges into an earlier (or equal) pending wake: nothing changes.
+		return Result{Wake: WakeRequested}
+	case dry:
+		return mutates
+	}
+	old := e
+	e.DueAt = c.At
+	e.UpdatedAt = now
+	s.putExec(&old, &e)
+	return Result{Wake: WakeRequested, Became: Transitions{Due: true}}
+}
+
+// requestWake wakes an execution at `at` as a wake command would, for effects
+// of other commands (a child's outcome, a commit). It reports whether the
+// execution exists and is not terminal.
+func (s *State) requestWake(id string, at, now int64) bool {
+	e, ok := s.execs.Get(Execution{ID: id})
+	if !ok || e.Terminal() {
+		return false
+	}
+	if e.DueAt == 0 || at < e.DueAt {
+		old := e
+		e.DueAt = at
+		e.UpdatedAt = now
+		s.putExec(&old, &e)
+	}
+	return true
+}
+
+func (s *State) claim(c *Command, now int64, dry bool) Result {
+	first, ok := s.due.Min()
+	if !ok || first.At > now || c.Limit <= 0 {
+		return Result{}
+	}
+	if dry {
+		return mutates
+	}
+	// Collect first: claiming moves entries within the index being iterated.
+	s.claimBuf = s.claimBuf[:0]
+	s.due.Scan(func(k dueKey) bool {
+		if k.At > now || len(s.claimBuf) >= c.Limit {
+			return false
+		}
+		s.claimBuf = append(s.claimBuf, k)
+		return true
+	})
+	leases := make([]Lease, 0, len(s.claimBuf))
+	for _, k := range s.claimBuf {
+		e, _ := s.execs.Get(Execution{ID: k.ID})
+		old := e
+		// The new lease covers every wake pending at the claim: those an
+		// expired, superseded lease covered and those requested since.
+		e.CoveredAt = minNonZero(e.CoveredAt, e.DueAt)
+		e.DueAt = 0
+		e.LastToken++
+		e.LeaseToken = e.LastToken
+		e.LeaseExpiresAt = addSaturating(now, c.Duration)
+		e.Attempts++
+		e.UpdatedAt = now
+		s.putExec(&old, &e)
+		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: e.LeaseExpiresAt})
+	}
+	return Result{Leases: leases}
+}
+
+// current looks up the lease's execution and reports whether the lease is
+// current. A failed lookup yields a final result.
+func (s *State) current(id string, token uint64) (Execution, *Result) {
+	e, ok := s.execs.Get(Execution{ID: id})
+	if !ok {
+		return e, &Result{Code: CodeNotFound}
+	}
+	if e.LeaseToken == 0 || e.LeaseToken != token {
+		return e, &Result{Code: CodeLeaseLost}
+	}
+	return e, nil
+}
+
+func (s *State) renew(c *Command, now int64, dry bool) Result {
+	e, fail := s.current(c.ExecutionID, c.Token)
+	if fail != nil {
+		return *fail
+	}
+	if dry {
+		return mutates
+	}
+	old := e
+	e.LeaseExpiresAt = addSaturating(now, c.Duration)
+	e.UpdatedAt = now
+	s.putExec(&old, &e)
+	return Result{Lease: Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: e.LeaseExpiresAt}}
+}
+
+func (s *State) release(c *Command, now int64, dry bool) Result {
+	e, fail := s.current(c.ExecutionID, c.Token)
+	if fail != nil {
+		return *fail
+	}
+	if dry {
+		return mutates
+	}
+	old := e
+	due := minNonZero(e.CoveredAt, e.DueAt)
+	if retry := addSaturating(now, c.Duration); retry > due {
+		due = retry
+	}
+	e.DueAt = due
+	e.CoveredAt = 0
+	e.LeaseToken = 0
+	e.LeaseExpiresAt = 0
+	e.UpdatedAt = now
+	s.putExec(&old, &e)
+	return Result{Became: Transitions{Due: true}}
+}
+
+func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
+	e, fail := s.current(c.ExecutionID, c.Token)
+	if fail != nil {
+		if fail.Code == CodeLeaseLost && e.Terminal() {
+			// Outcomes are immutable: a late or repeated acknowledgement gets
+			// the recorded outcome.
+			return Result{Exec: e}
+		}
+		return *fail
+	}
+	if dry {
+		return mutates
+	}
+	old := e
+	e.CoveredAt = 0
+	e.LeaseToken = 0
+	e.LeaseExpiresAt = 0
+	e.UpdatedAt = now
+	r := Result{}
+	if c.Outcome.Status == StatusSuspended {
+		e.Status = StatusSuspended
+		r.Became.Due = e.DueAt != 0
+	} else {
+		out := c.Outcome
+		e.Status = out.Status
+		e.Outcome = &out
+		e.DueAt = 0
+		s.meta.Terminal++
+		r.Became.Terminal = true
+	}
+	s.putExec(&old, &e)
+	if e.Terminal() {
+		s.dropWatches(e.ID)
+		if p := e.Parent; p != nil && s.requestWake(p.ExecutionID, now, now) {
+			r.Woken = []string{p.ExecutionID}
+			r.Became.Due = true
+		}
+	}
+	r.Exec = e
+	return r
+}
+
+func (s *State) saveStep(c *Command, dry bool) Result {
+	e, fail := s.current(c.ExecutionID, c.Token)
+	if fail != nil {
+		return *fail
+	}
+	if _, saved := s.steps.Get(stepEntry{ExecutionID: e.ID, Key: c.Key}); saved {
+		return Result{} // the first saved value wins
+	}
+	if e.StepCount >= MaxStepsPerExecution {
+		return Result{Code: CodeLimitExceeded}
+	}
+	if dry {
+		return mutates
+	}
+	s.steps.Set(stepEntry{ExecutionID: e.ID, Key: c.Key, Value: c.Value})
+	e.StepCount++
+	s.execs.Set(e) // StepCount is not part of the due key
+	return Result{}
+}
+
+// paramsSum is the SHA-256 of the params' canonical JSON form, so that key
+// order and insignificant whitespace do not make two starts differ.
+func paramsSum(params string, has bool) [32]byte {
+	if !has {
+		return [32]byte{}
+	}
+	canon, err := jsonv.Canonical(nil, []byte(params))
+	if err != nil {
+		// Params are validated before they are logged; keep the raw bytes so
+		// the result stays deterministic even so.
+		canon = []byte(params)
+	}
+	return sha256.Sum256(canon)
+}
+
+func (s *State) start(c *Command, now int64, dry bool) Result {
+	caller, fail := s.current(c.ExecutionID, c.Token)
+	if fail != nil {
+		return *fail
+	}
+	if prev, ok := s.starts.Get(startEntry{Caller: caller.ID, Key: c.Key}); ok {
+		if prev.WorkflowID == c.WorkflowID && prev.HasParams == c.HasParams &&
+			prev.ParamsSum == paramsSum(c.Params, c.HasParams) {
+			return Result{ID: prev.Child}
+		}
+		return Result{Code: CodeMismatch, ID: prev.Child}
+	}
+	if dry {
+		return mutates
+	}
+	id := c.ChildID
+	if _, taken := s.execs.Get(Execution{ID: id}); taken {
+		id = s.freeID(id)
+	}
+	child := Execution{
+		ID:         id,
+		WorkflowID: c.WorkflowID,
+		Params:     c.Params,
+		HasParams:  c.HasParams,
+		Context:    caller.Context,
+		Parent:     &Parent{ExecutionID: caller.ID, StepKey: c.Key},
+		Status:     StatusAdmitted,
+		AdmittedAt: now,
+		UpdatedAt:  now,
+		DueAt:      now,
+	}
+	s.putExec(&Execution{}, &child)
+	s.starts.Set(startEntry{
+		Caller:     caller.ID,
+		Key:        c.Key,
+		Child:      id,
+		WorkflowID: c.WorkflowID,
+		ParamsSum:  paramsSum(c.Params, c.HasParams),
+		HasParams:  c.HasParams,
+	})
+	return Result{ID: id, Became: Transitions{Due: true}}
+}
+
+func (s *State) commit(c *Command, now int64, dry bool) Result {
+	if len(c.Writes) == 0 {
+		return Result{}
+	}
+	if dry {
+		return mutates
+	}
+	var fired []uint64
+	for _, w := range c.Writes {
+		if w.HasValue {
+			s.kv.Set(kvEntry{Key: w.Key, Value: w.Value})
+		} else {
+			s.kv.Delete(kvEntry{Key: w.Key})
+		}
+		s.wkeys.Ascend(watchKey{Key: w.Key}, func(k watchKey) bool {
+			if k.Key != w.Key {
+				return false
+			}
+			fired = append(fired, k.ID)
+			return true
+		})
+	}
+	r := Result{}
+	for _, id := range fired {
+		wt, ok := s.watches.Get(watch{ID: id})
+		if !ok {
+			continue // fired already by an earlier key of this commit
+		}
+		s.removeWatch(wt)
+		if s.requestWake(wt.ExecutionID, now, now) {
+			r.Woken = append(r.Woken, wt.ExecutionID)
+			r.Became.Due = true
+		}
+	}
+	return r
+}
+
+func (s *State) watch(c *Command, dry bool) Result {
+	e, ok := s.execs.Get(Execution{ID: c.ExecutionID})
+	switch {
+	case !ok:
+		return Result{Code: CodeNotFound}
+	case e.Terminal():
+		return Result{Wake: WakeIgnored}
+	case e.WatchCount >= MaxWatchesPerExecution:
+		return Result{Code: CodeLimitExceeded}
+	case dry:
+		return mutates
+	}
+	w := watch{ID: s.meta.NextWatchID, ExecutionID: e.ID, Keys: c.Keys}
+	s.meta.NextWatchID++
+	s.watches.Set(w)
+	s.wexecs.Set(execWatch{ExecutionID: e.ID, ID: w.ID})
+	for _, k := range w.Keys {
+		s.wkeys.Set(watchKey{Key: k, ID: w.ID})
+	}
+	e.WatchCount++
+	s.execs.Set(e)
+	return Result{Wake: WakeRequested}
+}
+
+// removeWatch deletes a watch from all three watch indexes.
+func (s *State) removeWatch(w watch) {
+	s.watches.Delete(w)
+	s.wexecs.Delete(execWatch{ExecutionID: w.ExecutionID, ID: w.ID})
+	for _, k := range w.Keys {
+		s.wkeys.Delete(watchKey{Key: k, ID: w.ID})
+	}
+	if e, ok := s.execs.Get(Execution{ID: w.ExecutionID}); ok {
+		e.WatchCount--
+		s.execs.Set(e)
+	}
+}
+
+// dropWatches removes every watch of a (now terminal) execution.
+func (s *State) dropWatches(id string) {
+	var ids []uint64
+	s.wexecs.Ascend(execWatch{ExecutionID: id}, func(w execWatch) bool {
+		if w.ExecutionID != id {
+			return false
+		}
+		ids = append(ids, w.ID)
+		return true
+	})
+	for _, wid := range ids {
+		if w, ok := s.watches.Get(watch{ID: wid}); ok {
+			s.removeWatch(w)
+		}
+	}
+}

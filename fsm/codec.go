@@ -1,0 +1,502 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// CodecVersion is the first byte of every encoded command. Part of the WAL
+// format: a reader refuses versions it does not know.
+const CodecVersion = 1
+
+// maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
+const MaxErrorDepth = 16
+
+// ErrDecode is wrapped by every decoding error.
+var ErrDecode = errors.New("fsm: malformed command")
+
+// Encoded command layout (all integers are unsigned varints unless noted;
+// "str" is a varint length and the bytes; "opt" is a varint length+1 and the
+// bytes, 0 meaning absent):
+//
+//	+---------+------+-----+----------------------------+
+//	| version | kind | now | fields of the kind, below  |
+//	| 1 byte  | 1 B  | uv  |                            |
+//	+---------+------+-----+----------------------------+
+//
+//	admit        id:str generated:1B workflow:str params:opt context:(count+1, then key:str value:str...)
+//	wake         id:str at:uv
+//	claim        limit:uv duration:uv
+//	renew        id:str token:uv duration:uv
+//	release      id:str token:uv delay:uv
+//	acknowledge  id:str token:uv status:1B (completed: result:opt | failed: error)
+//	             error = depth:uv, then per level name:str message:str code:str
+//	save-step    id:str token:uv key:str value:str
+//	start        id:str token:uv key:str workflow:str params:opt child:str
+//	commit       count:uv, then per write key:str value:opt
+//	watch        id:str count:uv, then key:str...
+
+// AppendEncode appends c's encoding to dst. c must pass Check.
+func AppendEncode(dst []byte, c *Command) []byte {
+	dst = append(dst, CodecVersion, byte(c.Kind))
+	dst = binary.AppendUvarint(dst, uint64(c.Now))
+	switch c.Kind {
+	case KindAdmit:
+		dst = appendStr(dst, c.ExecutionID)
+		dst = append(dst, boolByte(c.Generated))
+		dst = appendStr(dst, c.WorkflowID)
+		dst = appendOpt(dst, c.Params, c.HasParams)
+		dst = appendContext(dst, c.Context)
+	case KindWake:
+		dst = appendStr(dst, c.ExecutionID)
+		dst = binary.AppendUvarint(dst, uint64(c.At))
+	case KindClaim:
+		dst = binary.AppendUvarint(dst, uint64(c.Limit))
+		dst = binary.AppendUvarint(dst, uint64(c.Duration))
+	case KindRenew, KindRelease:
+		dst = appendStr(dst, c.ExecutionID)
+		dst = binary.AppendUvarint(dst, c.Token)
+		dst = binary.AppendUvarint(dst, uint64(c.Duration))
+	case KindAcknowledge:
+		dst = appendStr(dst, c.ExecutionID)
+		dst = binary.AppendUvarint(dst, c.Token)
+		dst = appendOutcome(dst, &c.Outcome)
+	case KindSaveStep:
+		dst = appendStr(dst, c.ExecutionID)
+		dst = binary.AppendUvarint(dst, c.Token)
+		dst = appendStr(dst, c.Key)
+		dst = appendStr(dst, c.Value)
+	case KindStart:
+		dst = appendStr(dst, c.ExecutionID)
+		dst = binary.AppendUvarint(dst, c.Token)
+		dst = appendStr(dst, c.Key)
+		dst = appendStr(dst, c.WorkflowID)
+		dst = appendOpt(dst, c.Params, c.HasParams)
+		dst = appendStr(dst, c.ChildID)
+	case KindCommit:
+		dst = binary.AppendUvarint(dst, uint64(len(c.Writes)))
+		for _, w := range c.Writes {
+			dst = appendStr(dst, w.Key)
+			dst = appendOpt(dst, w.Value, w.HasValue)
+		}
+	case KindWatch:
+		dst = appendStr(dst, c.ExecutionID)
+		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
+		for _, k := range c.Keys {
+			dst = appendStr(dst, k)
+		}
+	default:
+		panic("fsm: encode: unknown command kind " + c.Kind.String())
+	}
+	return dst
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func appendStr(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendOpt(dst []byte, s string, has bool) []byte {
+	if !has {
+		return append(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(s))+1)
+	return append(dst, s...)
+}
+
+func appendContext(dst []byte, ctx *[]KV) []byte {
+	if ctx == nil {
+		return append(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(*ctx))+1)
+	for _, kv := range *ctx {
+		dst = appendStr(dst, kv.Key)
+		dst = appendStr(dst, kv.Value)
+	}
+	return dst
+}
+
+func appendOutcome(dst []byte, o *Outcome) []byte {
+	dst = append(dst, byte(o.Status))
+	switch o.Status {
+	case StatusCompleted:
+		dst = appendOpt(dst, o.Result, o.HasRes)
+	case StatusFailed:
+		dst = AppendErrorInfo(dst, o.Error)
+	}
+	return dst
+}
+
+// AppendErrorInfo appends an error chain: its depth, then each level.
+func AppendErrorInfo(dst []byte, e *ErrorInfo) []byte {
+	depth := 0
+	for x := e; x != nil; x = x.Cause {
+		depth++
+	}
+	dst = binary.AppendUvarint(dst, uint64(depth))
+	for x := e; x != nil; x = x.Cause {
+		dst = appendStr(dst, x.Name)
+		dst = appendStr(dst, x.Message)
+		dst = appendStr(dst, x.Code)
+	}
+	return dst
+}
+
+// Decode parses an encoded command and checks it. Strings are copied out of
+// b, so b may be reused afterwards.
+func Decode(b []byte) (*Command, error) {
+	c := new(Command)
+	if err := DecodeInto(c, b); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DecodeInto is Decode into a caller-provided command.
+func DecodeInto(c *Command, b []byte) error {
+	*c = Command{}
+	d := Decoder{b: b}
+	if v := d.Byte(); v != CodecVersion {
+		if d.err != nil {
+			return d.err
+		}
+		return decodeErr("unknown codec version " + itoa(uint64(v)))
+	}
+	c.Kind = Kind(d.Byte())
+	c.Now = d.Int()
+	switch c.Kind {
+	case KindAdmit:
+		c.ExecutionID = d.Str()
+		c.Generated = d.Bool()
+		c.WorkflowID = d.Str()
+		c.Params, c.HasParams = d.Opt()
+		c.Context = d.context()
+	case KindWake:
+		c.ExecutionID = d.Str()
+		c.At = d.Int()
+	case KindClaim:
+		c.Limit = int(d.Int())
+		c.Duration = d.Int()
+	case KindRenew, KindRelease:
+		c.ExecutionID = d.Str()
+		c.Token = d.Uvarint()
+		c.Duration = d.Int()
+	case KindAcknowledge:
+		c.ExecutionID = d.Str()
+		c.Token = d.Uvarint()
+		d.outcome(&c.Outcome)
+	case KindSaveStep:
+		c.ExecutionID = d.Str()
+		c.Token = d.Uvarint()
+		c.Key = d.Str()
+		c.Value = d.Str()
+	case KindStart:
+		c.ExecutionID = d.Str()
+		c.Token = d.Uvarint()
+		c.Key = d.Str()
+		c.WorkflowID = d.Str()
+		c.Params, c.HasParams = d.Opt()
+		c.ChildID = d.Str()
+	case KindCommit:
+		n := d.Count(2)
+		if n > 0 {
+			c.Writes = make([]Write, n)
+		}
+		for i := range c.Writes {
+			c.Writes[i].Key = d.Str()
+			c.Writes[i].Value, c.Writes[i].HasValue = d.Opt()
+		}
+	case KindWatch:
+		c.ExecutionID = d.Str()
+		n := d.Count(1)
+		if n > 0 {
+			c.Keys = make([]string, n)
+		}
+		for i := range c.Keys {
+			c.Keys[i] = d.Str()
+		}
+	default:
+		if d.err == nil {
+			return decodeErr("unknown command kind " + itoa(uint64(c.Kind)))
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != d.off {
+		return decodeErr("trailing bytes after " + c.Kind.String() + " command")
+	}
+	if err := c.Check(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func decodeErr(msg string) error {
+	return &DecodeError{msg: msg}
+}
+
+// DecodeError describes malformed bytes; it wraps ErrDecode.
+type DecodeError struct{ msg string }
+
+func (e *DecodeError) Error() string { return "fsm: malformed command: " + e.msg }
+func (e *DecodeError) Unwrap() error { return ErrDecode }
+
+// Decoder reads the codec's primitives with bounds checks; the first error
+// sticks and every later read returns zero values. Exported for the snapshot
+// format, which uses the same primitives.
+type Decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+// NewDecoder returns a decoder over b.
+func NewDecoder(b []byte) *Decoder { return &Decoder{b: b} }
+
+// Err returns the first error met.
+func (d *Decoder) Err() error { return d.err }
+
+// Remaining returns the number of unread bytes.
+func (d *Decoder) Remaining() int { return len(d.b) - d.off }
+
+func (d *Decoder) fail(msg string) {
+	if d.err == nil {
+		d.err = decodeErr(msg + " at offset " + itoa(uint64(d.off)))
+	}
+}
+
+// Byte reads one byte.
+func (d *Decoder) Byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.b) {
+		d.fail("unexpected end")
+		return 0
+	}
+	v := d.b[d.off]
+	d.off++
+	return v
+}
+
+// Bool reads a byte that must be 0 or 1.
+func (d *Decoder) Bool() bool {
+	v := d.Byte()
+	if v > 1 {
+		d.fail("bad boolean")
+	}
+	return v == 1
+}
+
+// Uvarint reads an unsigned varint.
+func (d *Decoder) Uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 || (n > 1 && d.b[d.off+n-1] == 0) {
+		// Overlong encodings are refused, so that one value has one encoding.
+		d.fail("bad varint")
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// Int reads an unsigned varint that must fit a non-negative int64.
+func (d *Decoder) Int() int64 {
+	v := d.Uvarint()
+	if v > uint64(maxTime) {
+		d.fail("integer out of range")
+		return 0
+	}
+	return int64(v)
+}
+
+// Count reads a collection length, refusing one that could not fit in the
+// remaining bytes when each element takes at least minSize bytes.
+func (d *Decoder) Count(minSize int) int {
+	v := d.Uvarint()
+	if v > uint64(d.Remaining()/minSize) {
+		d.fail("count exceeds input")
+		return 0
+	}
+	return int(v)
+}
+
+func (d *Decoder) bytes(n uint64) string {
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(d.Remaining()) {
+		d.fail("length exceeds input")
+		return ""
+	}
+	s := string(d.b[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s
+}
+
+// Str reads a length-prefixed string.
+func (d *Decoder) Str() string { return d.bytes(d.Uvarint()) }
+
+// Opt reads an optional string: length+1, 0 meaning absent.
+func (d *Decoder) Opt() (string, bool) {
+	n := d.Uvarint()
+	if n == 0 || d.err != nil {
+		return "", false
+	}
+	return d.bytes(n - 1), true
+}
+
+func (d *Decoder) context() *[]KV {
+	n := d.Uvarint()
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	n--
+	if n > uint64(d.Remaining()/2) {
+		d.fail("count exceeds input")
+		return nil
+	}
+	kvs := make([]KV, n)
+	for i := range kvs {
+		kvs[i].Key = d.Str()
+		kvs[i].Value = d.Str()
+	}
+	return &kvs
+}
+
+func (d *Decoder) outcome(o *Outcome) {
+	o.Status = Status(d.Byte())
+	switch o.Status {
+	case StatusCompleted:
+		o.Result, o.HasRes = d.Opt()
+	case StatusFailed:
+		o.Error = d.ErrorInfo()
+	}
+}
+
+// ErrorInfo reads an error chain written by AppendErrorInfo.
+func (d *Decoder) ErrorInfo() *ErrorInfo {
+	depth := d.Uvarint()
+	if depth > MaxErrorDepth {
+		d.fail("error chain too deep")
+		return nil
+	}
+	var head *ErrorInfo
+	link := &head
+	for i := uint64(0); i < depth && d.err == nil; i++ {
+		e := &ErrorInfo{Name: d.Str(), Message: d.Str(), Code: d.Str()}
+		*link = e
+		link = &e.Cause
+	}
+	return head
+}
+
+// Check verifies a command's structure: the invariants every command must
+// hold whatever the state. The Store checks before encoding; Decode checks
+// after decoding.
+func (c *Command) Check() error {
+	bad := func(msg string) error { return decodeErr(c.Kind.String() + ": " + msg) }
+	if c.Now <= 0 {
+		return bad("time must be positive")
+	}
+	switch c.Kind {
+	case KindAdmit:
+		if c.ExecutionID == "" || c.WorkflowID == "" {
+			return bad("empty execution or workflow ID")
+		}
+		if c.Context != nil && !sortedUniqueKV(*c.Context) {
+			return bad("context keys not sorted and unique")
+		}
+	case KindWake:
+		if c.ExecutionID == "" || c.At <= 0 {
+			return bad("empty execution ID or non-positive time")
+		}
+	case KindClaim:
+		if c.Limit <= 0 || c.Duration <= 0 {
+			return bad("non-positive limit or duration")
+		}
+	case KindRenew:
+		if c.ExecutionID == "" || c.Duration <= 0 {
+			return bad("empty execution ID or non-positive duration")
+		}
+	case KindRelease:
+		if c.ExecutionID == "" || c.Duration < 0 {
+			return bad("empty execution ID or negative delay")
+		}
+	case KindAcknowledge:
+		return c.checkAcknowledge(bad)
+	case KindSaveStep:
+		if c.ExecutionID == "" || c.Key == "" {
+			return bad("empty execution ID or step key")
+		}
+	case KindStart:
+		if c.ExecutionID == "" || c.Key == "" || c.WorkflowID == "" || c.ChildID == "" {
+			return bad("empty caller, step key, workflow or child ID")
+		}
+	case KindCommit:
+		for _, w := range c.Writes {
+			if w.Key == "" {
+				return bad("empty key")
+			}
+		}
+	case KindWatch:
+		if c.ExecutionID == "" || len(c.Keys) == 0 || !sortedUnique(c.Keys) || c.Keys[0] == "" {
+			return bad("empty execution ID, or keys empty, unsorted or repeated")
+		}
+	default:
+		return bad("unknown command kind")
+	}
+	return nil
+}
+
+func (c *Command) checkAcknowledge(bad func(string) error) error {
+	if c.ExecutionID == "" {
+		return bad("empty execution ID")
+	}
+	switch o := &c.Outcome; o.Status {
+	case StatusSuspended:
+		if o.HasRes || o.Error != nil {
+			return bad("suspended outcome with a result or error")
+		}
+	case StatusCompleted:
+		if o.Error != nil {
+			return bad("completed outcome with an error")
+		}
+	case StatusFailed:
+		if o.Error == nil || o.HasRes {
+			return bad("failed outcome without an error, or with a result")
+		}
+	default:
+		return bad("outcome status must be suspended, completed or failed")
+	}
+	return nil
+}
+
+func sortedUnique(keys []string) bool {
+	for i := 1; i < len(keys); i++ {
+		if keys[i-1] >= keys[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedUniqueKV(kvs []KV) bool {
+	for i := 1; i < len(kvs); i++ {
+		if kvs[i-1].Key >= kvs[i].Key {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,147 @@
+package fsm
+
+// Kind names a command. The numeric values are part of the WAL format: never
+// renumber them.
+type Kind uint8
+
+const (
+	KindAdmit       Kind = 1
+	KindWake        Kind = 2
+	KindClaim       Kind = 3
+	KindRenew       Kind = 4
+	KindRelease     Kind = 5
+	KindAcknowledge Kind = 6
+	KindSaveStep    Kind = 7
+	KindStart       Kind = 8
+	KindCommit      Kind = 9
+	KindWatch       Kind = 10
+	kindEnd         Kind = 11 // one past the last valid kind
+)
+
+var kindNames = [...]string{
+	KindAdmit:       "admit",
+	KindWake:        "wake",
+	KindClaim:       "claim",
+	KindRenew:       "renew",
+	KindRelease:     "release",
+	KindAcknowledge: "acknowledge",
+	KindSaveStep:    "save-step",
+	KindStart:       "start",
+	KindCommit:      "commit",
+	KindWatch:       "watch",
+}
+
+func (k Kind) String() string {
+	if k == 0 || k >= kindEnd {
+		return "kind(" + itoa(uint64(k)) + ")"
+	}
+	return kindNames[k]
+}
+
+// Command is one state transition. It carries everything Apply needs: the
+// time it happens at and any generated IDs, so that applying the same commands
+// to the same state always gives the same state and results.
+//
+// Command is a union: each kind uses the fields its comment names. The Store
+// validates a command's values (sizes, JSON, UTF-8) BEFORE it is logged;
+// Apply checks only what depends on the state.
+type Command struct {
+	Kind Kind
+	Now  int64 // the command's time, nanoseconds since the Unix epoch
+
+	// ExecutionID: the execution acted on (admit: the chosen or generated ID;
+	// start: the caller).
+	ExecutionID string
+	// Generated (admit): the store chose ExecutionID; if it is taken, Apply
+	// derives another instead of reporting a conflict.
+	Generated bool
+
+	WorkflowID string // admit, start
+	Params     string // admit, start; meaningful only when HasParams
+	HasParams  bool
+	Context    *[]KV // admit: sorted by key, unique keys; nil: no context
+
+	At       int64  // wake: the requested time
+	Limit    int    // claim: the most executions to lease
+	Duration int64  // claim, renew: lease duration; release: retry delay (ns)
+	Token    uint64 // renew, release, acknowledge, save-step, start
+
+	Outcome Outcome // acknowledge
+
+	Key     string // save-step, start: the step key
+	Value   string // save-step: the step value
+	ChildID string // start: a generated ID for the child
+
+	Writes []Write  // commit
+	Keys   []string // watch: sorted, unique
+}
+
+// Code classifies a command's result. Values are internal (results are never
+// logged) but stable for readability.
+type Code uint8
+
+const (
+	CodeOK            Code = 0
+	CodeConflict      Code = 1 // admit: the ID was ever used
+	CodeNotFound      Code = 2 // no such execution
+	CodeLeaseLost     Code = 3 // the lease is not current
+	CodeMismatch      Code = 4 // start: a repeat that differs
+	CodeLimitExceeded Code = 5 // a per-execution count limit (steps, watches)
+)
+
+var codeNames = [...]string{"ok", "conflict", "not-found", "lease-lost", "mismatch", "limit-exceeded"}
+
+func (c Code) String() string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return "code(" + itoa(uint64(c)) + ")"
+}
+
+// WakeResult says whether a wake (or watch) took effect.
+type WakeResult uint8
+
+const (
+	WakeRequested WakeResult = 1
+	WakeIgnored   WakeResult = 2 // the execution is terminal
+)
+
+// Result is a command's answer.
+type Result struct {
+	Code   Code
+	ID     string      // admit, start: the execution's ID
+	Wake   WakeResult  // wake, watch
+	Leases []Lease     // claim
+	Lease  Lease       // renew
+	Exec   Execution   // acknowledge: the record afterwards
+	Woken  []string    // acknowledge (parent), commit (watchers): executions woken, in order
+	Became Transitions // what the command changed, for the Store's notifications
+}
+
+// Transitions summarises effects the Store reacts to after applying.
+type Transitions struct {
+	Terminal bool // acknowledge: the execution became terminal
+	Due      bool // something may have become due (admit, wake, release, start, commit, ack)
+}
+
+// Per-execution count limits. They decide command results, so they are part
+// of the state machine's definition, not options: replaying a log must give
+// the same results whatever the process's configuration.
+const (
+	MaxStepsPerExecution   = 100_000
+	MaxWatchesPerExecution = 1024
+)
+
+func itoa(v uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			break
+		}
+	}
+	return string(b[i:])
+}

@@ -1,0 +1,54 @@
+// Package fsm is execstore's state machine: every execution record and the
+// indexes over them, the saved steps, the child-start requests, the key-value
+// store and its watches, and the one function that changes them, Apply.
+//
+// # Why it is pure
+//
+// The Store logs each command BEFORE applying it and, after a crash, replays
+// the log through the same Apply. That only works if Apply is deterministic:
+// the same commands applied to the same state must give the same state and
+// the same results, byte for byte. So this package never reads a clock, never
+// draws randomness, never starts a goroutine, never logs, never touches the
+// file system, and never lets the iteration order of a Go map show. Time
+// arrives as Command.Now, generated IDs as Command.ExecutionID and
+// Command.ChildID, and lease tokens come from per-execution counters in the
+// state. A test fails if the package imports anything impure.
+//
+// # Layout
+//
+// Records are stored by value in a tidwall/btree keyed by execution ID, so
+// State.Copy is O(1) and yields a consistent point-in-time state (the trees
+// are copy-on-write) that a snapshot writer can encode while Apply continues.
+// Fields that point to data (params, context, outcome, parent) point to
+// values that are never changed after they are recorded.
+//
+//	execs    ID                  → Execution
+//	due      (claimableAt, ID)   every execution with a pending wake or a current lease
+//	steps    (ID, step key)      → value
+//	starts   (caller, step key)  → child ID, workflow ID, SHA-256 of canonical params
+//	kv       key                 → value
+//	watches  watch ID            → execution, keys
+//	wkeys    (key, watch ID)     the watches a commit to key fires
+//	wexecs   (ID, watch ID)      the watches dropped when an execution ends
+//
+// An execution's claimableAt is its lease expiry while a lease is current (so
+// an expired lease makes it due again: redelivery) and otherwise its earliest
+// pending wake. A terminal execution is in no index.
+//
+// # Wakes and leases
+//
+// An execution has two pending-wake times. DueAt is the earliest wake not
+// covered by the current lease; CoveredAt is the earliest wake the current
+// lease covers. A claim moves everything pending into CoveredAt and issues the
+// next token. Acknowledging clears CoveredAt, so a wake requested during a
+// delivery survives it; releasing, or a later claim after the lease expired,
+// keeps it pending. Tokens only grow: LastToken is kept for the life of the
+// record, so a token is never issued twice, across restarts too.
+//
+// # Precheck
+//
+// State.Precheck runs a command through the same code as Apply without
+// changing anything and says whether it would change the state. The Store
+// answers the commands that would not (a duplicate admission, an idle claim,
+// a wake that merges into an earlier one, a lost lease) without logging them.
+package fsm

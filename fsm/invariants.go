@@ -1,0 +1,147 @@
+package fsm
+
+import "errors"
+
+// CheckInvariants verifies every index against the records and the records
+// against the rules of the state machine. It returns the first violation
+// found, or nil. It reads the whole state: use it in tests, the simulator
+// and after recovery, not on a hot path.
+func (s *State) CheckInvariants() error {
+	var err error
+	fail := func(id, msg string) bool {
+		err = errors.New("fsm: invariant violated: execution " + quote(id) + ": " + msg)
+		return false
+	}
+	terminal, dueWant := 0, 0
+	s.execs.Scan(func(e Execution) bool {
+		if e.Terminal() {
+			terminal++
+		}
+		if msg := e.check(); msg != "" {
+			return fail(e.ID, msg)
+		}
+		if at, ok := e.claimableAt(); ok {
+			dueWant++
+			if _, in := s.due.Get(dueKey{At: at, ID: e.ID}); !in {
+				return fail(e.ID, "missing from the due index at "+itoa(uint64(at)))
+			}
+		}
+		if e.UpdatedAt > s.meta.Now {
+			return fail(e.ID, "updated after the state's time")
+		}
+		if msg := s.checkLinks(&e); msg != "" {
+			return fail(e.ID, msg)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if terminal != s.meta.Terminal {
+		return errors.New("fsm: invariant violated: terminal count " + itoa(uint64(s.meta.Terminal)) +
+			" but " + itoa(uint64(terminal)) + " terminal records")
+	}
+	// Every due entry belongs to a record that wants exactly that entry; with
+	// the count equal, each such record is in the index exactly once.
+	if s.due.Len() != dueWant {
+		return errors.New("fsm: invariant violated: due index has " + itoa(uint64(s.due.Len())) +
+			" entries, records want " + itoa(uint64(dueWant)))
+	}
+	s.due.Scan(func(k dueKey) bool {
+		e, ok := s.execs.Get(Execution{ID: k.ID})
+		if at, want := e.claimableAt(); !ok || !want || at != k.At {
+			return fail(k.ID, "stale due entry at "+itoa(uint64(k.At)))
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return s.checkSideIndexes()
+}
+
+// check verifies one record's own fields. It returns "" when they hold.
+func (e *Execution) check() string {
+	switch {
+	case !e.Status.Valid():
+		return "invalid status"
+	case e.Terminal() != (e.Outcome != nil):
+		return "outcome present exactly when terminal violated"
+	case e.Outcome != nil && e.Outcome.Status != e.Status:
+		return "outcome status differs from status"
+	case e.Terminal() && (e.DueAt != 0 || e.CoveredAt != 0 || e.LeaseToken != 0 || e.WatchCount != 0):
+		return "terminal record with a wake, lease or watch"
+	case e.LeaseToken != 0 && (e.LeaseToken != e.LastToken || e.CoveredAt == 0 || e.LeaseExpiresAt == 0):
+		return "current lease is not the latest token, or covers nothing, or has no expiry"
+	case e.LeaseToken == 0 && (e.CoveredAt != 0 || e.LeaseExpiresAt != 0):
+		return "covered wake or expiry without a current lease"
+	case uint64(e.Attempts) != e.LastToken:
+		return "attempts differ from tokens issued"
+	case e.AdmittedAt <= 0 || e.UpdatedAt < e.AdmittedAt:
+		return "timestamps out of order"
+	case e.ID == "" || e.WorkflowID == "":
+		return "empty ID or workflow ID"
+	case e.Context != nil && !sortedUniqueKV(*e.Context):
+		return "context keys not sorted and unique"
+	}
+	return ""
+}
+
+// checkLinks verifies the record's parent link and per-execution counts.
+func (s *State) checkLinks(e *Execution) string {
+	if p := e.Parent; p != nil {
+		st, ok := s.starts.Get(startEntry{Caller: p.ExecutionID, Key: p.StepKey})
+		if !ok || st.Child != e.ID {
+			return "parent's start request does not name this child"
+		}
+	}
+	steps := uint32(0)
+	s.StepsOf(e.ID, func(string, string) bool { steps++; return true })
+	if steps != e.StepCount {
+		return "step count " + itoa(uint64(e.StepCount)) + " but " + itoa(uint64(steps)) + " steps"
+	}
+	watches := uint32(len(s.WatchesOf(e.ID)))
+	if watches != e.WatchCount {
+		return "watch count " + itoa(uint64(e.WatchCount)) + " but " + itoa(uint64(watches)) + " watches"
+	}
+	return ""
+}
+
+// checkSideIndexes verifies that steps, start requests and watches refer to
+// existing records, and that the three watch indexes agree.
+func (s *State) checkSideIndexes() error {
+	var err error
+	fail := func(msg string) bool { err = errors.New("fsm: invariant violated: " + msg); return false }
+	exists := func(id string) bool { _, ok := s.execs.Get(Execution{ID: id}); return ok }
+	s.steps.Scan(func(st stepEntry) bool {
+		return exists(st.ExecutionID) || fail("step of unknown execution "+quote(st.ExecutionID))
+	})
+	s.starts.Scan(func(st startEntry) bool {
+		return (exists(st.Caller) && exists(st.Child)) || fail("start request with unknown caller or child "+quote(st.Child))
+	})
+	keys := 0
+	s.watches.Scan(func(w watch) bool {
+		if w.ID >= s.meta.NextWatchID {
+			return fail("watch ID not below the next watch ID")
+		}
+		if _, ok := s.wexecs.Get(execWatch{ExecutionID: w.ExecutionID, ID: w.ID}); !ok {
+			return fail("watch missing from the execution index")
+		}
+		for _, k := range w.Keys {
+			if _, ok := s.wkeys.Get(watchKey{Key: k, ID: w.ID}); !ok {
+				return fail("watch missing from the key index")
+			}
+		}
+		keys += len(w.Keys)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if s.wexecs.Len() != s.watches.Len() || s.wkeys.Len() != keys {
+		return errors.New("fsm: invariant violated: watch indexes disagree in size")
+	}
+	return nil
+}
+
+func quote(s string) string { return "\"" + s + "\"" }

@@ -1,0 +1,145 @@
+package fsm
+
+// Status is an execution's status. The numeric values are part of the WAL and
+// snapshot formats: never renumber them.
+type Status uint8
+
+const (
+	StatusAdmitted  Status = 1 // no delivery acknowledged yet
+	StatusSuspended Status = 2 // the latest acknowledged delivery suspended
+	StatusCompleted Status = 3 // terminal
+	StatusFailed    Status = 4 // terminal
+)
+
+// Terminal reports whether s is completed or failed.
+func (s Status) Terminal() bool { return s == StatusCompleted || s == StatusFailed }
+
+// Valid reports whether s is one of the four statuses.
+func (s Status) Valid() bool { return s >= StatusAdmitted && s <= StatusFailed }
+
+// ErrorInfo is a failed outcome's recorded error: name, message, code and the
+// chain of causes it wrapped. It is immutable once recorded.
+type ErrorInfo struct {
+	Name    string
+	Message string
+	Code    string
+	Cause   *ErrorInfo
+}
+
+// Outcome is how a delivery ended. Result is kept byte for byte (a string so
+// that it cannot be mutated after it is recorded).
+type Outcome struct {
+	Status Status     // StatusSuspended, StatusCompleted or StatusFailed
+	Result string     // with StatusCompleted; meaningful only when HasResult
+	HasRes bool       // false: no result (nil), as opposed to any JSON value
+	Error  *ErrorInfo // with StatusFailed
+}
+
+// KV is one context entry. Contexts are kept sorted by key.
+type KV struct {
+	Key, Value string
+}
+
+// Parent names the execution (and its step) that started a child.
+type Parent struct {
+	ExecutionID string
+	StepKey     string
+}
+
+// Execution is one execution's record. It is stored by value in a btree, so
+// a copy of the tree is a consistent point-in-time view: fields are never
+// mutated in place, only replaced through the tree. Pointer and string fields
+// point to data that is never changed after it is recorded.
+//
+// Invariants (checked by State.CheckInvariants):
+//   - Status is terminal exactly when Outcome is non-nil; a terminal execution
+//     has no DueAt, no CoveredAt, no lease and is in no index.
+//   - LeaseToken != 0 (a current lease) implies LeaseToken == LastToken,
+//     CoveredAt != 0 and LeaseExpiresAt != 0; otherwise both are zero.
+//   - Attempts == LastToken: every claim issues one token.
+type Execution struct {
+	ID         string
+	WorkflowID string
+	Params     string // meaningful only when HasParams
+	Context    *[]KV  // nil: no context; otherwise sorted by key, possibly empty
+	Parent     *Parent
+	Outcome    *Outcome
+
+	AdmittedAt int64 // nanoseconds since the Unix epoch, as every time here
+	UpdatedAt  int64
+	// DueAt is the earliest pending wake not covered by the current lease,
+	// 0 if none.
+	DueAt int64
+	// CoveredAt is the earliest pending wake covered by the current lease, 0 if
+	// there is no current lease. It stays pending until the lease is
+	// acknowledged.
+	CoveredAt      int64
+	LeaseExpiresAt int64
+	LeaseToken     uint64 // the current lease's token; 0: no current lease
+	LastToken      uint64 // the highest token ever issued for this execution
+
+	Attempts   uint32 // deliveries claimed so far
+	StepCount  uint32
+	WatchCount uint32
+	Status     Status
+	HasParams  bool
+}
+
+// Terminal reports whether the execution has a recorded outcome.
+func (e *Execution) Terminal() bool { return e.Status.Terminal() }
+
+// Leased reports whether a lease is current.
+func (e *Execution) Leased() bool { return e.LeaseToken != 0 }
+
+// claimableAt is the execution's key in the due index: the lease expiry while
+// a lease is current (redelivery), else the earliest pending wake. ok is false
+// when the execution belongs in no index.
+func (e *Execution) claimableAt() (at int64, ok bool) {
+	switch {
+	case e.Status.Terminal():
+		return 0, false
+	case e.LeaseToken != 0:
+		return e.LeaseExpiresAt, true
+	case e.DueAt != 0:
+		return e.DueAt, true
+	}
+	return 0, false
+}
+
+// Lease is a claim on one execution, fenced by its token.
+type Lease struct {
+	ExecutionID string
+	Token       uint64
+	ExpiresAt   int64
+}
+
+// Write is one change to the key-value store. A nil value (HasValue false)
+// deletes the key.
+type Write struct {
+	Key      string
+	Value    string
+	HasValue bool
+}
+
+// minNonZero returns the smaller of two times where 0 means "none".
+func minNonZero(a, b int64) int64 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	case a < b:
+		return a
+	}
+	return b
+}
+
+// addSaturating returns a+d, clamped to the largest time instead of overflowing.
+func addSaturating(a, d int64) int64 {
+	if d > 0 && a > maxTime-d {
+		return maxTime
+	}
+	return a + d
+}
+
+const maxTime = int64(^uint64(0) >> 1)
