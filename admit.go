@@ -1,0 +1,79 @@
+package execstore
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// AdmitRequest is an execution to admit.
+type AdmitRequest struct {
+	ExecutionID string            // optional: "" lets the store choose a new, never-used ID
+	WorkflowID  string            // required
+	Params      json.RawMessage   // optional JSON object; nil means "no params" (not the same as {})
+	Context     map[string]string // optional
+}
+
+// Admit creates the execution's record (status admitted) and its first wake
+// (due now), all or nothing, and returns its ID once that is durable.
+//
+// Errors: ErrExecutionIDConflict (the ID was ever used; the existing record is
+// untouched), ErrInvalidExecutionEvent (nothing is stored and nothing becomes
+// due). A duplicate admission costs no write: it is refused against the
+// applied state.
+func (s *Store) Admit(ctx context.Context, req AdmitRequest) (string, error) {
+	var gen string
+	if req.ExecutionID == "" {
+		gen = newID(s.opts.Now())
+	}
+	c, err := admitCommand(&req, &s.limits, gen)
+	if err != nil {
+		return "", err
+	}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return "", err
+	}
+	if err := resultErr(&res, &c); err != nil {
+		return "", err
+	}
+	return res.ID, nil
+}
+
+// Get returns the execution's record. Errors: ErrExecutionNotFound.
+func (s *Store) Get(ctx context.Context, executionID string) (Record, error) {
+	var (
+		e  fsm.Execution
+		ok bool
+	)
+	if err := s.read(ctx, func(st *fsm.State) { e, ok = st.Get(executionID) }); err != nil {
+		return Record{}, err
+	}
+	if !ok {
+		return Record{}, notFound(executionID)
+	}
+	return recordFromFSM(&e), nil
+}
+
+// Await returns the execution's record once it is terminal (at once if it
+// already is), or ctx's error. It reads the durable record, so it works
+// across restarts: a new process can Await what an earlier one admitted.
+// Errors: ErrExecutionNotFound, ErrClosed (also if the store closes while
+// waiting).
+func (s *Store) Await(ctx context.Context, executionID string) (Record, error) {
+	entry := s.awaits.acquire(executionID)
+	defer s.awaits.release(executionID, entry)
+	rec, err := s.Get(ctx, executionID)
+	if err != nil || rec.Status.Terminal() {
+		return rec, err
+	}
+	select {
+	case <-entry.ch:
+		return s.Get(ctx, executionID)
+	case <-ctx.Done():
+		return Record{}, ctx.Err()
+	case <-s.awaits.closed:
+		return Record{}, ErrClosed
+	}
+}

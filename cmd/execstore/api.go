@@ -1,0 +1,495 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/jsonv"
+)
+
+// maxBody bounds a request body: the largest event or value plus room for
+// the JSON around it.
+const maxBody = 4 << 20
+
+// api serves the store over HTTP: JSON bodies, errors as
+// {"code": "...", "message": "..."}.
+type api struct {
+	store  *execstore.Store
+	logger *slog.Logger
+}
+
+func newAPI(store *execstore.Store, logger *slog.Logger) http.Handler {
+	a := &api{store: store, logger: logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/executions", a.admit)
+	mux.HandleFunc("GET /v1/executions/{id}", a.get)
+	mux.HandleFunc("GET /v1/executions/{id}/await", a.await)
+	mux.HandleFunc("POST /v1/executions/{id}/wakes", a.wake)
+	mux.HandleFunc("POST /v1/executions/{id}/watches", a.watch)
+	mux.HandleFunc("GET /v1/executions/{id}/steps/{key}", a.step)
+	mux.HandleFunc("POST /v1/claims", a.claim)
+	mux.HandleFunc("POST /v1/leases/renew", a.renew)
+	mux.HandleFunc("POST /v1/leases/release", a.release)
+	mux.HandleFunc("POST /v1/leases/acknowledge", a.acknowledge)
+	mux.HandleFunc("POST /v1/leases/steps", a.saveStep)
+	mux.HandleFunc("POST /v1/leases/start", a.start)
+	mux.HandleFunc("POST /v1/store/commit", a.commit)
+	mux.HandleFunc("GET /v1/store/{key}", a.read)
+	mux.HandleFunc("GET /v1/stats", a.stats)
+	mux.HandleFunc("GET /healthz", a.health)
+	return mux
+}
+
+// ---- wire types -------------------------------------------------------------
+
+type leaseJSON struct {
+	ExecutionID string    `json:"executionId"`
+	Token       uint64    `json:"token"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
+
+func leaseOut(l execstore.Lease) leaseJSON {
+	return leaseJSON{ExecutionID: l.ExecutionID, Token: l.Token, ExpiresAt: l.ExpiresAt}
+}
+
+func (l leaseJSON) lease() execstore.Lease {
+	return execstore.Lease{ExecutionID: l.ExecutionID, Token: l.Token, ExpiresAt: l.ExpiresAt}
+}
+
+type errorJSON struct {
+	Name    string     `json:"name"`
+	Message string     `json:"message"`
+	Code    string     `json:"code,omitempty"`
+	Cause   *errorJSON `json:"cause,omitempty"`
+}
+
+func errorOut(e *execstore.WorkflowError) *errorJSON {
+	if e == nil {
+		return nil
+	}
+	return &errorJSON{Name: e.Name, Message: e.Message, Code: e.Code, Cause: errorOut(e.Cause)}
+}
+
+func (e *errorJSON) workflowError() *execstore.WorkflowError {
+	if e == nil {
+		return nil
+	}
+	return &execstore.WorkflowError{Name: e.Name, Message: e.Message, Code: e.Code, Cause: e.Cause.workflowError()}
+}
+
+type outcomeJSON struct {
+	Status execstore.Status `json:"status"`
+	Result json.RawMessage  `json:"result,omitempty"`
+	Error  *errorJSON       `json:"error,omitempty"`
+}
+
+type parentJSON struct {
+	ExecutionID string `json:"executionId"`
+	StepKey     string `json:"stepKey"`
+}
+
+type recordJSON struct {
+	ExecutionID string            `json:"executionId"`
+	WorkflowID  string            `json:"workflowId"`
+	Params      json.RawMessage   `json:"params,omitempty"`
+	Context     map[string]string `json:"context,omitempty"`
+	Status      execstore.Status  `json:"status"`
+	Outcome     *outcomeJSON      `json:"outcome,omitempty"`
+	Parent      *parentJSON       `json:"parent,omitempty"`
+	AdmittedAt  time.Time         `json:"admittedAt"`
+	UpdatedAt   time.Time         `json:"updatedAt"`
+	DueAt       *time.Time        `json:"dueAt,omitempty"`
+	Lease       *leaseJSON        `json:"lease,omitempty"`
+	Attempts    int               `json:"attempts"`
+}
+
+func recordOut(r execstore.Record) recordJSON {
+	out := recordJSON{
+		ExecutionID: r.ExecutionID,
+		WorkflowID:  r.WorkflowID,
+		Params:      r.Params,
+		Context:     r.Context,
+		Status:      r.Status,
+		AdmittedAt:  r.AdmittedAt,
+		UpdatedAt:   r.UpdatedAt,
+		Attempts:    r.Attempts,
+	}
+	if o := r.Outcome; o != nil {
+		out.Outcome = &outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}
+	}
+	if p := r.Parent; p != nil {
+		out.Parent = &parentJSON{ExecutionID: p.ExecutionID, StepKey: p.StepKey}
+	}
+	if !r.DueAt.IsZero() {
+		due := r.DueAt
+		out.DueAt = &due
+	}
+	if r.Lease != nil {
+		l := leaseOut(*r.Lease)
+		out.Lease = &l
+	}
+	return out
+}
+
+// ---- handlers ----------------------------------------------------------------
+
+func (a *api) admit(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ExecutionID string            `json:"executionId"`
+		WorkflowID  string            `json:"workflowId"`
+		Params      json.RawMessage   `json:"params"`
+		Context     map[string]string `json:"context"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidExecutionEvent) {
+		return
+	}
+	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
+		ExecutionID: body.ExecutionID, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
+	})
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"executionId": id})
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	rec, err := a.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordOut(rec))
+}
+
+// await waits for the execution to be terminal, up to ?timeout= (a Go
+// duration, default and maximum 60s); on timeout it answers 408 with the
+// code "TIMEOUT".
+func (a *api) await(w http.ResponseWriter, r *http.Request) {
+	timeout := 60 * time.Second
+	if s := r.URL.Query().Get("timeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 || d > timeout {
+			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "timeout must be a positive duration of at most 60s")
+			return
+		}
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	rec, err := a.store.Await(ctx, r.PathValue("id"))
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		writeError(w, http.StatusRequestTimeout, "TIMEOUT", "the execution is not terminal yet")
+		return
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordOut(rec))
+}
+
+func (a *api) wake(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		At *time.Time `json:"at"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	if body.At == nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `"at" (an RFC 3339 time) is required`)
+		return
+	}
+	res, err := a.store.RequestWake(r.Context(), r.PathValue("id"), *body.At)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]execstore.WakeResult{"status": res})
+}
+
+func (a *api) watch(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Keys []string `json:"keys"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	res, err := a.store.Watch(r.Context(), r.PathValue("id"), body.Keys...)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]execstore.WakeResult{"status": res})
+}
+
+func (a *api) step(w http.ResponseWriter, r *http.Request) {
+	v, ok, err := a.store.Step(r.Context(), r.PathValue("id"), r.PathValue("key"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if !ok {
+		writeError(w, http.StatusNotFound, "STEP_NOT_FOUND", "no saved value for this step")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"value": v})
+}
+
+func (a *api) claim(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Limit           int   `json:"limit"`
+		LeaseDurationMs int64 `json:"leaseDurationMs"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	leases, err := a.store.ClaimDue(r.Context(), body.Limit, time.Duration(body.LeaseDurationMs)*time.Millisecond)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]leaseJSON, len(leases))
+	for i, l := range leases {
+		out[i] = leaseOut(l)
+	}
+	writeJSON(w, http.StatusOK, map[string][]leaseJSON{"leases": out})
+}
+
+func (a *api) renew(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Lease           leaseJSON `json:"lease"`
+		LeaseDurationMs int64     `json:"leaseDurationMs"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	l, err := a.store.Renew(r.Context(), body.Lease.lease(), time.Duration(body.LeaseDurationMs)*time.Millisecond)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, leaseOut(l))
+}
+
+func (a *api) release(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Lease        leaseJSON `json:"lease"`
+		RetryAfterMs int64     `json:"retryAfterMs"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	if err := a.store.Release(r.Context(), body.Lease.lease(), time.Duration(body.RetryAfterMs)*time.Millisecond); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "released"})
+}
+
+func (a *api) acknowledge(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Lease   leaseJSON   `json:"lease"`
+		Outcome outcomeJSON `json:"outcome"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	o := execstore.RunOutcome{Status: body.Outcome.Status, Result: body.Outcome.Result}
+	if e := body.Outcome.Error.workflowError(); e != nil {
+		o.Err = e
+	}
+	rec, err := a.store.Acknowledge(r.Context(), body.Lease.lease(), o)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordOut(rec))
+}
+
+func (a *api) saveStep(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Lease leaseJSON       `json:"lease"`
+		Key   string          `json:"key"`
+		Value json.RawMessage `json:"value"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	if err := a.store.SaveStep(r.Context(), body.Lease.lease(), body.Key, body.Value); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "saved"})
+}
+
+func (a *api) start(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Lease      leaseJSON       `json:"lease"`
+		StepKey    string          `json:"stepKey"`
+		WorkflowID string          `json:"workflowId"`
+		Params     json.RawMessage `json:"params"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	id, err := a.store.Start(r.Context(), body.Lease.lease(), body.StepKey, body.WorkflowID, body.Params)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"executionId": id})
+}
+
+func (a *api) commit(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Writes []struct {
+			Key   string          `json:"key"`
+			Value json.RawMessage `json:"value"`
+		} `json:"writes"`
+	}
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	writes := make([]execstore.Write, len(body.Writes))
+	for i, wr := range body.Writes {
+		writes[i] = execstore.Write{Key: wr.Key, Value: wr.Value}
+		if string(wr.Value) == "null" {
+			writes[i].Value = nil // null deletes, as a nil Value does
+		}
+	}
+	if err := a.store.Commit(r.Context(), writes...); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "committed"})
+}
+
+func (a *api) read(w http.ResponseWriter, r *http.Request) {
+	v, ok, err := a.store.Read(r.Context(), r.PathValue("key"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if !ok {
+		writeError(w, http.StatusNotFound, "KEY_NOT_FOUND", "no such key")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"value": v})
+}
+
+func (a *api) stats(w http.ResponseWriter, r *http.Request) {
+	st, err := a.store.Stats(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := map[string]any{
+		"executions": st.Executions, "terminal": st.Terminal, "pending": st.Pending,
+		"walFirstIndex": st.WALFirstIndex, "walLastIndex": st.WALLastIndex, "now": st.Now,
+	}
+	if !st.NextDue.IsZero() {
+		out["nextDue"] = st.NextDue
+	}
+	if st.Failed != nil {
+		out["failed"] = st.Failed.Error()
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// health answers 200 while the store accepts writes, 503 once it has failed
+// or closed.
+func (a *api) health(w http.ResponseWriter, r *http.Request) {
+	st, err := a.store.Stats(r.Context())
+	if err == nil {
+		err = st.Failed
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// ---- plumbing ----------------------------------------------------------------
+
+// decode reads a JSON body strictly: at most maxBody bytes, valid JSON with no
+// duplicate keys or invalid UTF-8 (which encoding/json would silently drop
+// or replace), no unknown fields, one value. A bad body answers 400 with the
+// code of invalid (the admission route's is INVALID_EXECUTION_EVENT).
+func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, invalid error) bool {
+	code := execstore.ErrorCode(invalid)
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, code, fmt.Sprintf("request body over %d bytes", maxBody))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, code, "reading the request body: "+err.Error())
+		return false
+	}
+	if err := jsonv.ValidateObject(b); err != nil {
+		writeError(w, http.StatusBadRequest, code, "request body: "+err.Error())
+		return false
+	}
+	if err := strictUnmarshal(b, v); err != nil {
+		writeError(w, http.StatusBadRequest, code, "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// strictUnmarshal decodes one JSON value, refusing unknown fields.
+func strictUnmarshal(b []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	return d.Decode(v)
+}
+
+// fail answers with the error's code and the HTTP status that fits it.
+func (a *api) fail(w http.ResponseWriter, err error) {
+	code := execstore.ErrorCode(err)
+	status := http.StatusInternalServerError
+	switch code {
+	case "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT":
+		status = http.StatusBadRequest
+	case "EXECUTION_NOT_FOUND":
+		status = http.StatusNotFound
+	case "EXECUTION_ID_CONFLICT", "LEASE_LOST", "START_REQUEST_MISMATCH":
+		status = http.StatusConflict
+	case "LIMIT_EXCEEDED":
+		status = http.StatusUnprocessableEntity
+	case "CLOSED", "STORAGE_FAILED":
+		status = http.StatusServiceUnavailable
+	case "":
+		switch {
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			code, status = "CANCELLED", http.StatusServiceUnavailable
+		default:
+			code = "INTERNAL"
+			a.logger.Error("execstore: request failed", "err", err)
+		}
+	}
+	writeError(w, status, code, err.Error())
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, map[string]string{"code": code, "message": message})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client may be gone; nothing useful to do
+}

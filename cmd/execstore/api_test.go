@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+type server struct {
+	t     *testing.T
+	url   string
+	store *execstore.Store
+}
+
+func newServer(t *testing.T) *server {
+	t.Helper()
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, err := execstore.Open(t.TempDir(), execstore.Options{NoSync: true, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(newAPI(store, slog.New(slog.DiscardHandler)))
+	t.Cleanup(func() { ts.Close(); store.Close() })
+	return &server{t: t, url: ts.URL, store: store}
+}
+
+// call sends a request and decodes the JSON answer.
+func (s *server) call(method, path, body string) (int, map[string]any) {
+	s.t.Helper()
+	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		s.t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, raw)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		s.t.Errorf("%s %s: Content-Type %q", method, path, ct)
+	}
+	return resp.StatusCode, out
+}
+
+func (s *server) expect(method, path, body string, status int, code string) map[string]any {
+	s.t.Helper()
+	got, out := s.call(method, path, body)
+	if got != status || (code != "" && out["code"] != code) {
+		s.t.Fatalf("%s %s %s: %d %v, want %d %s", method, path, body, got, out, status, code)
+	}
+	return out
+}
+
+// "Local or HTTP trigger omits an execution ID | The SDK returns the ID accepted by ExecutionClient."
+func TestHTTPTriggerWithoutAnIDReturnsTheGeneratedID(t *testing.T) {
+	s := newServer(t)
+	out := s.expect("POST", "/v1/executions", `{"workflowId":"w"}`, http.StatusCreated, "")
+	id, _ := out["executionId"].(string)
+	if _, err := s.store.Get(context.Background(), id); id == "" || err != nil {
+		t.Fatalf("returned ID %q not in the store: %v", id, err)
+	}
+}
+
+// "Local or HTTP trigger supplies an ID in use | The SDK throws ExecutionAdmissionError; the HTTP route returns 409 Conflict."
+func TestHTTPTriggerWithAnIDInUseIs409(t *testing.T) {
+	s := newServer(t)
+	body := `{"executionId":"order-42","workflowId":"charge-order","params":{"order":42},"context":{"tenant":"shop"}}`
+	out := s.expect("POST", "/v1/executions", body, http.StatusCreated, "")
+	if out["executionId"] != "order-42" {
+		t.Fatalf("answer %v", out)
+	}
+	out = s.expect("POST", "/v1/executions", body, http.StatusConflict, "EXECUTION_ID_CONFLICT")
+	if msg, _ := out["message"].(string); msg == "" {
+		t.Fatalf("no message: %v", out)
+	}
+}
+
+func TestHTTPGetReturnsTheRecordInLowerCamelCase(t *testing.T) {
+	s := newServer(t)
+	s.expect("POST", "/v1/executions", `{"executionId":"e","workflowId":"w","params":{"b":1, "a":2},"context":{"k":"v"}}`, http.StatusCreated, "")
+	out := s.expect("GET", "/v1/executions/e", "", http.StatusOK, "")
+	want := map[string]any{
+		"executionId": "e", "workflowId": "w", "params": map[string]any{"b": 1.0, "a": 2.0},
+		"context": map[string]any{"k": "v"}, "status": "admitted",
+		"admittedAt": "2026-01-02T12:00:00Z", "updatedAt": "2026-01-02T12:00:00Z", "dueAt": "2026-01-02T12:00:00Z", "attempts": 0.0,
+	}
+	for k, v := range want {
+		if b1, _ := json.Marshal(out[k]); !bytes.Equal(b1, must(json.Marshal(v))) {
+			t.Errorf("%s = %v, want %v", k, out[k], v)
+		}
+	}
+	s.expect("GET", "/v1/executions/nobody", "", http.StatusNotFound, "EXECUTION_NOT_FOUND")
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestHTTPAdmissionRefusesInvalidEvents(t *testing.T) {
+	s := newServer(t)
+	for _, body := range []string{
+		``, `[]`, `{`, `{"workflowId":""}`, `{"workflowId":"w","params":[]}`, `{"workflowId":"w","params":null}`,
+		`{"workflowId":"w","params":{"a":1,"a":2}}`, `{"workflowId":"w","workflowId":"x"}`, `{"workflowId":"w","context":{"k":1}}`,
+		`{"workflowId":"w","extra":1}`, "{\"workflowId\":\"w\xff\"}",
+	} {
+		s.expect("POST", "/v1/executions", body, http.StatusBadRequest, "INVALID_EXECUTION_EVENT")
+	}
+	if st, _ := s.store.Stats(context.Background()); st.Executions != 0 {
+		t.Fatalf("a refused admission was stored: %+v", st)
+	}
+}
+
+func TestHTTPWakes(t *testing.T) {
+	s := newServer(t)
+	s.expect("POST", "/v1/executions", `{"executionId":"e","workflowId":"w"}`, http.StatusCreated, "")
+	out := s.expect("POST", "/v1/executions/e/wakes", `{"at":"2026-01-02T12:10:00Z"}`, http.StatusOK, "")
+	if out["status"] != "requested" {
+		t.Fatalf("wake answer %v", out)
+	}
+	s.expect("POST", "/v1/executions/ghost/wakes", `{"at":"2026-01-02T12:10:00Z"}`, http.StatusNotFound, "EXECUTION_NOT_FOUND")
+	s.expect("POST", "/v1/executions/e/wakes", `{"at":"soon"}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+	s.expect("POST", "/v1/executions/e/wakes", `{}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+
+	// Deliver it to completion over HTTP, then a wake is ignored.
+	out = s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000}`, http.StatusOK, "")
+	leases := out["leases"].([]any)
+	lease, _ := json.Marshal(leases[0])
+	s.expect("POST", "/v1/leases/steps", `{"lease":`+string(lease)+`,"key":"charge","value":{"receipt":"r-1"}}`, http.StatusOK, "")
+	out = s.expect("POST", "/v1/leases/acknowledge", `{"lease":`+string(lease)+`,"outcome":{"status":"completed","result":{"receipt":"r-1"}}}`, http.StatusOK, "")
+	if out["status"] != "completed" {
+		t.Fatalf("acknowledge answer %v", out)
+	}
+	out = s.expect("POST", "/v1/executions/e/wakes", `{"at":"2026-01-02T12:10:00Z"}`, http.StatusOK, "")
+	if out["status"] != "ignored" {
+		t.Fatalf("wake on terminal: %v", out)
+	}
+	s.expect("POST", "/v1/leases/renew", `{"lease":`+string(lease)+`,"leaseDurationMs":1000}`, http.StatusConflict, "LEASE_LOST")
+	out = s.expect("GET", "/v1/executions/e/await?timeout=1s", "", http.StatusOK, "")
+	if out["outcome"].(map[string]any)["result"].(map[string]any)["receipt"] != "r-1" {
+		t.Fatalf("await answer %v", out)
+	}
+	s.expect("GET", "/v1/executions/e/steps/charge", "", http.StatusOK, "")
+}
+
+func TestServeShutsDownCleanlyAndClosesTheStore(t *testing.T) {
+	dir := t.TempDir()
+	store, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveUntil(ctx, ln, store, slog.New(slog.DiscardHandler)) }()
+	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/executions", "application/json", strings.NewReader(`{"executionId":"e","workflowId":"w"}`))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("admit over HTTP: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serveUntil: %v", err)
+	}
+	// The store was closed: its directory can be opened again, and kept the admission.
+	again, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if _, err := again.Get(context.Background(), "e"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,114 @@
+// Command execstore serves, inspects and exercises an execstore data
+// directory.
+//
+//	execstore serve [--data DIR] [--addr HOST:PORT] [--nosync]
+//
+// serve opens the store kept in DIR (default ./execstore-data) and serves
+// its HTTP API on HOST:PORT (default 127.0.0.1:7070) until SIGINT or SIGTERM,
+// then drains requests and closes the store cleanly. The routes are listed in
+// the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+const usage = `usage: execstore <command> [flags]
+
+commands:
+  serve   serve the store's HTTP API until SIGINT/SIGTERM
+
+run "execstore <command> -h" for a command's flags.
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "execstore:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func serve(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./execstore-data", "the store's data directory (created if needed)")
+	addr := fs.String("addr", "127.0.0.1:7070", "the address to listen on")
+	noSync := fs.Bool("nosync", false, "skip fsync (faster; a crash of the machine may lose acknowledged writes)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	store, err := execstore.Open(*data, execstore.Options{NoSync: *noSync, Logger: logger})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		store.Close()
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serveUntil(ctx, ln, store, logger)
+}
+
+// serveUntil serves the API on ln until ctx ends, then shuts down: it stops
+// accepting, lets requests in flight finish (up to ten seconds), and closes
+// the store.
+func serveUntil(ctx context.Context, ln net.Listener, store *execstore.Store, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           newAPI(store, logger),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Info("execstore: serving", "addr", ln.Addr().String())
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("execstore: shutting down")
+	case serveErr = <-errc:
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	if err := store.Close(); err != nil && serveErr == nil {
+		serveErr = err
+	}
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	return serveErr
+}

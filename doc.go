@@ -1,0 +1,40 @@
+// Package execstore is an embeddable, durable execution-record engine.
+//
+// Workflow runtimes use it to admit each execution once (a repeated trigger
+// gets ErrExecutionIDConflict, not a second run), merge any number of wakes
+// into one due time, hand each due execution to exactly one worker under a
+// fenced lease, save step results so a rerun skips finished work, and keep
+// every outcome forever immutable.
+//
+// # Design
+//
+// A Store is a deterministic state machine (package fsm) in memory, behind a
+// write-ahead log (package wal, on github.com/tidwall/wal). Every command is
+// validated in the caller's goroutine, then handed to one writer goroutine
+// that stamps it with the store's time, writes it to the log with the other
+// commands queued at the same moment (one write, one fsync: group commit),
+// applies it, and answers. Each command gets its own result: a conflict, an
+// invalid input or a lost lease in a batch is that command's answer alone.
+// Commands that would change nothing (a duplicate admission, a claim that
+// finds nothing due, a wake that merges into an earlier one, a stale lease)
+// are answered from the applied state without being logged.
+//
+// Opening a store replays the log through the same Apply, so the state after
+// a crash is exactly the state of the commands that reached the disk. A
+// write that returned nil (without Options.NoSync) survives any crash after
+// it returned; an unacknowledged one is whole or absent. After a failed write
+// or fsync the store refuses every write (ErrStorageFailed) until reopened.
+//
+// # Executions
+//
+// An execution's record holds its event (workflow ID, params byte for byte,
+// context), its status (admitted, suspended, completed, failed), its outcome
+// once terminal, its pending wake (DueAt) and its current lease. Wakes name
+// an execution and a time; they never copy the event. A claim covers every
+// wake pending at that moment; a wake requested during a delivery is kept for
+// after it. Lease tokens start at 1 and only grow, across restarts too, so a
+// stale worker's writes (SaveStep, Start, Acknowledge, Renew, Release) are
+// refused with ErrLeaseLost.
+//
+// Limits on every size and count are in one place, Limits.
+package execstore

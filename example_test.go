@@ -1,0 +1,88 @@
+package execstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// The life of one execution: admit it, claim it under a lease, save a step,
+// acknowledge its outcome.
+func Example() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, err := execstore.Open(dir, execstore.Options{Now: func() time.Time { return now }})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+
+	id, _ := store.Admit(ctx, execstore.AdmitRequest{
+		ExecutionID: "order-42",
+		WorkflowID:  "charge-order",
+		Params:      []byte(`{"order":42}`),
+	})
+	leases, _ := store.ClaimDue(ctx, 10, 30*time.Second)
+	lease := leases[0]
+	fmt.Println("claimed", lease.ExecutionID, "token", lease.Token, "until", lease.ExpiresAt.Format(time.TimeOnly))
+
+	rec, _ := store.Get(ctx, lease.ExecutionID) // the event comes from the record
+	fmt.Println("running", rec.WorkflowID, string(rec.Params))
+	_ = store.SaveStep(ctx, lease, "charge", []byte(`{"receipt":"r-1"}`))
+
+	rec, _ = store.Acknowledge(ctx, lease, execstore.Completed([]byte(`{"receipt":"r-1"}`)))
+	fmt.Println(id, rec.Status, string(rec.Outcome.Result))
+	// Output:
+	// claimed order-42 token 1 until 12:00:30
+	// running charge-order {"order":42}
+	// order-42 completed {"receipt":"r-1"}
+}
+
+// A repeated trigger with the same execution ID is refused: no second run,
+// no second wake, and the caller learns that order-42 exists.
+func ExampleStore_Admit_duplicate() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	store, _ := execstore.Open(dir, execstore.Options{})
+	defer store.Close()
+	ctx := context.Background()
+
+	req := execstore.AdmitRequest{ExecutionID: "order-42", WorkflowID: "charge-order", Params: []byte(`{"order":42}`)}
+	_, err := store.Admit(ctx, req)
+	fmt.Println("first:", err)
+	_, err = store.Admit(ctx, req)
+	fmt.Println("again:", errors.Is(err, execstore.ErrExecutionIDConflict), execstore.ErrorCode(err))
+	leases, _ := store.ClaimDue(ctx, 10, time.Minute)
+	fmt.Println("deliveries:", len(leases))
+	// Output:
+	// first: <nil>
+	// again: true EXECUTION_ID_CONFLICT
+	// deliveries: 1
+}
+
+// Wakes merge into one due time, the earliest; a wake during a delivery is
+// kept for after it.
+func ExampleStore_RequestWake() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, _ := execstore.Open(dir, execstore.Options{Now: func() time.Time { return now }})
+	defer store.Close()
+	ctx := context.Background()
+
+	store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-42", WorkflowID: "charge-order"})
+	leases, _ := store.ClaimDue(ctx, 1, time.Minute)
+	// The workflow sleeps ten minutes: it asks for a wake, then suspends.
+	store.RequestWake(ctx, "order-42", now.Add(10*time.Minute))
+	store.RequestWake(ctx, "order-42", now.Add(20*time.Minute))
+	rec, _ := store.Acknowledge(ctx, leases[0], execstore.Suspended())
+	fmt.Println(rec.Status, "due at", rec.DueAt.Format(time.TimeOnly))
+	// Output:
+	// suspended due at 12:10:00
+}

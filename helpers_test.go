@@ -1,0 +1,168 @@
+package execstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// t0 is the injected clock's start: every test's times are relative to it.
+var t0 = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+
+// clock is an injected clock that moves only when told.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: t0} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// fixture is a store on a temporary directory with an injected clock.
+type fixture struct {
+	t     *testing.T
+	dir   string
+	clock *clock
+	opts  execstore.Options
+	s     *execstore.Store
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, dir: t.TempDir(), clock: newClock()}
+	f.opts = execstore.Options{Now: f.clock.Now, NoSync: true}
+	f.open()
+	t.Cleanup(func() {
+		if f.s != nil {
+			f.s.Close()
+		}
+	})
+	return f
+}
+
+func (f *fixture) open() {
+	f.t.Helper()
+	s, err := execstore.Open(f.dir, f.opts)
+	if err != nil {
+		f.t.Fatalf("Open: %v", err)
+	}
+	f.s = s
+}
+
+// reopen closes the store cleanly and opens it again from its files.
+func (f *fixture) reopen() {
+	f.t.Helper()
+	if err := f.s.Close(); err != nil {
+		f.t.Fatalf("Close: %v", err)
+	}
+	f.open()
+}
+
+var ctx = context.Background()
+
+func (f *fixture) admit(req execstore.AdmitRequest) string {
+	f.t.Helper()
+	id, err := f.s.Admit(ctx, req)
+	if err != nil {
+		f.t.Fatalf("Admit(%+v): %v", req, err)
+	}
+	return id
+}
+
+func (f *fixture) get(id string) execstore.Record {
+	f.t.Helper()
+	rec, err := f.s.Get(ctx, id)
+	if err != nil {
+		f.t.Fatalf("Get(%q): %v", id, err)
+	}
+	return rec
+}
+
+func (f *fixture) claim(limit int, d time.Duration) []execstore.Lease {
+	f.t.Helper()
+	leases, err := f.s.ClaimDue(ctx, limit, d)
+	if err != nil {
+		f.t.Fatalf("ClaimDue: %v", err)
+	}
+	return leases
+}
+
+// claimOne claims and requires exactly one lease, for id.
+func (f *fixture) claimOne(id string) execstore.Lease {
+	f.t.Helper()
+	leases := f.claim(10, time.Minute)
+	if len(leases) != 1 || leases[0].ExecutionID != id {
+		f.t.Fatalf("ClaimDue = %+v, want one lease for %q", leases, id)
+	}
+	return leases[0]
+}
+
+// claimFor claims everything due and returns the lease for id.
+func (f *fixture) claimFor(id string) execstore.Lease {
+	f.t.Helper()
+	for _, l := range f.claim(100, time.Minute) {
+		if l.ExecutionID == id {
+			return l
+		}
+	}
+	f.t.Fatalf("ClaimDue did not return %q", id)
+	return execstore.Lease{}
+}
+
+func (f *fixture) wake(id string, at time.Time) execstore.WakeResult {
+	f.t.Helper()
+	res, err := f.s.RequestWake(ctx, id, at)
+	if err != nil {
+		f.t.Fatalf("RequestWake(%q): %v", id, err)
+	}
+	return res
+}
+
+func (f *fixture) ack(l execstore.Lease, o execstore.RunOutcome) execstore.Record {
+	f.t.Helper()
+	rec, err := f.s.Acknowledge(ctx, l, o)
+	if err != nil {
+		f.t.Fatalf("Acknowledge(%+v): %v", l, err)
+	}
+	return rec
+}
+
+func (f *fixture) stats() execstore.Stats {
+	f.t.Helper()
+	st, err := f.s.Stats(ctx)
+	if err != nil {
+		f.t.Fatalf("Stats: %v", err)
+	}
+	return st
+}
+
+func ids(leases []execstore.Lease) []string {
+	out := make([]string, len(leases))
+	for i, l := range leases {
+		out[i] = l.ExecutionID
+	}
+	return out
+}
+
+func raw(s string) json.RawMessage { return json.RawMessage(s) }

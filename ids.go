@@ -1,0 +1,32 @@
+package execstore
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"time"
+)
+
+// crockford is Crockford's base32 alphabet: no I, L, O or U, so IDs read
+// aloud and copied by hand survive.
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// newID returns a 26-character ULID: 48 bits of milliseconds, then 80 random
+// bits. IDs sort by creation time, and a collision is not a practical
+// concern; if a caller happened to choose the same string, the state machine
+// derives a different unused ID (see fsm), so a generated ID is never a
+// conflict.
+func newID(now time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
+	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails (Go 1.24+)
+	var out [26]byte
+	// 128 bits as 26 base32 digits: the first digit carries 3 bits.
+	hi := binary.BigEndian.Uint64(b[:8])
+	lo := binary.BigEndian.Uint64(b[8:])
+	for i := 25; i >= 0; i-- {
+		out[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
+}

@@ -1,0 +1,145 @@
+package execstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// WakeResult says whether a wake (or a watch) took effect.
+type WakeResult string
+
+const (
+	WakeRequested WakeResult = "requested"
+	WakeIgnored   WakeResult = "ignored" // the execution is terminal: nothing becomes due
+)
+
+func wakeResultFromFSM(w fsm.WakeResult) WakeResult {
+	if w == fsm.WakeIgnored {
+		return WakeIgnored
+	}
+	return WakeRequested
+}
+
+// RequestWake asks for the execution to be delivered at (or after) at. Wakes
+// not covered by a current lease merge into one due time: the earliest. A
+// wake during a delivery is kept for after it. A time before the Unix epoch
+// means "now"; one after the year 2262 is ErrInvalidArgument.
+// Errors: ErrExecutionNotFound (no record is created).
+func (s *Store) RequestWake(ctx context.Context, executionID string, at time.Time) (WakeResult, error) {
+	ns, ok := nanosFromTime(at)
+	if !ok {
+		return "", invalidArg("wake time %v is after the latest representable time", at)
+	}
+	c := fsm.Command{Kind: fsm.KindWake, ExecutionID: executionID, At: ns}
+	if checkID("", executionID) != "" {
+		return "", notFound(executionID)
+	}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return "", err
+	}
+	if err := resultErr(&res, &c); err != nil {
+		return "", err
+	}
+	return wakeResultFromFSM(res.Wake), nil
+}
+
+// ClaimDue leases up to limit executions whose due time is at or before now,
+// earliest first (ties by execution ID). One execution appears at most once.
+// A claimed lease covers every wake pending at the claim. A claim that finds
+// nothing due writes nothing.
+//
+// limit must be 1 to Limits.ClaimLimit and leaseDuration positive and at most
+// Limits.LeaseDuration (ErrInvalidArgument).
+func (s *Store) ClaimDue(ctx context.Context, limit int, leaseDuration time.Duration) ([]Lease, error) {
+	if limit < 1 || limit > s.limits.ClaimLimit {
+		return nil, invalidArg("claim limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
+	}
+	if err := checkDuration("lease duration", leaseDuration, true, s.limits.LeaseDuration); err != nil {
+		return nil, err
+	}
+	c := fsm.Command{Kind: fsm.KindClaim, Limit: limit, Duration: int64(leaseDuration)}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return nil, err
+	}
+	leases := make([]Lease, len(res.Leases))
+	for i, l := range res.Leases {
+		leases[i] = leaseFromFSM(l)
+	}
+	return leases, nil
+}
+
+// Renew extends a current lease to now+leaseDuration and returns it.
+// ErrLeaseLost if a later claim superseded it or its delivery ended. A lease
+// stays current after ExpiresAt until another claim supersedes it, so a
+// late renewal still succeeds if nobody else took over.
+func (s *Store) Renew(ctx context.Context, lease Lease, leaseDuration time.Duration) (Lease, error) {
+	if err := checkLease(lease); err != nil {
+		return Lease{}, err
+	}
+	if err := checkDuration("lease duration", leaseDuration, true, s.limits.LeaseDuration); err != nil {
+		return Lease{}, err
+	}
+	c := fsm.Command{Kind: fsm.KindRenew, ExecutionID: lease.ExecutionID, Token: lease.Token, Duration: int64(leaseDuration)}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return Lease{}, err
+	}
+	if err := resultErr(&res, &c); err != nil {
+		return Lease{}, err
+	}
+	return leaseFromFSM(res.Lease), nil
+}
+
+// Release ends a current lease without an outcome (a retryable failure): the
+// covered wakes stay pending and the execution is due again at
+// max(earliest pending wake, now+retryAfter). ErrLeaseLost if the lease is
+// not current.
+func (s *Store) Release(ctx context.Context, lease Lease, retryAfter time.Duration) error {
+	if err := checkLease(lease); err != nil {
+		return err
+	}
+	if err := checkDuration("retry delay", retryAfter, false, s.limits.RetryAfter); err != nil {
+		return err
+	}
+	c := fsm.Command{Kind: fsm.KindRelease, ExecutionID: lease.ExecutionID, Token: lease.Token, Duration: int64(retryAfter)}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return err
+	}
+	return resultErr(&res, &c)
+}
+
+// Acknowledge records how a delivery ended and returns the record afterwards.
+//   - suspended: status suspended; the covered wakes are cleared; the
+//     execution is due at the earliest wake requested after the claim, or not
+//     at all.
+//   - completed / failed: terminal and immutable; every pending wake is
+//     cleared; never due again. If the execution has a Parent, the parent is
+//     woken at that time in the same command (nothing happens if the parent
+//     is terminal). A completed result that is not valid JSON is recorded as
+//     failed, Code "INVALID_STEP_VALUE".
+//   - with a lease that is no longer current: if the record is terminal,
+//     nothing changes and the terminal record is returned with a nil error;
+//     otherwise ErrLeaseLost.
+func (s *Store) Acknowledge(ctx context.Context, lease Lease, outcome RunOutcome) (Record, error) {
+	if err := checkLease(lease); err != nil {
+		return Record{}, err
+	}
+	out, err := outcomeToFSM(outcome, &s.limits)
+	if err != nil {
+		return Record{}, err
+	}
+	c := fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: lease.ExecutionID, Token: lease.Token, Outcome: out}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := resultErr(&res, &c); err != nil {
+		return Record{}, err
+	}
+	return recordFromFSM(&res.Exec), nil
+}

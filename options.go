@@ -1,0 +1,125 @@
+package execstore
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/wal"
+)
+
+// Options configure a Store. The zero value is a durable store on the real
+// clock with default limits.
+type Options struct {
+	// Now is the store's clock. Nil means time.Now. The store never lets its
+	// own time go backwards: each command is stamped with max(previous, Now()),
+	// across restarts too.
+	Now func() time.Time
+	// NoSync skips fsync. Default false: a write that returned nil is on disk.
+	NoSync bool
+	// Logger receives structured logs. Nil discards them.
+	Logger *slog.Logger
+
+	// Limits bound every size and count the store accepts. Zero fields take
+	// their defaults (see Limits).
+	Limits Limits
+	// MaxBatch is the most commands written as one WAL batch (one fsync).
+	// Default 4096.
+	MaxBatch int
+	// SegmentSize is the WAL's target segment file size in bytes. Default
+	// 16 MiB.
+	SegmentSize int
+
+	// WALFaults injects storage errors into the write-ahead log. For tests and
+	// the crash simulator only; nil in production.
+	WALFaults *wal.Faults
+}
+
+// Limits is the one place every size and count limit is defined. A zero field
+// means its default. Exceeding a limit is an error that changes nothing:
+// ErrInvalidExecutionEvent for an admission or child start, ErrInvalidArgument
+// otherwise, ErrLimitExceeded for the per-execution counts.
+type Limits struct {
+	// EventBytes bounds an admission's params and context together (the
+	// lengths of params plus every context key and value). Default 1 MiB.
+	EventBytes int
+	// ValueBytes bounds a completed result, a step value and a key-value store
+	// value. Default 1 MiB.
+	ValueBytes int
+	// KeyBytes bounds step keys and key-value store keys. Default 1024.
+	KeyBytes int
+	// ContextEntries bounds the number of context entries. Default 1024.
+	ContextEntries int
+	// WritesPerCommit bounds the writes of one Commit. Default 1024.
+	WritesPerCommit int
+	// KeysPerWatch bounds the keys of one Watch. Default 64.
+	KeysPerWatch int
+	// ClaimLimit bounds ClaimDue's limit. Default 10,000.
+	ClaimLimit int
+	// LeaseDuration bounds the lease duration of ClaimDue and Renew.
+	// Default 24 hours.
+	LeaseDuration time.Duration
+	// RetryAfter bounds Release's retry delay. Default 365 days.
+	RetryAfter time.Duration
+	// ErrorMessageBytes bounds a failed outcome's recorded error message and
+	// each cause's; longer messages are truncated (a failure must always be
+	// recordable). Default 16 KiB.
+	ErrorMessageBytes int
+	// ErrorCauseDepth bounds how many wrapped causes of a failed outcome's
+	// error are recorded; deeper ones are dropped. Default 8, at most 15.
+	ErrorCauseDepth int
+}
+
+// IDBytes is the longest execution or workflow ID, in bytes. Fixed by the
+// public contract.
+const IDBytes = 200
+
+// Per-execution counts. They are part of the state machine (they decide
+// results, so a replay must see the same ones) and cannot be configured.
+const (
+	MaxStepsPerExecution   = fsm.MaxStepsPerExecution
+	MaxWatchesPerExecution = fsm.MaxWatchesPerExecution
+)
+
+// DefaultLimits are the limits a zero Limits field takes.
+var DefaultLimits = Limits{
+	EventBytes:        1 << 20,
+	ValueBytes:        1 << 20,
+	KeyBytes:          1024,
+	ContextEntries:    1024,
+	WritesPerCommit:   1024,
+	KeysPerWatch:      64,
+	ClaimLimit:        10_000,
+	LeaseDuration:     24 * time.Hour,
+	RetryAfter:        365 * 24 * time.Hour,
+	ErrorMessageBytes: 16 << 10,
+	ErrorCauseDepth:   8,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	pick := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pick(&l.EventBytes, d.EventBytes)
+	pick(&l.ValueBytes, d.ValueBytes)
+	pick(&l.KeyBytes, d.KeyBytes)
+	pick(&l.ContextEntries, d.ContextEntries)
+	pick(&l.WritesPerCommit, d.WritesPerCommit)
+	pick(&l.KeysPerWatch, d.KeysPerWatch)
+	pick(&l.ClaimLimit, d.ClaimLimit)
+	pick(&l.ErrorMessageBytes, d.ErrorMessageBytes)
+	pick(&l.ErrorCauseDepth, d.ErrorCauseDepth)
+	if l.ErrorCauseDepth > fsm.MaxErrorDepth-1 {
+		l.ErrorCauseDepth = fsm.MaxErrorDepth - 1
+	}
+	if l.LeaseDuration <= 0 {
+		l.LeaseDuration = d.LeaseDuration
+	}
+	if l.RetryAfter <= 0 {
+		l.RetryAfter = d.RetryAfter
+	}
+	return l
+}

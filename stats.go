@@ -1,0 +1,57 @@
+package execstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// Stats is a point-in-time summary of the store, for monitoring and tests.
+type Stats struct {
+	Executions    int       // records, terminal ones included
+	Terminal      int       // records with a terminal status
+	Pending       int       // executions with a pending wake or a current lease
+	NextDue       time.Time // earliest time an execution can be claimed; zero if none
+	Now           time.Time // the store's latest stamped time
+	WALFirstIndex uint64    // first entry still in the write-ahead log
+	WALLastIndex  uint64    // last entry written (the number of logged commands, before truncation)
+	Failed        error     // the fail-stop cause, or nil
+}
+
+// Stats returns a summary of the applied state.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := s.read(ctx, func(state *fsm.State) {
+		m := state.Meta()
+		st.Executions = state.Len()
+		st.Terminal = m.Terminal
+		st.Pending = state.DueLen()
+		if at, ok := state.NextDue(); ok {
+			st.NextDue = timeFromNanos(at)
+		}
+		st.Now = timeFromNanos(m.Now)
+		st.WALFirstIndex = s.wal.FirstIndex()
+		st.WALLastIndex = s.wal.LastIndex()
+	})
+	st.Failed = s.failed()
+	return st, err
+}
+
+// CheckInvariants verifies the state machine's indexes against its records
+// (see fsm.State.CheckInvariants). It reads the whole state under the read
+// lock: for tests, the simulator and operators' checks, not for hot paths.
+func (s *Store) CheckInvariants() error {
+	var err error
+	if rerr := s.read(context.Background(), func(st *fsm.State) { err = st.CheckInvariants() }); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// DueChanged returns a channel that is closed the next time a command may
+// have made an execution due (an admission, a wake, a release, a child start,
+// a commit that fires a watch, a child's outcome waking its parent).
+// Dispatchers wait on it, and on a timer for Stats.NextDue, instead of
+// polling: an idle dispatcher hears of new work within microseconds.
+func (s *Store) DueChanged() <-chan struct{} { return s.due.channel() }

@@ -1,0 +1,100 @@
+package execstore
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// SaveStep records a step's result for the rerun to find. The first saved
+// value of a key wins; saving the same key again is a no-op (and writes
+// nothing). ErrLeaseLost (nothing written) if the lease is not current.
+// value must be JSON of at most Limits.ValueBytes (ErrInvalidArgument).
+func (s *Store) SaveStep(ctx context.Context, lease Lease, stepKey string, value json.RawMessage) error {
+	if err := checkLease(lease); err != nil {
+		return err
+	}
+	if err := checkKey("step key", stepKey, &s.limits); err != nil {
+		return err
+	}
+	if err := checkValue("step value", value, &s.limits); err != nil {
+		return err
+	}
+	c := fsm.Command{Kind: fsm.KindSaveStep, ExecutionID: lease.ExecutionID, Token: lease.Token, Key: stepKey, Value: string(value)}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return err
+	}
+	return resultErr(&res, &c)
+}
+
+// Step returns a saved step value and whether it exists.
+// Errors: ErrExecutionNotFound.
+func (s *Store) Step(ctx context.Context, executionID, stepKey string) (json.RawMessage, bool, error) {
+	var (
+		v             string
+		found, exists bool
+	)
+	err := s.read(ctx, func(st *fsm.State) {
+		if _, exists = st.Get(executionID); exists {
+			v, found = st.Step(executionID, stepKey)
+		}
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if !exists {
+		return nil, false, notFound(executionID)
+	}
+	if !found {
+		return nil, false, nil
+	}
+	return json.RawMessage(v), true, nil
+}
+
+// Start admits a child execution on behalf of the lease's execution,
+// idempotently per (caller, stepKey): a repeat with the same workflowID and
+// the same params (compared in canonical JSON form: key order and
+// insignificant whitespace do not matter) returns the same child ID and
+// admits nothing; a repeat that differs returns ErrStartRequestMismatch.
+// The child gets a new generated ID, exactly the params bytes given here, the
+// caller's Context, Parent{caller, stepKey}, and is due now.
+// ErrLeaseLost (nothing admitted) if the lease is not current;
+// ErrInvalidExecutionEvent for a workflow ID or params admission would refuse.
+func (s *Store) Start(ctx context.Context, lease Lease, stepKey, workflowID string, params json.RawMessage) (string, error) {
+	if err := checkLease(lease); err != nil {
+		return "", err
+	}
+	if err := checkKey("step key", stepKey, &s.limits); err != nil {
+		return "", err
+	}
+	if msg := checkID("workflow ID", workflowID); msg != "" {
+		return "", invalidEvent("%s", msg)
+	}
+	if len(params) > s.limits.EventBytes {
+		return "", invalidEvent("params are %d bytes, more than the limit of %d", len(params), s.limits.EventBytes)
+	}
+	if msg := checkParams(params); msg != "" {
+		return "", invalidEvent("%s", msg)
+	}
+	c := fsm.Command{
+		Kind:        fsm.KindStart,
+		ExecutionID: lease.ExecutionID,
+		Token:       lease.Token,
+		Key:         stepKey,
+		WorkflowID:  workflowID,
+		ChildID:     newID(s.opts.Now()),
+	}
+	if params != nil {
+		c.Params, c.HasParams = string(params), true
+	}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return "", err
+	}
+	if err := resultErr(&res, &c); err != nil {
+		return "", err
+	}
+	return res.ID, nil
+}

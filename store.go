@@ -1,0 +1,477 @@
+package execstore
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/wal"
+)
+
+// Store is an open execstore: the state machine in memory behind its
+// write-ahead log. Every method is safe for concurrent use.
+//
+// Every write follows one order, and nothing else mutates the state:
+//
+//  1. the caller's goroutine validates the input and queues the command;
+//  2. the writer goroutine takes every queued command (up to MaxBatch),
+//     stamps them with now = max(last, clock), and prechecks each against the
+//     applied state: one that would change nothing (a duplicate admission, an
+//     idle claim, a lost lease) is answered at once and never logged;
+//  3. the others are encoded into one WAL batch: one write, one fsync;
+//  4. only AFTER the fsync returns are they applied, in order, each getting
+//     its own result;
+//  5. then each caller is answered, and Await-ers and due-watchers woken.
+//
+// Reads see only applied state. While one batch is being synced, callers keep
+// queueing the next. After a failed write or fsync the store refuses every
+// write (ErrStorageFailed, wrapping the cause) until it is reopened.
+type Store struct {
+	dir    string
+	opts   Options
+	limits Limits
+	logger *slog.Logger
+	wal    *wal.Log
+	lockf  *os.File
+
+	// rw guards state against readers; only the writer goroutine changes it.
+	rw    sync.RWMutex
+	state *fsm.State
+
+	qmu      sync.Mutex
+	queue    []*request
+	closing  bool          // guarded by qmu: no new requests
+	kick     chan struct{} // wakes the writer; capacity 1
+	stopped  chan struct{} // closed when the writer has exited
+	isClosed atomic.Bool   // set once Close began: every method returns ErrClosed
+	failure  atomic.Pointer[error]
+
+	// Writer-owned.
+	last    int64 // the latest time stamped, never decreasing
+	batch   wal.Batch
+	encoded []byte
+	logged  []*request
+
+	awaits awaiters
+	due    dueSignal
+}
+
+// request is one queued command and, once done is signalled, its answer.
+type request struct {
+	cmd  fsm.Command
+	res  fsm.Result
+	err  error
+	done chan struct{} // capacity 1
+}
+
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+// Open opens (creating if needed) the store kept in dir and recovers its
+// state: newest valid snapshot, then every WAL entry after it.
+func Open(dir string, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 4096
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	s := &Store{
+		dir:     dir,
+		opts:    opts,
+		limits:  opts.Limits.withDefaults(),
+		logger:  logger,
+		kick:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+	}
+	s.awaits.init()
+	s.due.init()
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
+	}
+	lockf, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.lockf = lockf
+	if err := s.recover(); err != nil {
+		s.releaseDir()
+		return nil, err
+	}
+	go s.run()
+	return s, nil
+}
+
+// lockDir takes an exclusive lock on dir/LOCK so two processes never write
+// the same store.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("execstore: lock %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("execstore: %s is in use by another store (lock: %w)", dir, err)
+	}
+	return f, nil
+}
+
+func (s *Store) releaseDir() {
+	if s.wal != nil {
+		s.wal.Close()
+	}
+	if s.lockf != nil {
+		syscall.Flock(int(s.lockf.Fd()), syscall.LOCK_UN)
+		s.lockf.Close()
+	}
+}
+
+// recover rebuilds the state: the snapshot seam (none yet: an empty state at
+// index 0), then every later WAL entry through the same Apply the writer uses.
+func (s *Store) recover() error {
+	start := time.Now()
+	w, err := wal.Open(filepath.Join(s.dir, "wal"), wal.Options{
+		NoSync:      s.opts.NoSync,
+		SegmentSize: s.opts.SegmentSize,
+		Logger:      s.logger,
+		Faults:      s.opts.WALFaults,
+	})
+	if err != nil {
+		return fmt.Errorf("execstore: open write-ahead log: %w", err)
+	}
+	s.wal = w
+	state, applied := fsm.New(), uint64(0)
+	if first := w.FirstIndex(); first > applied+1 {
+		return fmt.Errorf("execstore: the write-ahead log starts at index %d but no snapshot covers the entries before it", first)
+	}
+	var cmd fsm.Command
+	replayed := 0
+	err = w.Replay(applied+1, func(index uint64, payload []byte) error {
+		if err := fsm.DecodeInto(&cmd, payload); err != nil {
+			return fmt.Errorf("entry %d: %w", index, err)
+		}
+		state.Apply(&cmd)
+		replayed++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("execstore: replay write-ahead log: %w", err)
+	}
+	s.state = state
+	s.last = state.Meta().Now
+	s.logger.Info("execstore: opened", "dir", s.dir, "executions", state.Len(),
+		"replayed", replayed, "last_index", w.LastIndex(), "took", time.Since(start))
+	return nil
+}
+
+// Close finishes in-flight writes, syncs and releases the directory. Every
+// method called after Close returns ErrClosed.
+func (s *Store) Close() error {
+	if !s.isClosed.CompareAndSwap(false, true) {
+		return ErrClosed
+	}
+	s.qmu.Lock()
+	s.closing = true
+	s.qmu.Unlock()
+	s.signal()
+	<-s.stopped
+	s.awaits.closeAll()
+	err := s.wal.Close()
+	if s.lockf != nil {
+		syscall.Flock(int(s.lockf.Fd()), syscall.LOCK_UN)
+		if cerr := s.lockf.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil && s.failure.Load() == nil {
+		return fmt.Errorf("execstore: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) signal() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// failed returns the fail-stop error, or nil.
+func (s *Store) failed() error {
+	if p := s.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// do queues a validated command and waits for its result. If ctx ends first,
+// do returns ctx's error; the command may still take effect.
+func (s *Store) do(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return fsm.Result{}, err
+	}
+	r := requestPool.Get().(*request)
+	r.cmd = *c
+	s.qmu.Lock()
+	if s.closing {
+		s.qmu.Unlock()
+		requestPool.Put(r)
+		return fsm.Result{}, ErrClosed
+	}
+	if err := s.failed(); err != nil {
+		s.qmu.Unlock()
+		requestPool.Put(r)
+		return fsm.Result{}, err
+	}
+	s.queue = append(s.queue, r)
+	first := len(s.queue) == 1
+	s.qmu.Unlock()
+	if first {
+		s.signal()
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		// The writer still owns r: it is not returned to the pool.
+		return fsm.Result{}, ctx.Err()
+	}
+	res, err := r.res, r.err
+	*r = request{done: r.done}
+	requestPool.Put(r)
+	return res, err
+}
+
+// run is the writer goroutine.
+func (s *Store) run() {
+	defer close(s.stopped)
+	var taken []*request
+	for {
+		s.qmu.Lock()
+		n := min(len(s.queue), s.opts.MaxBatch)
+		taken = append(taken[:0], s.queue[:n]...)
+		rest := copy(s.queue, s.queue[n:])
+		clear(s.queue[rest:])
+		s.queue = s.queue[:rest]
+		closing := s.closing
+		s.qmu.Unlock()
+		if n > 0 {
+			s.process(taken)
+			clear(taken)
+			if rest > 0 {
+				continue
+			}
+		}
+		if closing {
+			if n == 0 {
+				return
+			}
+			continue
+		}
+		<-s.kick
+	}
+}
+
+// process runs one batch through precheck, the log, and apply.
+func (s *Store) process(batch []*request) {
+	now := s.stamp()
+	s.batch.Reset()
+	s.logged = s.logged[:0]
+	for _, r := range batch {
+		r.cmd.Now = now
+		if err := s.failed(); err != nil {
+			r.err = err
+			r.done <- struct{}{}
+			continue
+		}
+		res, mutates := s.state.Precheck(&r.cmd)
+		if !mutates {
+			r.res = res
+			r.done <- struct{}{}
+			continue
+		}
+		s.encoded = fsm.AppendEncode(s.encoded[:0], &r.cmd)
+		s.batch.Add(s.encoded)
+		s.logged = append(s.logged, r)
+	}
+	if len(s.logged) == 0 {
+		return
+	}
+	if _, err := s.wal.Write(&s.batch); err != nil {
+		s.failStop(err)
+		for _, r := range s.logged {
+			r.err = s.failed()
+			r.done <- struct{}{}
+		}
+		return
+	}
+	var became fsm.Transitions
+	s.rw.Lock()
+	for _, r := range s.logged {
+		r.res = s.state.Apply(&r.cmd)
+		became.Due = became.Due || r.res.Became.Due
+		became.Terminal = became.Terminal || r.res.Became.Terminal
+	}
+	s.rw.Unlock()
+	if became.Terminal {
+		for _, r := range s.logged {
+			if r.res.Became.Terminal {
+				s.awaits.notify(r.res.Exec.ID)
+			}
+		}
+	}
+	if became.Due {
+		s.due.notify()
+	}
+	for _, r := range s.logged {
+		r.done <- struct{}{}
+	}
+}
+
+// stamp returns the time for the next batch: the clock, but never earlier
+// than any time already stamped (across restarts too: recovery starts from
+// the state's latest time).
+func (s *Store) stamp() int64 {
+	now, ok := nanosFromTime(s.opts.Now())
+	if !ok || now < s.last {
+		now = s.last
+	}
+	s.last = now
+	return now
+}
+
+func (s *Store) failStop(cause error) {
+	err := storageFailed(cause)
+	if s.failure.CompareAndSwap(nil, &err) {
+		s.logger.Error("execstore: storage failed; refusing writes until reopened", "dir", s.dir, "err", cause)
+	}
+}
+
+// read runs fn against the applied state under the read lock.
+func (s *Store) read(ctx context.Context, fn func(st *fsm.State)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.isClosed.Load() {
+		return ErrClosed
+	}
+	s.rw.RLock()
+	fn(s.state)
+	s.rw.RUnlock()
+	return nil
+}
+
+// resultErr turns a state-machine result code into the public error.
+func resultErr(res *fsm.Result, c *fsm.Command) error {
+	switch res.Code {
+	case fsm.CodeOK:
+		return nil
+	case fsm.CodeConflict:
+		return errorf(ErrExecutionIDConflict, "%q", c.ExecutionID)
+	case fsm.CodeNotFound:
+		if c.Token != 0 || c.Kind == fsm.KindRenew || c.Kind == fsm.KindRelease ||
+			c.Kind == fsm.KindAcknowledge || c.Kind == fsm.KindSaveStep || c.Kind == fsm.KindStart {
+			return leaseNotFound(c.ExecutionID)
+		}
+		return notFound(c.ExecutionID)
+	case fsm.CodeLeaseLost:
+		return leaseLost(c.ExecutionID, c.Token)
+	case fsm.CodeMismatch:
+		return errorf(ErrStartRequestMismatch, "execution %q step %q already started child %q", c.ExecutionID, c.Key, res.ID)
+	case fsm.CodeLimitExceeded:
+		return errorf(ErrLimitExceeded, "execution %q has reached its limit of %s", c.ExecutionID, limitName(c.Kind))
+	}
+	return fmt.Errorf("execstore: unexpected result code %v", res.Code)
+}
+
+func limitName(k fsm.Kind) string {
+	if k == fsm.KindWatch {
+		return fmt.Sprint(MaxWatchesPerExecution, " watches")
+	}
+	return fmt.Sprint(MaxStepsPerExecution, " steps")
+}
+
+// awaiters lets Await sleep until an execution becomes terminal.
+type awaiters struct {
+	mu     sync.Mutex
+	byID   map[string]*awaitEntry
+	closed chan struct{} // closed by Close
+}
+
+// awaitEntry is shared by every Await of one execution; ch is closed when it
+// becomes terminal.
+type awaitEntry struct {
+	ch chan struct{}
+	n  int
+}
+
+func (a *awaiters) init() {
+	a.byID = make(map[string]*awaitEntry)
+	a.closed = make(chan struct{})
+}
+
+// acquire returns the entry for id. Acquire BEFORE reading the record, so no
+// transition is missed between the read and the wait.
+func (a *awaiters) acquire(id string) *awaitEntry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.byID[id]
+	if !ok {
+		e = &awaitEntry{ch: make(chan struct{})}
+		a.byID[id] = e
+	}
+	e.n++
+	return e
+}
+
+// release drops one Await's interest, so abandoned waits leave nothing behind.
+func (a *awaiters) release(id string, e *awaitEntry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e.n--
+	if e.n == 0 && a.byID[id] == e {
+		delete(a.byID, id)
+	}
+}
+
+func (a *awaiters) notify(id string) {
+	a.mu.Lock()
+	if e, ok := a.byID[id]; ok {
+		close(e.ch)
+		delete(a.byID, id)
+	}
+	a.mu.Unlock()
+}
+
+func (a *awaiters) closeAll() { close(a.closed) }
+
+// dueSignal broadcasts "something may have become due" to dispatchers.
+type dueSignal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (d *dueSignal) init() { d.ch = make(chan struct{}) }
+
+func (d *dueSignal) notify() {
+	d.mu.Lock()
+	close(d.ch)
+	d.ch = make(chan struct{})
+	d.mu.Unlock()
+}
+
+func (d *dueSignal) channel() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ch
+}

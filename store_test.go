@@ -1,0 +1,290 @@
+package execstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/wal"
+)
+
+// A batch shares an fsync, never a fate: one caller's conflict or invalid
+// input never fails another's (the gap Loom ADR 0103 documents).
+func TestBatchedConflictFailsOnlyItsOwnCaller(t *testing.T) {
+	f := newFixture(t)
+	f.s.Close()
+	release := make(chan struct{})
+	var writes atomic.Int32
+	f.opts.NoSync = false
+	f.opts.WALFaults = &wal.Faults{BeforeWrite: func() error {
+		if writes.Add(1) == 1 {
+			<-release // hold the writer so the others queue into one batch
+		}
+		return nil
+	}}
+	f.open()
+
+	const n = 64
+	type answer struct {
+		id  string
+		err error
+	}
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	admit := func(i int, req execstore.AdmitRequest) {
+		defer wg.Done()
+		id, err := f.s.Admit(ctx, req)
+		answers[i] = answer{id, err}
+	}
+	wg.Add(1)
+	go admit(0, execstore.AdmitRequest{ExecutionID: "first", WorkflowID: "w"})
+	for writes.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 1; i < n; i++ {
+		req := execstore.AdmitRequest{ExecutionID: fmt.Sprintf("fresh-%d", i), WorkflowID: "w"}
+		switch i % 4 {
+		case 1:
+			req.ExecutionID = "dup" // sixteen callers race for one ID
+		case 2:
+			req.Params = raw(`[not json`)
+		}
+		wg.Add(1)
+		go admit(i, req)
+	}
+	time.Sleep(20 * time.Millisecond) // let them queue; correctness does not depend on it
+	close(release)
+	wg.Wait()
+
+	dupWins := 0
+	for i, a := range answers {
+		switch {
+		case i%4 == 1:
+			if a.err == nil {
+				dupWins++
+			} else if !errors.Is(a.err, execstore.ErrExecutionIDConflict) {
+				t.Errorf("caller %d (dup): %v", i, a.err)
+			}
+		case i%4 == 2:
+			if !errors.Is(a.err, execstore.ErrInvalidExecutionEvent) {
+				t.Errorf("caller %d (invalid): %v", i, a.err)
+			}
+		default:
+			if a.err != nil {
+				t.Errorf("caller %d (fresh) failed because of its batch: %v", i, a.err)
+			}
+		}
+	}
+	if dupWins != 1 {
+		t.Errorf("%d callers admitted the duplicate ID, want exactly 1", dupWins)
+	}
+	t.Logf("%d commands in %d WAL writes", n, writes.Load())
+	if err := f.s.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStorageFailureStopsEveryWriteUntilReopened(t *testing.T) {
+	for _, where := range []string{"write", "sync"} {
+		t.Run(where, func(t *testing.T) {
+			f := newFixture(t)
+			f.s.Close()
+			var broken atomic.Bool
+			injected := errors.New("injected " + where + " failure")
+			fault := func() error {
+				if broken.Load() {
+					return injected
+				}
+				return nil
+			}
+			f.opts.NoSync = false
+			f.opts.WALFaults = &wal.Faults{}
+			if where == "write" {
+				f.opts.WALFaults.BeforeWrite = fault
+			} else {
+				f.opts.WALFaults.BeforeSync = fault
+			}
+			f.open()
+			f.admit(execstore.AdmitRequest{ExecutionID: "kept", WorkflowID: "w"})
+
+			broken.Store(true)
+			_, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "lost", WorkflowID: "w"})
+			if !errors.Is(err, execstore.ErrStorageFailed) || !errors.Is(err, injected) {
+				t.Fatalf("Admit during the fault: err = %v, want ErrStorageFailed wrapping the cause", err)
+			}
+			broken.Store(false) // the disk "recovers", the store must not pretend it did
+			_, err = f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "after", WorkflowID: "w"})
+			if !errors.Is(err, execstore.ErrStorageFailed) || !errors.Is(err, injected) {
+				t.Fatalf("Admit after the fault: err = %v, want ErrStorageFailed", err)
+			}
+			if _, err := f.s.ClaimDue(ctx, 10, time.Minute); !errors.Is(err, execstore.ErrStorageFailed) {
+				t.Fatalf("ClaimDue after the fault: err = %v", err)
+			}
+			if st := f.stats(); !errors.Is(st.Failed, injected) {
+				t.Fatalf("Stats.Failed = %v", st.Failed)
+			}
+			if _, err := f.s.Get(ctx, "kept"); err != nil {
+				t.Fatalf("reads must keep working: %v", err)
+			}
+			if _, err := f.s.Get(ctx, "lost"); !errors.Is(err, execstore.ErrExecutionNotFound) {
+				t.Fatalf("the failed admission was applied: %v", err)
+			}
+			f.reopen()
+			f.admit(execstore.AdmitRequest{ExecutionID: "after", WorkflowID: "w"})
+			f.get("kept")
+		})
+	}
+}
+
+func TestStoreTimeNeverGoesBackwardsAcrossRestarts(t *testing.T) {
+	f := newFixture(t)
+	f.clock.Set(t0.Add(time.Hour))
+	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"})
+	f.clock.Set(t0) // the clock jumps back
+	f.admit(execstore.AdmitRequest{ExecutionID: "b", WorkflowID: "w"})
+	if rec := f.get("b"); rec.AdmittedAt.Before(t0.Add(time.Hour)) {
+		t.Fatalf("b admitted at %v, before a", rec.AdmittedAt)
+	}
+	f.reopen()
+	f.admit(execstore.AdmitRequest{ExecutionID: "c", WorkflowID: "w"})
+	if rec := f.get("c"); rec.AdmittedAt.Before(t0.Add(time.Hour)) {
+		t.Fatalf("after restart c admitted at %v, before a", rec.AdmittedAt)
+	}
+}
+
+func TestClosedStoreRefusesEverything(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	awaited := make(chan error, 1)
+	go func() {
+		_, err := f.s.Await(ctx, "e")
+		awaited <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := f.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-awaited; !errors.Is(err, execstore.ErrClosed) {
+		t.Fatalf("Await across Close: %v", err)
+	}
+	s := f.s
+	f.s = nil
+	checks := map[string]error{"Close": s.Close(), "Commit": s.Commit(ctx)}
+	_, checks["Admit"] = s.Admit(ctx, execstore.AdmitRequest{WorkflowID: "w"})
+	_, checks["Get"] = s.Get(ctx, "e")
+	_, checks["ClaimDue"] = s.ClaimDue(ctx, 1, time.Minute)
+	_, checks["RequestWake"] = s.RequestWake(ctx, "e", t0)
+	_, _, checks["Read"] = s.Read(ctx, "k")
+	_, checks["Await"] = s.Await(ctx, "e")
+	for op, err := range checks {
+		if !errors.Is(err, execstore.ErrClosed) {
+			t.Errorf("%s after Close: err = %v, want ErrClosed", op, err)
+		}
+	}
+}
+
+func TestDirectoryIsLockedWhileOpen(t *testing.T) {
+	f := newFixture(t)
+	if _, err := execstore.Open(f.dir, f.opts); err == nil {
+		t.Fatal("a second Open of the same directory succeeded")
+	}
+	f.reopen() // and released on Close
+}
+
+func TestAwaitReturnsTheTerminalRecordAcrossRestarts(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	f.reopen()
+	got := make(chan execstore.Record, 1)
+	go func() {
+		rec, err := f.s.Await(ctx, "e")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- rec
+	}()
+	f.ack(f.claimOne("e"), execstore.Completed(raw(`"ok"`)))
+	if rec := <-got; rec.Status != execstore.StatusCompleted || string(rec.Outcome.Result) != `"ok"` {
+		t.Fatalf("Await = %+v", rec)
+	}
+	// Already terminal: at once.
+	if rec, err := f.s.Await(ctx, "e"); err != nil || rec.Status != execstore.StatusCompleted {
+		t.Fatalf("Await of a terminal record = %+v, %v", rec, err)
+	}
+	if _, err := f.s.Await(ctx, "ghost"); !errors.Is(err, execstore.ErrExecutionNotFound) {
+		t.Fatalf("Await(ghost): %v", err)
+	}
+	c, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+	defer cancel()
+	f.admit(execstore.AdmitRequest{ExecutionID: "never", WorkflowID: "w"})
+	if _, err := f.s.Await(c, "never"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Await with a deadline: %v", err)
+	}
+}
+
+// Many goroutines admitting, waking, claiming, renewing, saving steps,
+// acknowledging and committing at once; run with -race. Afterwards the
+// invariants hold, and they hold again after a restart.
+func TestConcurrentWorkersKeepTheInvariants(t *testing.T) {
+	f := newFixture(t)
+	const workers, rounds = 16, 150
+	var wg sync.WaitGroup
+	var completed atomic.Int64
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			for i := 0; i < rounds; i++ {
+				id := fmt.Sprintf("e-%d", rng.IntN(200))
+				switch rng.IntN(6) {
+				case 0:
+					f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w", Params: raw(`{"i":1}`)})
+				case 1:
+					f.s.RequestWake(ctx, id, f.clock.Now())
+				case 2:
+					f.s.Watch(ctx, id, "k")
+				case 3:
+					f.s.Commit(ctx, execstore.Write{Key: "k", Value: raw(`1`)})
+				default:
+					leases, err := f.s.ClaimDue(ctx, 4, time.Minute)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, l := range leases {
+						f.s.Renew(ctx, l, time.Minute)
+						f.s.SaveStep(ctx, l, "s", raw(`1`))
+						if rng.IntN(2) == 0 {
+							if rec, err := f.s.Acknowledge(ctx, l, execstore.Completed(raw(`true`))); err == nil && rec.Status.Terminal() {
+								completed.Add(1)
+							}
+						} else {
+							f.s.Acknowledge(ctx, l, execstore.Suspended())
+						}
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	if err := f.s.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	before := f.stats()
+	f.reopen()
+	if err := f.s.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	after := f.stats()
+	if before.Executions != after.Executions || before.Terminal != after.Terminal || before.Pending != after.Pending {
+		t.Fatalf("stats changed across restart: %+v -> %+v", before, after)
+	}
+	t.Logf("%d executions, %d completed", after.Executions, completed.Load())
+}
