@@ -29,7 +29,7 @@ func (s *scratch) canonical(dst, b []byte) []byte {
 				i = j + 1
 				break
 			}
-			s.pushFrame(frame{object: c == '{', base: len(s.keys), arenaBase: len(s.arena)})
+			s.pushFrame(frame{object: c == '{', base: uint32(len(s.keys)), arenaBase: uint32(len(s.arena))})
 			i = j
 			if c == '{' {
 				out, i = s.canonicalKey(out, b, j)

@@ -30,7 +30,8 @@
 // Numbers are checked against the grammar but not against any range: the
 // store keeps them as text, so 1e400 and 12345678901234567890 are valid.
 // Whether a reader can hold them in a float64 is the reader's concern.
-// "\u0000" is valid: it decodes to a NUL, which every common decoder keeps.
+// "\u0000" is valid: common decoders turn it into a NUL and back. Values of
+// 4 GiB or more are refused outright, since the scan keeps 32-bit offsets.
 //
 // # How Validate works
 //
@@ -60,7 +61,8 @@
 //
 // When a value has several problems, the one reported is deterministic: the
 // first met in the scan, except that a duplicate key in an object of more
-// than 16 keys is met when that object closes.
+// than 16 keys is met when that object closes, and that ValidateObject
+// looks at the kind of the top-level value before anything else.
 //
 // # The canonical form
 //
@@ -79,9 +81,10 @@
 //     and as \u00xx (lower-case hex) otherwise; everything else is raw
 //     UTF-8. So "\u00e9" and "é" are the same, and "\/" becomes "/".
 //   - Numbers are kept as written: 1, 1.0, 1e0 and 10e-1 stay different.
-//     Normalizing them would mean choosing a float precision, and params
-//     that differ in spelling are treated as different requests, which is
-//     the safe direction for an idempotency check.
+//     Normalizing them would mean choosing a precision, and keeping the
+//     text errs in the safe direction for an idempotency check: a retry
+//     that spells a number differently is reported as a mismatch, loudly,
+//     rather than two different requests being taken for one.
 //   - true, false and null are kept as they are.
 //
 // Canonical validates first, then makes a second pass that trusts the

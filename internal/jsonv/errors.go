@@ -7,10 +7,14 @@ import (
 
 // Error says what is wrong with a value and where.
 type Error struct {
-	// Offset is the byte offset into the input where the problem was found.
+	// Offset is the byte offset into the input of the problem: the
+	// offending byte, or the start of the offending token when the token
+	// as a whole is wrong (a duplicate key, an unterminated string, a bad
+	// escape, a number with a leading zero), or the input's length when
+	// the input ends too soon.
 	Offset int
-	// Reason is a short English description, such as
-	// `duplicate object key "a"`.
+	// Reason is a short English description for people, such as
+	// `duplicate object key "a"`; programs should not parse it.
 	Reason string
 }
 

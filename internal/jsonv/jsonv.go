@@ -1,8 +1,9 @@
 package jsonv
 
 // DefaultMaxDepth is the nesting depth allowed when Limits.MaxDepth is zero.
-// 128 is far deeper than any params or result document we have seen, and
-// shallow enough that a hostile value cannot make the scan hold much state.
+// It is also the default limit of serde_json, a common Rust decoder, so a
+// deeper value would not round-trip to every client; and it is shallow
+// enough that a hostile value cannot make a recursive reader overflow.
 const DefaultMaxDepth = 128
 
 // Limits bounds the work a value may ask of the scanner. The zero value is
@@ -60,7 +61,7 @@ func (l Limits) ValidateObject(b []byte) error {
 
 // Canonical is the package-level Canonical with these limits.
 func (l Limits) Canonical(dst, b []byte) ([]byte, error) {
-	var local localScratch
+	var local localCanonicalScratch
 	s := local.scratch()
 	if err := s.validate(b, l.maxDepth()); err != nil {
 		return dst, err
@@ -74,7 +75,7 @@ func (l Limits) Canonical(dst, b []byte) ([]byte, error) {
 // value is ready to use. A Validator MUST NOT be used by two goroutines at
 // once.
 type Validator struct {
-	Limits Limits
+	Limits Limits // the zero value means the defaults
 	s      scratch
 }
 

@@ -70,7 +70,7 @@ func prefix8(k []byte) uint64 {
 // O(n log n) whatever the keys are.
 func (s *scratch) firstRepeat(b []byte, keys []keyRef) int {
 	if len(keys) <= hashIndexMask {
-		if dup, ok := s.firstRepeatHashed(b, keys); ok {
+		if dup, ok := s.firstRepeatHashed(b, keys, hashRunMax); ok {
 			return dup
 		}
 	}
@@ -83,7 +83,9 @@ const (
 	hashRunMax    = 8
 )
 
-func (s *scratch) firstRepeatHashed(b []byte, keys []keyRef) (int, bool) {
+// firstRepeatHashed is firstRepeat by hash, or !ok if more than runMax keys
+// share a hash.
+func (s *scratch) firstRepeatHashed(b []byte, keys []keyRef, runMax int) (int, bool) {
 	if cap(s.hashes) < len(keys) {
 		s.hashes = grown(s.hashes[:0], len(keys))
 	}
@@ -98,7 +100,7 @@ func (s *scratch) firstRepeatHashed(b []byte, keys []keyRef) (int, bool) {
 		for hi < len(hs) && hs[hi]&^hashIndexMask == hs[lo]&^hashIndexMask {
 			hi++
 		}
-		if hi-lo > hashRunMax {
+		if hi-lo > runMax {
 			return 0, false
 		}
 		// Within a run, indexes ascend: y repeats a key if any x before it

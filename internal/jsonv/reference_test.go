@@ -1,6 +1,7 @@
 package jsonv
 
 import (
+	"bytes"
 	"errors"
 	"regexp"
 	"sort"
@@ -74,7 +75,7 @@ func (p *refParser) value(depth int) (*node, error) {
 		return &node{kind: 's', text: s}, err
 	}
 	for _, lit := range []string{"true", "false", "null"} {
-		if strings.HasPrefix(string(rest), lit) {
+		if bytes.HasPrefix(rest, []byte(lit)) {
 			p.i += len(lit)
 			return &node{kind: 'l', text: lit}, nil
 		}

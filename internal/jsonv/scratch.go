@@ -4,13 +4,13 @@ package jsonv
 // recurses, so its depth is bounded by the stack length, which is bounded by
 // Limits.MaxDepth.
 type frame struct {
-	object bool
 	// base is the length of scratch.keys (and, when canonicalizing,
 	// scratch.spans) as the object opened: the object's own keys are the
 	// ones above it.
-	base int
+	base uint32
 	// arenaBase is the length of scratch.arena as the object opened.
-	arenaBase int
+	arenaBase uint32
+	object    bool
 }
 
 // keyRef names the unescaped bytes of one object key without copying them
@@ -106,27 +106,35 @@ func grown[T any](x []T, n int) []T {
 	return y
 }
 
-// localScratch is the starting capacity of the package-level functions,
-// sized so that typical params and results never leave it. It lives on the
-// caller's stack, which is what makes those functions allocation-free;
-// a value that outgrows it moves that part of the scratch to the heap,
-// nothing worse.
+// localScratch is the starting capacity of the package-level Validate and
+// ValidateObject, sized so that typical params and results never leave it.
+// It lives on the caller's stack, which is what makes those functions
+// allocation-free; a value that outgrows it moves that part of the scratch
+// to the heap, nothing worse. It is kept small because it is zeroed on
+// every call.
 type localScratch struct {
 	stack [16]frame
 	keys  [32]keyRef
-	spans [16]span
-	arena [128]byte
-	items [16]sortItem
+	arena [64]byte
 }
 
 func (l *localScratch) scratch() scratch {
-	return scratch{
-		stack: l.stack[:0],
-		keys:  l.keys[:0],
-		spans: l.spans[:0],
-		arena: l.arena[:0],
-		items: l.items[:0],
-	}
+	return scratch{stack: l.stack[:0], keys: l.keys[:0], arena: l.arena[:0]}
+}
+
+// localCanonicalScratch is localScratch plus what Canonical needs to
+// reorder members.
+type localCanonicalScratch struct {
+	localScratch
+	spans [16]span
+	items [16]sortItem
+}
+
+func (l *localCanonicalScratch) scratch() scratch {
+	s := l.localScratch.scratch()
+	s.spans = l.spans[:0]
+	s.items = l.items[:0]
+	return s
 }
 
 // retainBytesMax bounds what a Validator keeps between calls, so that one
@@ -136,7 +144,7 @@ const retainBytesMax = 64 << 10
 // release empties s for the next call, dropping buffers that grew past
 // retainBytesMax.
 func (s *scratch) release() {
-	s.stack = keep(s.stack, 24)
+	s.stack = keep(s.stack, 12)
 	s.keys = keep(s.keys, 16)
 	s.spans = keep(s.spans, 16)
 	s.arena = keep(s.arena, 1)

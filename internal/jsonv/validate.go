@@ -61,7 +61,7 @@ func (s *scratch) value(b []byte, i, maxDepth int) (int, *Error) {
 			if j < len(b) && b[j] == '}' {
 				return j + 1, nil
 			}
-			s.pushFrame(frame{object: true, base: len(s.keys), arenaBase: len(s.arena)})
+			s.pushFrame(frame{object: true, base: uint32(len(s.keys)), arenaBase: uint32(len(s.arena))})
 			j, err := s.key(b, j, "an object key or '}'")
 			return ^j, err
 		}
@@ -146,7 +146,7 @@ func (s *scratch) key(b []byte, i int, want string) (int, *Error) {
 	if escaped {
 		k = s.pushUnescaped(i, b[i+1:end-1])
 	}
-	base := s.stack[len(s.stack)-1].base
+	base := int(s.stack[len(s.stack)-1].base)
 	if len(s.keys)-base < smallObjectKeys {
 		kb := s.keyBytes(b, k)
 		for _, prev := range s.keys[base:] {

@@ -61,6 +61,8 @@ var acceptCases = []struct {
 	{"many escaped keys", `{"\u0061":1,"\u0062":2,"\u0063":3,"\u0064":4,"\u0065":5,"\u0066":6,` +
 		`"\u0067":7,"\u0068":8,"\u0069":9,"\u006a":10,"\u006b":11,"\u006c":12,"\u006d":13,` +
 		`"\u006e":14,"\u006f":15,"\u0070":16,"\u0071":17,"\u0072":18}`},
+	{"long escaped keys outgrow the starting arena", `{"` + strings.Repeat(`\u00e9`, 100) + `":1,"` +
+		strings.Repeat(`\u00e9`, 99) + `":2}`},
 	{"params", params200},
 }
 
@@ -147,6 +149,7 @@ var rejectCases = []struct {
 	{"unknown escape", `"\x"`, 1, `invalid escape \x in string`},
 	{"escaped space", `"\ "`, 1, `invalid escape in string`},
 	{"bad hex digit", `"\u12g4"`, 1, `invalid \u escape: want 4 hex digits`},
+	{"bad hex digit at the end of input", `"\u1x`, 1, `invalid \u escape: want 4 hex digits`},
 	{"raw line feed", "\"a\nb\"", 2, `unescaped control character U+000A in string`},
 	{"raw NUL", "\"\x00\"", 1, `unescaped control character U+0000 in string`},
 	{"raw tab", "\"\t\"", 1, `unescaped control character U+0009 in string`},
@@ -191,6 +194,8 @@ var rejectCases = []struct {
 	{"duplicate after a child object", `{"a":{"z":1},"b":2,"a":3}`, 19, `duplicate object key "a"`},
 	{"duplicate key needing escapes", `{"a\"b":1,"a\"b":2}`, 10, `duplicate object key "a\"b"`},
 	{"duplicate control-character key", `{"\n":1,"\u000a":2}`, 8, `duplicate object key "\n"`},
+	{"duplicate long escaped key", `{"` + strings.Repeat(`\u00e9`, 40) + `":1,"` + strings.Repeat("é", 40) + `":2}`,
+		6*40 + 6, `duplicate object key "` + strings.Repeat("é", 32) + `"...`},
 	{"duplicate as 16th key", manyKeys(16, 3, 15), len(manyKeys(15, -1, -1)), `duplicate object key "k3"`},
 	// Nesting.
 	{"depth 129 arrays", strings.Repeat("[", 129) + strings.Repeat("]", 129), 128, `nesting depth exceeds the limit of 128`},
@@ -363,6 +368,11 @@ func TestValidatorAgreesWithPackageFunctionsAcrossReuse(t *testing.T) {
 	}
 	small := Validator{Limits: Limits{MaxDepth: 1}}
 	checkError(t, small.ValidateObject([]byte(`{"a":{}}`)), 5, "nesting depth exceeds the limit of 1")
+	got, err := small.Canonical([]byte("dst"), []byte(`[[]]`))
+	checkError(t, err, 1, "nesting depth exceeds the limit of 1")
+	if string(got) != "dst" {
+		t.Fatalf("Validator.Canonical returned %q, want dst unchanged", got)
+	}
 }
 
 func TestValidatorDropsScratchGrownByAHugeValue(t *testing.T) {
