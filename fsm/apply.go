@@ -71,7 +71,7 @@ var mutates = Result{Code: mutatesCode}
 
 func (s *State) admit(c *Command, now int64, dry bool) Result {
 	id := c.ExecutionID
-	if _, taken := s.execs.Get(Execution{ID: id}); taken {
+	if s.exists(id) {
 		if !c.Generated {
 			return Result{Code: CodeConflict, ID: id}
 		}
@@ -94,7 +94,7 @@ func (s *State) admit(c *Command, now int64, dry bool) Result {
 		UpdatedAt:  now,
 		DueAt:      now,
 	}
-	s.putExec(&Execution{}, &e)
+	s.put(nil, &e)
 	return Result{ID: id, Became: Transitions{Due: true}}
 }
 
@@ -104,29 +104,29 @@ func (s *State) admit(c *Command, now int64, dry bool) Result {
 func (s *State) freeID(id string) string {
 	for n := uint64(1); ; n++ {
 		cand := id + "-" + itoa(n)
-		if _, taken := s.execs.Get(Execution{ID: cand}); !taken {
+		if !s.exists(cand) {
 			return cand
 		}
 	}
 }
 
 func (s *State) wake(c *Command, now int64, dry bool) Result {
-	e, ok := s.execs.Get(Execution{ID: c.ExecutionID})
+	p := s.lookup(c.ExecutionID)
 	switch {
-	case !ok:
+	case p == nil:
 		return Result{Code: CodeNotFound}
-	case e.Terminal():
+	case p.Terminal():
 		return Result{Wake: WakeIgnored}
-	case e.DueAt != 0 && e.DueAt <= c.At:
+	case p.DueAt != 0 && p.DueAt <= c.At:
 		// Merges into an earlier (or equal) pending wake: nothing changes.
 		return Result{Wake: WakeRequested}
 	case dry:
 		return mutates
 	}
-	old := e
+	e := *p
 	e.DueAt = c.At
 	e.UpdatedAt = now
-	s.putExec(&old, &e)
+	s.put(p, &e)
 	return Result{Wake: WakeRequested, Became: Transitions{Due: true}}
 }
 
@@ -134,15 +134,15 @@ func (s *State) wake(c *Command, now int64, dry bool) Result {
 // of other commands (a child's outcome, a commit). It reports whether the
 // execution exists and is not terminal.
 func (s *State) requestWake(id string, at, now int64) bool {
-	e, ok := s.execs.Get(Execution{ID: id})
-	if !ok || e.Terminal() {
+	p := s.lookup(id)
+	if p == nil || p.Terminal() {
 		return false
 	}
-	if e.DueAt == 0 || at < e.DueAt {
-		old := e
+	if p.DueAt == 0 || at < p.DueAt {
+		e := *p
 		e.DueAt = at
 		e.UpdatedAt = now
-		s.putExec(&old, &e)
+		s.put(p, &e)
 	}
 	return true
 }
@@ -155,71 +155,78 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	if dry {
 		return mutates
 	}
-	// Collect first: claiming moves entries within the index being iterated.
-	s.claimBuf = s.claimBuf[:0]
-	s.due.Scan(func(k dueKey) bool {
-		if k.At > now || len(s.claimBuf) >= c.Limit {
-			return false
+	var leases []Lease
+	expires := addSaturating(now, c.Duration)
+	for len(leases) < c.Limit {
+		k, ok := s.due.Min()
+		if !ok || k.At > now {
+			break
 		}
-		s.claimBuf = append(s.claimBuf, k)
-		return true
-	})
-	leases := make([]Lease, 0, len(s.claimBuf))
-	for _, k := range s.claimBuf {
-		e, _ := s.execs.Get(Execution{ID: k.ID})
-		old := e
+		// The earliest entry is this one: pop it instead of searching for it.
+		s.due.PopMin()
+		p := s.lookup(k.ID)
+		e := *p
 		// The new lease covers every wake pending at the claim: those an
 		// expired, superseded lease covered and those requested since.
 		e.CoveredAt = minNonZero(e.CoveredAt, e.DueAt)
 		e.DueAt = 0
 		e.LastToken++
 		e.LeaseToken = e.LastToken
-		e.LeaseExpiresAt = addSaturating(now, c.Duration)
+		e.LeaseExpiresAt = expires
 		e.Attempts++
 		e.UpdatedAt = now
-		s.putExec(&old, &e)
-		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: e.LeaseExpiresAt})
+		s.putRecord(p, &e)
+		s.due.SetHint(dueKey{At: expires, ID: e.ID}, &s.dueSetHint)
+		if leases == nil {
+			leases = make([]Lease, 0, min(c.Limit, s.due.Len()+1))
+		}
+		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: expires})
 	}
 	return Result{Leases: leases}
 }
 
+var (
+	resultNotFound  = Result{Code: CodeNotFound}
+	resultLeaseLost = Result{Code: CodeLeaseLost}
+)
+
 // current looks up the lease's execution and reports whether the lease is
-// current. A failed lookup yields a final result.
-func (s *State) current(id string, token uint64) (Execution, *Result) {
-	e, ok := s.execs.Get(Execution{ID: id})
-	if !ok {
-		return e, &Result{Code: CodeNotFound}
+// current. A non-nil fail is the final result (p is nil when not found).
+func (s *State) current(id string, token uint64) (p *Execution, fail *Result) {
+	p = s.lookup(id)
+	if p == nil {
+		return nil, &resultNotFound
 	}
-	if e.LeaseToken == 0 || e.LeaseToken != token {
-		return e, &Result{Code: CodeLeaseLost}
+	if p.LeaseToken == 0 || p.LeaseToken != token {
+		return p, &resultLeaseLost
 	}
-	return e, nil
+	return p, nil
 }
 
 func (s *State) renew(c *Command, now int64, dry bool) Result {
-	e, fail := s.current(c.ExecutionID, c.Token)
+	p, fail := s.current(c.ExecutionID, c.Token)
 	if fail != nil {
 		return *fail
 	}
 	if dry {
 		return mutates
 	}
-	old := e
+	e := *p
 	e.LeaseExpiresAt = addSaturating(now, c.Duration)
 	e.UpdatedAt = now
-	s.putExec(&old, &e)
+	s.put(p, &e)
 	return Result{Lease: Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: e.LeaseExpiresAt}}
 }
 
 func (s *State) release(c *Command, now int64, dry bool) Result {
-	e, fail := s.current(c.ExecutionID, c.Token)
+	p, fail := s.current(c.ExecutionID, c.Token)
 	if fail != nil {
 		return *fail
 	}
 	if dry {
 		return mutates
 	}
-	old := e
+	e := *p
 	due := minNonZero(e.CoveredAt, e.DueAt)
 	if retry := addSaturating(now, c.Duration); retry > due {
 		due = retry
@@ -229,24 +236,24 @@ func (s *State) release(c *Command, now int64, dry bool) Result {
 	e.LeaseToken = 0
 	e.LeaseExpiresAt = 0
 	e.UpdatedAt = now
-	s.putExec(&old, &e)
+	s.put(p, &e)
 	return Result{Became: Transitions{Due: true}}
 }
 
 func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
-	e, fail := s.current(c.ExecutionID, c.Token)
+	p, fail := s.current(c.ExecutionID, c.Token)
 	if fail != nil {
-		if fail.Code == CodeLeaseLost && e.Terminal() {
+		if p != nil && p.Terminal() {
 			// Outcomes are immutable: a late or repeated acknowledgement gets
 			// the recorded outcome.
-			return Result{Exec: e}
+			return Result{Exec: p.value()}
 		}
 		return *fail
 	}
 	if dry {
 		return mutates
 	}
-	old := e
+	e := *p
 	e.CoveredAt = 0
 	e.LeaseToken = 0
 	e.LeaseExpiresAt = 0
@@ -263,35 +270,38 @@ func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
 		s.meta.Terminal++
 		r.Became.Terminal = true
 	}
-	s.putExec(&old, &e)
+	s.put(p, &e)
 	if e.Terminal() {
-		s.dropWatches(e.ID)
-		if p := e.Parent; p != nil && s.requestWake(p.ExecutionID, now, now) {
-			r.Woken = []string{p.ExecutionID}
+		if e.WatchCount > 0 {
+			s.dropWatches(e.ID)
+		}
+		if parent := e.Parent; parent != nil && s.requestWake(parent.ExecutionID, now, now) {
+			r.Woken = []string{parent.ExecutionID}
 			r.Became.Due = true
 		}
 	}
-	r.Exec = e
+	r.Exec, _ = s.Get(e.ID)
 	return r
 }
 
 func (s *State) saveStep(c *Command, dry bool) Result {
-	e, fail := s.current(c.ExecutionID, c.Token)
+	p, fail := s.current(c.ExecutionID, c.Token)
 	if fail != nil {
 		return *fail
 	}
-	if _, saved := s.steps.Get(stepEntry{ExecutionID: e.ID, Key: c.Key}); saved {
+	if _, saved := s.steps.Get(stepEntry{ExecutionID: p.ID, Key: c.Key}); saved {
 		return Result{} // the first saved value wins
 	}
-	if e.StepCount >= MaxStepsPerExecution {
+	if p.StepCount >= MaxStepsPerExecution {
 		return Result{Code: CodeLimitExceeded}
 	}
 	if dry {
 		return mutates
 	}
-	s.steps.Set(stepEntry{ExecutionID: e.ID, Key: c.Key, Value: c.Value})
+	s.steps.Set(stepEntry{ExecutionID: p.ID, Key: c.Key, Value: c.Value})
+	e := *p
 	e.StepCount++
-	s.execs.Set(e) // StepCount is not part of the due key
+	s.put(p, &e)
 	return Result{}
 }
 
@@ -326,7 +336,7 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 		return mutates
 	}
 	id := c.ChildID
-	if _, taken := s.execs.Get(Execution{ID: id}); taken {
+	if s.exists(id) {
 		id = s.freeID(id)
 	}
 	child := Execution{
@@ -341,7 +351,7 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 		UpdatedAt:  now,
 		DueAt:      now,
 	}
-	s.putExec(&Execution{}, &child)
+	s.put(nil, &child)
 	s.starts.Set(startEntry{
 		Caller:     caller.ID,
 		Key:        c.Key,
@@ -391,17 +401,18 @@ func (s *State) commit(c *Command, now int64, dry bool) Result {
 }
 
 func (s *State) watch(c *Command, dry bool) Result {
-	e, ok := s.execs.Get(Execution{ID: c.ExecutionID})
+	p := s.lookup(c.ExecutionID)
 	switch {
-	case !ok:
+	case p == nil:
 		return Result{Code: CodeNotFound}
-	case e.Terminal():
+	case p.Terminal():
 		return Result{Wake: WakeIgnored}
-	case e.WatchCount >= MaxWatchesPerExecution:
+	case p.WatchCount >= MaxWatchesPerExecution:
 		return Result{Code: CodeLimitExceeded}
 	case dry:
 		return mutates
 	}
+	e := *p
 	w := watch{ID: s.meta.NextWatchID, ExecutionID: e.ID, Keys: c.Keys}
 	s.meta.NextWatchID++
 	s.watches.Set(w)
@@ -410,7 +421,7 @@ func (s *State) watch(c *Command, dry bool) Result {
 		s.wkeys.Set(watchKey{Key: k, ID: w.ID})
 	}
 	e.WatchCount++
-	s.execs.Set(e)
+	s.put(p, &e)
 	return Result{Wake: WakeRequested}
 }
 
@@ -421,9 +432,10 @@ func (s *State) removeWatch(w watch) {
 	for _, k := range w.Keys {
 		s.wkeys.Delete(watchKey{Key: k, ID: w.ID})
 	}
-	if e, ok := s.execs.Get(Execution{ID: w.ExecutionID}); ok {
+	if p := s.lookup(w.ExecutionID); p != nil {
+		e := *p
 		e.WatchCount--
-		s.execs.Set(e)
+		s.put(p, &e)
 	}
 }
 

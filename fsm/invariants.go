@@ -13,7 +13,11 @@ func (s *State) CheckInvariants() error {
 		return false
 	}
 	terminal, dueWant := 0, 0
-	s.execs.Scan(func(e Execution) bool {
+	s.execs.Scan(func(it execItem) bool {
+		e := it.e
+		if e.ID != it.ID {
+			return fail(it.ID, "indexed under another ID than its own")
+		}
 		if e.Terminal() {
 			terminal++
 		}
@@ -29,7 +33,7 @@ func (s *State) CheckInvariants() error {
 		if e.UpdatedAt > s.meta.Now {
 			return fail(e.ID, "updated after the state's time")
 		}
-		if msg := s.checkLinks(&e); msg != "" {
+		if msg := s.checkLinks(e); msg != "" {
 			return fail(e.ID, msg)
 		}
 		return true
@@ -48,8 +52,11 @@ func (s *State) CheckInvariants() error {
 			" entries, records want " + itoa(uint64(dueWant)))
 	}
 	s.due.Scan(func(k dueKey) bool {
-		e, ok := s.execs.Get(Execution{ID: k.ID})
-		if at, want := e.claimableAt(); !ok || !want || at != k.At {
+		e := s.lookup(k.ID)
+		if e == nil {
+			return fail(k.ID, "due entry of an unknown execution")
+		}
+		if at, want := e.claimableAt(); !want || at != k.At {
 			return fail(k.ID, "stale due entry at "+itoa(uint64(k.At)))
 		}
 		return true
@@ -112,7 +119,7 @@ func (s *State) checkLinks(e *Execution) string {
 func (s *State) checkSideIndexes() error {
 	var err error
 	fail := func(msg string) bool { err = errors.New("fsm: invariant violated: " + msg); return false }
-	exists := func(id string) bool { _, ok := s.execs.Get(Execution{ID: id}); return ok }
+	exists := s.exists
 	s.steps.Scan(func(st stepEntry) bool {
 		return exists(st.ExecutionID) || fail("step of unknown execution "+quote(st.ExecutionID))
 	})

@@ -97,7 +97,14 @@ func execWatchLess(a, b execWatch) bool {
 	return a.ID < b.ID
 }
 
-func execLess(a, b Execution) bool { return a.ID < b.ID }
+// execItem is the records tree's item: the ID inline (so a search touches
+// only the nodes and the ID bytes) and the record.
+type execItem struct {
+	ID string
+	e  *Execution
+}
+
+func execLess(a, b execItem) bool { return a.ID < b.ID }
 
 // Meta holds the state's scalar counters.
 type Meta struct {
@@ -116,7 +123,7 @@ type Meta struct {
 // point-in-time state in O(1) that another goroutine may read while this one
 // keeps applying (the btrees are copy-on-write).
 type State struct {
-	execs   *btree.BTreeG[Execution]
+	execs   *btree.BTreeG[execItem]
 	due     *btree.BTreeG[dueKey]
 	steps   *btree.BTreeG[stepEntry]
 	starts  *btree.BTreeG[startEntry]
@@ -126,8 +133,15 @@ type State struct {
 	wexecs  *btree.BTreeG[execWatch]
 	meta    Meta
 
-	// scratch buffers reused by Apply; never part of the state's value.
-	claimBuf []dueKey
+	// gen marks records this state may change in place: a record whose gen
+	// equals it was created after the state's latest Copy, so no copy can
+	// see it. Every other record is shared and is replaced, never changed.
+	gen uint64
+
+	// Scratch reused by Apply; never part of the state's value.
+	execHint   btree.PathHint
+	dueDelHint btree.PathHint
+	dueSetHint btree.PathHint
 }
 
 func newTree[T any](less func(a, b T) bool) *btree.BTreeG[T] {
@@ -147,13 +161,21 @@ func New() *State {
 		wkeys:   newTree(watchKeyLess),
 		wexecs:  newTree(execWatchLess),
 		meta:    Meta{NextWatchID: 1},
+		gen:     1,
 	}
 }
 
 // Copy returns a point-in-time copy of the state in O(1). The copy and the
-// original share nodes until either changes them.
+// original share btree nodes and records until either changes them: the
+// trees copy a node on its first change, and a shared record is replaced by
+// a new one rather than changed (see gen). The copy may be read by another
+// goroutine while this state keeps applying.
 func (s *State) Copy() *State {
+	// Both generations move past every record's, so neither state changes a
+	// shared record in place.
+	s.gen += 2
 	return &State{
+		gen:     s.gen - 1,
 		execs:   s.execs.Copy(),
 		due:     s.due.Copy(),
 		steps:   s.steps.Copy(),
@@ -172,10 +194,25 @@ func (s *State) Meta() Meta { return s.meta }
 // Len returns the number of execution records.
 func (s *State) Len() int { return s.execs.Len() }
 
-// Get returns an execution's record.
+// Get returns a copy of an execution's record.
 func (s *State) Get(id string) (Execution, bool) {
-	return s.execs.Get(Execution{ID: id})
+	if e := s.lookup(id); e != nil {
+		return e.value(), true
+	}
+	return Execution{}, false
 }
+
+// lookup returns the stored record, or nil. The record is read-only: change
+// it only through put.
+func (s *State) lookup(id string) *Execution {
+	it, ok := s.execs.GetHint(execItem{ID: id}, &s.execHint)
+	if !ok {
+		return nil
+	}
+	return it.e
+}
+
+func (s *State) exists(id string) bool { return s.lookup(id) != nil }
 
 // Step returns a saved step value.
 func (s *State) Step(executionID, key string) (string, bool) {
@@ -200,9 +237,9 @@ func (s *State) NextDue() (int64, bool) {
 func (s *State) DueLen() int { return s.due.Len() }
 
 // Ascend calls fn for each execution in ID order, starting at from, until fn
-// returns false.
+// returns false. fn must not change or keep the record.
 func (s *State) Ascend(from string, fn func(e *Execution) bool) {
-	s.execs.Ascend(Execution{ID: from}, func(e Execution) bool { return fn(&e) })
+	s.execs.Ascend(execItem{ID: from}, func(it execItem) bool { return fn(it.e) })
 }
 
 // StepsOf calls fn for each saved step of an execution in key order.
@@ -239,19 +276,37 @@ func (s *State) KVRange(prefix string, fn func(key, value string) bool) {
 	})
 }
 
-// putExec stores e and moves its due-index entry from where old had it to
-// where e needs it. old is the previous value (zero value if e is new).
-func (s *State) putExec(old, e *Execution) {
-	s.execs.Set(*e)
-	oldAt, oldOK := old.claimableAt()
+// put stores e as the record for e.ID and moves its due-index entry to where
+// e needs it. old is the stored record e replaces, nil when e is new.
+func (s *State) put(old, e *Execution) {
+	var oldAt int64
+	oldOK := false
+	if old != nil {
+		oldAt, oldOK = old.claimableAt()
+	}
 	newAt, newOK := e.claimableAt()
+	s.putRecord(old, e)
 	if oldOK && newOK && oldAt == newAt {
 		return
 	}
 	if oldOK {
-		s.due.Delete(dueKey{At: oldAt, ID: old.ID})
+		s.due.DeleteHint(dueKey{At: oldAt, ID: e.ID}, &s.dueDelHint)
 	}
 	if newOK {
-		s.due.Set(dueKey{At: newAt, ID: e.ID})
+		s.due.SetHint(dueKey{At: newAt, ID: e.ID}, &s.dueSetHint)
 	}
+}
+
+// putRecord stores e as the record for e.ID, leaving the due index to the
+// caller. A record no copy can see is changed in place (no allocation, no
+// tree search); a shared one is replaced.
+func (s *State) putRecord(old, e *Execution) {
+	if old != nil && old.gen == s.gen {
+		*old = *e
+		return
+	}
+	n := new(Execution)
+	*n = *e
+	n.gen = s.gen
+	s.execs.SetHint(execItem{ID: n.ID, e: n}, &s.execHint)
 }

@@ -83,6 +83,15 @@ type Execution struct {
 	WatchCount uint32
 	Status     Status
 	HasParams  bool
+
+	gen uint64 // see State.gen; not part of the record's value
+}
+
+// value returns a copy of the record without its bookkeeping.
+func (e *Execution) value() Execution {
+	v := *e
+	v.gen = 0
+	return v
 }
 
 // Terminal reports whether the execution has a recorded outcome.
