@@ -143,3 +143,55 @@ func (s *Store) Acknowledge(ctx context.Context, lease Lease, outcome RunOutcome
 	}
 	return recordFromFSM(&res.Exec), nil
 }
+
+// Ack is one delivery's acknowledgement, for AcknowledgeBatch.
+type Ack struct {
+	Lease   Lease
+	Outcome RunOutcome
+}
+
+// AckResult is one acknowledgement's answer: the record afterwards, or the
+// error Acknowledge would have returned for it alone.
+type AckResult struct {
+	Record Record
+	Err    error
+}
+
+// AcknowledgeBatch acknowledges several deliveries at once: they are queued
+// together, so they share one WAL batch and one fsync, but each gets its own
+// result exactly as Acknowledge would give it (one lost lease fails only its
+// own acknowledgement). The returned error is for the call as a whole: the
+// store is closed or failed, or ctx ended while waiting (then some of the
+// acknowledgements may still take effect).
+func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, error) {
+	results := make([]AckResult, len(acks))
+	cmds := make([]fsm.Command, 0, len(acks))
+	slot := make([]int, 0, len(acks)) // cmds[j] answers results[slot[j]]
+	for i, a := range acks {
+		if err := checkLease(a.Lease); err != nil {
+			results[i].Err = err
+			continue
+		}
+		out, err := outcomeToFSM(a.Outcome, &s.limits)
+		if err != nil {
+			results[i].Err = err
+			continue
+		}
+		cmds = append(cmds, fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.Lease.ExecutionID, Token: a.Lease.Token, Outcome: out})
+		slot = append(slot, i)
+	}
+	answers := make([]answer, len(cmds))
+	if err := s.doAll(ctx, cmds, answers); err != nil {
+		return nil, err
+	}
+	for j, a := range answers {
+		r := &results[slot[j]]
+		if r.Err = a.err; r.Err == nil {
+			r.Err = resultErr(&a.res, &cmds[j])
+		}
+		if r.Err == nil {
+			r.Record = recordFromFSM(&a.res.Exec)
+		}
+	}
+	return results, nil
+}

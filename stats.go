@@ -16,6 +16,7 @@ type Stats struct {
 	Now           time.Time // the store's latest stamped time
 	WALFirstIndex uint64    // first entry still in the write-ahead log
 	WALLastIndex  uint64    // last entry written (the number of logged commands, before truncation)
+	WALBatches    uint64    // WAL batches (writes, each with one fsync) since Open
 	Failed        error     // the fail-stop cause, or nil
 }
 
@@ -33,6 +34,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.Now = timeFromNanos(m.Now)
 		st.WALFirstIndex = s.wal.FirstIndex()
 		st.WALLastIndex = s.wal.LastIndex()
+		st.WALBatches = s.batches.Load()
 	})
 	st.Failed = s.failed()
 	return st, err

@@ -53,6 +53,7 @@ type Store struct {
 	stopped  chan struct{} // closed when the writer has exited
 	isClosed atomic.Bool   // set once Close began: every method returns ErrClosed
 	failure  atomic.Pointer[error]
+	batches  atomic.Uint64 // WAL batches written since Open
 
 	// Writer-owned.
 	last    int64 // the latest time stamped, never decreasing
@@ -218,38 +219,65 @@ func (s *Store) failed() error {
 // do queues a validated command and waits for its result. If ctx ends first,
 // do returns ctx's error; the command may still take effect.
 func (s *Store) do(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
+	var one [1]fsm.Command
+	one[0] = *c
+	var out [1]answer
+	if err := s.doAll(ctx, one[:], out[:]); err != nil {
+		return fsm.Result{}, err
+	}
+	return out[0].res, out[0].err
+}
+
+// answer is one queued command's result.
+type answer struct {
+	res fsm.Result
+	err error
+}
+
+// doAll queues several validated commands at once (so they share a batch)
+// and waits for every result, in order. It returns an error only when it
+// could not wait for the results: the store is closed or failed before
+// queueing, or ctx ended (then the commands may still take effect).
+func (s *Store) doAll(ctx context.Context, cmds []fsm.Command, out []answer) error {
 	if err := ctx.Err(); err != nil {
-		return fsm.Result{}, err
+		return err
 	}
-	r := requestPool.Get().(*request)
-	r.cmd = *c
+	reqs := make([]*request, len(cmds))
+	for i := range cmds {
+		reqs[i] = requestPool.Get().(*request)
+		reqs[i].cmd = cmds[i]
+	}
 	s.qmu.Lock()
+	err := s.failed()
 	if s.closing {
-		s.qmu.Unlock()
-		requestPool.Put(r)
-		return fsm.Result{}, ErrClosed
+		err = ErrClosed
 	}
-	if err := s.failed(); err != nil {
+	if err != nil {
 		s.qmu.Unlock()
-		requestPool.Put(r)
-		return fsm.Result{}, err
+		for _, r := range reqs {
+			requestPool.Put(r)
+		}
+		return err
 	}
-	s.queue = append(s.queue, r)
-	first := len(s.queue) == 1
+	first := len(s.queue) == 0
+	s.queue = append(s.queue, reqs...)
 	s.qmu.Unlock()
 	if first {
 		s.signal()
 	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		// The writer still owns r: it is not returned to the pool.
-		return fsm.Result{}, ctx.Err()
+	for i, r := range reqs {
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			// The writer still owns the unanswered requests: they are not
+			// returned to the pool.
+			return ctx.Err()
+		}
+		out[i] = answer{r.res, r.err}
+		*r = request{done: r.done}
+		requestPool.Put(r)
 	}
-	res, err := r.res, r.err
-	*r = request{done: r.done}
-	requestPool.Put(r)
-	return res, err
+	return nil
 }
 
 // run is the writer goroutine.
@@ -307,7 +335,9 @@ func (s *Store) process(batch []*request) {
 	if len(s.logged) == 0 {
 		return
 	}
-	if _, err := s.wal.Write(&s.batch); err != nil {
+	_, err := s.wal.Write(&s.batch)
+	s.batches.Add(1)
+	if err != nil {
 		s.failStop(err)
 		for _, r := range s.logged {
 			r.err = s.failed()

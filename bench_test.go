@@ -1,0 +1,227 @@
+package execstore_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// Benchmarks of the Store's write path. Run them with
+//
+//	go test -run '^$' -bench . -benchmem
+//
+// and compare runs with benchstat. Compare BenchmarkAdmit's entries/s with
+// the floor in wal's BenchmarkRawTidwallWriteBatch at the batch size
+// reported here (cmds/batch).
+
+func openBench(b *testing.B, noSync bool) *execstore.Store {
+	b.Helper()
+	s, err := execstore.Open(b.TempDir(), execstore.Options{NoSync: noSync})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// parallel runs n calls of fn spread over `callers` goroutines.
+func parallel(n, callers int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func reportBatches(b *testing.B, s *execstore.Store, before execstore.Stats, cmds int) {
+	after, _ := s.Stats(ctx)
+	if batches := after.WALBatches - before.WALBatches; batches > 0 {
+		b.ReportMetric(float64(cmds)/float64(batches), "cmds/batch")
+	}
+	b.ReportMetric(float64(cmds)/b.Elapsed().Seconds(), "cmds/s")
+}
+
+func BenchmarkAdmit(b *testing.B) {
+	params := raw(`{"order":42,"customer":"c-1842","items":[{"sku":"A-1","qty":2},{"sku":"B-7","qty":1}]}`)
+	for _, durable := range []bool{true, false} {
+		for _, callers := range []int{1, 64} {
+			b.Run(fmt.Sprintf("sync=%v/callers=%d", durable, callers), func(b *testing.B) {
+				s := openBench(b, !durable)
+				before, _ := s.Stats(ctx)
+				b.ResetTimer()
+				parallel(b.N, callers, func(i int) {
+					_, err := s.Admit(ctx, execstore.AdmitRequest{
+						ExecutionID: fmt.Sprintf("order-%d", i), WorkflowID: "charge-order", Params: params,
+					})
+					if err != nil {
+						b.Error(err)
+					}
+				})
+				reportBatches(b, s, before, b.N)
+			})
+		}
+	}
+}
+
+// BenchmarkClaimAcknowledge claims 64 at a time from 100,000 pending
+// executions and acknowledges each (completed) from 64 concurrent workers,
+// as a dispatcher would. ns/op is per execution.
+func BenchmarkClaimAcknowledge(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sync=%v/pending=100k/batch=64", durable), func(b *testing.B) {
+			const pending, batch = 100_000, 64
+			s := openBench(b, !durable)
+			admitted := 0
+			refill := func(n int) {
+				parallel(n, 64, func(i int) {
+					if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e-%d", admitted+i), WorkflowID: "w"}); err != nil {
+						b.Error(err)
+					}
+				})
+				admitted += n
+			}
+			refill(pending)
+			work := make(chan execstore.Lease, batch)
+			var wg sync.WaitGroup
+			for w := 0; w < batch; w++ {
+				go func() {
+					for l := range work {
+						if _, err := s.Acknowledge(ctx, l, execstore.Completed(nil)); err != nil {
+							b.Error(err)
+						}
+						wg.Done()
+					}
+				}()
+			}
+			defer close(work)
+			b.ResetTimer()
+			done := 0
+			for done < b.N {
+				if admitted-done < pending-10*batch {
+					b.StopTimer()
+					refill(10 * batch)
+					b.StartTimer()
+				}
+				leases, err := s.ClaimDue(ctx, min(batch, b.N-done), time.Minute)
+				if err != nil || len(leases) == 0 {
+					b.Fatalf("ClaimDue: %d leases, %v", len(leases), err)
+				}
+				wg.Add(len(leases))
+				for _, l := range leases {
+					work <- l
+				}
+				wg.Wait()
+				done += len(leases)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "executions/s")
+		})
+	}
+}
+
+// BenchmarkClaimAcknowledgeBatch is BenchmarkClaimAcknowledge with the 64
+// acknowledgements of a claim sent as one AcknowledgeBatch call.
+func BenchmarkClaimAcknowledgeBatch(b *testing.B) {
+	for _, durable := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sync=%v/pending=100k/batch=64", durable), func(b *testing.B) {
+			const pending, batch = 100_000, 64
+			s := openBench(b, !durable)
+			admitted := 0
+			refill := func(n int) {
+				parallel(n, 64, func(i int) {
+					if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e-%d", admitted+i), WorkflowID: "w"}); err != nil {
+						b.Error(err)
+					}
+				})
+				admitted += n
+			}
+			refill(pending)
+			acks := make([]execstore.Ack, 0, batch)
+			b.ResetTimer()
+			for done := 0; done < b.N; {
+				if admitted-done < pending-10*batch {
+					b.StopTimer()
+					refill(10 * batch)
+					b.StartTimer()
+				}
+				leases, err := s.ClaimDue(ctx, min(batch, b.N-done), time.Minute)
+				if err != nil || len(leases) == 0 {
+					b.Fatalf("ClaimDue: %d leases, %v", len(leases), err)
+				}
+				acks = acks[:0]
+				for _, l := range leases {
+					acks = append(acks, execstore.Ack{Lease: l, Outcome: execstore.Completed(nil)})
+				}
+				results, err := s.AcknowledgeBatch(ctx, acks)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range results {
+					if r.Err != nil {
+						b.Fatal(r.Err)
+					}
+				}
+				done += len(leases)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "executions/s")
+		})
+	}
+}
+
+// BenchmarkRequestWake requests wakes that each move a due time earlier (so
+// each is logged), from 1 and 64 callers.
+func BenchmarkRequestWake(b *testing.B) {
+	for _, callers := range []int{1, 64} {
+		b.Run(fmt.Sprintf("sync=false/callers=%d", callers), func(b *testing.B) {
+			s := openBench(b, true)
+			const execs = 1024
+			parallel(execs, 64, func(i int) {
+				s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e-%d", i), WorkflowID: "w"})
+			})
+			for _, l := range must1(s.ClaimDue(ctx, execs, time.Hour)) {
+				s.Acknowledge(ctx, l, execstore.Suspended())
+			}
+			base := time.Now().Add(24 * time.Hour)
+			before, _ := s.Stats(ctx)
+			b.ResetTimer()
+			parallel(b.N, callers, func(i int) {
+				if _, err := s.RequestWake(ctx, fmt.Sprintf("e-%d", i%execs), base.Add(-time.Duration(i))); err != nil {
+					b.Error(err)
+				}
+			})
+			reportBatches(b, s, before, b.N)
+		})
+	}
+	b.Run("merged-noop", func(b *testing.B) {
+		s := openBench(b, true)
+		s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+		at := time.Now().Add(time.Hour)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			s.RequestWake(ctx, "e", at)
+		}
+	})
+}
+
+func must1[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
