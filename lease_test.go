@@ -272,3 +272,35 @@ func TestFailedOutcomeTruncatesHugeMessagesAndDeepChains(t *testing.T) {
 		t.Fatalf("recorded chain depth %d, want %d", depth, execstore.DefaultLimits.ErrorCauseDepth+1)
 	}
 }
+
+func TestAcknowledgeBatchGivesEachAcknowledgementItsOwnResult(t *testing.T) {
+	f := newFixture(t)
+	for _, id := range []string{"a", "b", "c"} {
+		f.admit(execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w"})
+	}
+	leases := f.claim(10, time.Minute)
+	stale := leases[2]
+	stale.Token++ // never issued: not current
+	results, err := f.s.AcknowledgeBatch(ctx, []execstore.Ack{
+		{Lease: leases[0], Outcome: execstore.Completed(raw(`1`))},
+		{Lease: leases[1], Outcome: execstore.RunOutcome{Status: "bogus"}},
+		{Lease: stale, Outcome: execstore.Suspended()},
+		{Lease: execstore.Lease{ExecutionID: "ghost", Token: 1}, Outcome: execstore.Suspended()},
+		{Lease: leases[1], Outcome: execstore.Suspended()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []error{nil, execstore.ErrInvalidArgument, execstore.ErrLeaseLost, execstore.ErrExecutionNotFound, nil}
+	for i, r := range results {
+		if (want[i] == nil) != (r.Err == nil) || (want[i] != nil && !errors.Is(r.Err, want[i])) {
+			t.Errorf("result %d: err = %v, want %v", i, r.Err, want[i])
+		}
+	}
+	if results[0].Record.Status != execstore.StatusCompleted || results[4].Record.Status != execstore.StatusSuspended {
+		t.Fatalf("records: %+v / %+v", results[0].Record, results[4].Record)
+	}
+	if rec := f.get("c"); rec.Lease == nil {
+		t.Fatalf("a refused acknowledgement ended c's lease")
+	}
+}

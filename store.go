@@ -3,6 +3,7 @@ package execstore
 import (
 	"context"
 	"fmt"
+	"github.com/execstore/execstore/internal/mutant"
 	"io"
 	"log/slog"
 	"os"
@@ -335,16 +336,30 @@ func (s *Store) process(batch []*request) {
 	if len(s.logged) == 0 {
 		return
 	}
+	if mutant.ApplyBeforeLog {
+		s.applyLogged()
+	}
 	_, err := s.wal.Write(&s.batch)
 	s.batches.Add(1)
 	if err != nil {
 		s.failStop(err)
+		if mutant.ApplyBeforeLog {
+			return // already answered
+		}
 		for _, r := range s.logged {
 			r.err = s.failed()
 			r.done <- struct{}{}
 		}
 		return
 	}
+	if !mutant.ApplyBeforeLog {
+		s.applyLogged()
+	}
+}
+
+// applyLogged applies the logged commands of a batch, in order, and answers
+// their callers.
+func (s *Store) applyLogged() {
 	var became fsm.Transitions
 	s.rw.Lock()
 	for _, r := range s.logged {

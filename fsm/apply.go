@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"crypto/sha256"
+	"github.com/execstore/execstore/internal/mutant"
 
 	"github.com/execstore/execstore/internal/jsonv"
 )
@@ -170,10 +171,12 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		// expired, superseded lease covered and those requested since.
 		e.CoveredAt = minNonZero(e.CoveredAt, e.DueAt)
 		e.DueAt = 0
-		e.LastToken++
+		if !mutant.ReuseToken || e.LeaseToken == 0 {
+			e.LastToken++
+			e.Attempts++
+		}
 		e.LeaseToken = e.LastToken
 		e.LeaseExpiresAt = expires
-		e.Attempts++
 		e.UpdatedAt = now
 		s.putRecord(p, &e)
 		s.due.SetHint(dueKey{At: expires, ID: e.ID}, &s.dueSetHint)
@@ -254,6 +257,9 @@ func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
 		return mutates
 	}
 	e := *p
+	if mutant.KeepCoveredWakes {
+		e.DueAt = minNonZero(e.DueAt, e.CoveredAt)
+	}
 	e.CoveredAt = 0
 	e.LeaseToken = 0
 	e.LeaseExpiresAt = 0

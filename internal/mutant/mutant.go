@@ -1,0 +1,35 @@
+// Package mutant holds deliberate bugs that the crash simulator must catch.
+//
+// A harness that never fails proves nothing. Each variable below, when set,
+// breaks one guarantee in the real code path that provides it; the
+// simulator's mutation tests set one at a time and require that a bounded
+// number of seeds finds a violation. Production code never sets them: the
+// package is internal to the module, and every variable is false unless a
+// test turns it on. Reading a plain bool on the hot path costs nothing
+// measurable.
+//
+// Tests that set a variable must not run in parallel with other tests of the
+// same binary, and must reset it (use Set, which returns the reset).
+package mutant
+
+var (
+	// SkipCRC makes the WAL accept entries whose CRC-32C does not match.
+	SkipCRC bool
+	// ApplyBeforeLog makes the store apply and answer a batch before it is
+	// written and synced (and then still write it).
+	ApplyBeforeLog bool
+	// SkipFsync makes the WAL skip the fsync after a write.
+	SkipFsync bool
+	// KeepCoveredWakes makes Acknowledge forget to clear the wakes its lease
+	// covered: a suspended execution stays due at its old wake.
+	KeepCoveredWakes bool
+	// ReuseToken makes a claim that supersedes an expired lease issue the
+	// same token again.
+	ReuseToken bool
+)
+
+// Set turns one mutation on and returns the function that turns it off.
+func Set(v *bool) (reset func()) {
+	*v = true
+	return func() { *v = false }
+}
