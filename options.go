@@ -29,6 +29,12 @@ type Options struct {
 	// SegmentSize is the WAL's target segment file size in bytes. Default
 	// 16 MiB.
 	SegmentSize int
+	// SnapshotEntries: the store snapshots on its own after this many logged
+	// commands. Default 100,000 (DefaultSnapshotEntries).
+	SnapshotEntries int
+	// SnapshotWALBytes: the store snapshots on its own after this many bytes
+	// of logged commands. Default 64 MiB (DefaultSnapshotWALBytes).
+	SnapshotWALBytes int
 
 	// WALFaults injects storage errors into the write-ahead log. For tests and
 	// the crash simulator only; nil in production.

@@ -62,8 +62,11 @@ type Store struct {
 	encoded []byte
 	logged  []*request
 
+	applied uint64 // the last WAL index applied to state
+
 	awaits awaiters
 	due    dueSignal
+	snaps  snapshotter
 }
 
 // request is one queued command and, once done is signalled, its answer.
@@ -85,6 +88,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 4096
 	}
+	if opts.SnapshotEntries <= 0 {
+		opts.SnapshotEntries = DefaultSnapshotEntries
+	}
+	if opts.SnapshotWALBytes <= 0 {
+		opts.SnapshotWALBytes = DefaultSnapshotWALBytes
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -96,6 +105,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		logger:  logger,
 		kick:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
+		snaps:   snapshotter{requests: make(chan chan error), done: make(chan snapshotOutcome, 1)},
 	}
 	s.awaits.init()
 	s.due.init()
@@ -139,8 +149,8 @@ func (s *Store) releaseDir() {
 	}
 }
 
-// recover rebuilds the state: the snapshot seam (none yet: an empty state at
-// index 0), then every later WAL entry through the same Apply the writer uses.
+// recover rebuilds the state: the newest valid snapshot, then every later
+// WAL entry through the same Apply the writer uses.
 func (s *Store) recover() error {
 	start := time.Now()
 	w, err := wal.Open(filepath.Join(s.dir, "wal"), wal.Options{
@@ -153,9 +163,9 @@ func (s *Store) recover() error {
 		return fmt.Errorf("execstore: open write-ahead log: %w", err)
 	}
 	s.wal = w
-	state, applied := fsm.New(), uint64(0)
-	if first := w.FirstIndex(); first > applied+1 {
-		return fmt.Errorf("execstore: the write-ahead log starts at index %d but no snapshot covers the entries before it", first)
+	state, applied, err := s.loadSnapshot(w.FirstIndex(), w.LastIndex())
+	if err != nil {
+		return err
 	}
 	var cmd fsm.Command
 	replayed := 0
@@ -171,9 +181,10 @@ func (s *Store) recover() error {
 		return fmt.Errorf("execstore: replay write-ahead log: %w", err)
 	}
 	s.state = state
+	s.applied = w.LastIndex()
 	s.last = state.Meta().Now
-	s.logger.Info("execstore: opened", "dir", s.dir, "executions", state.Len(),
-		"replayed", replayed, "last_index", w.LastIndex(), "took", time.Since(start))
+	s.logger.Info("execstore: opened", "dir", s.dir, "executions", state.Len(), "snapshot_index", applied,
+		"replayed", replayed, "last_index", s.applied, "took", time.Since(start))
 	return nil
 }
 
@@ -297,17 +308,24 @@ func (s *Store) run() {
 		if n > 0 {
 			s.process(taken)
 			clear(taken)
-			if rest > 0 {
-				continue
-			}
 		}
-		if closing {
-			if n == 0 {
-				return
-			}
+		s.snapshotTick()
+		switch {
+		case rest > 0:
+			continue
+		case closing && n == 0:
+			s.finishSnapshots()
+			return
+		case closing:
 			continue
 		}
-		<-s.kick
+		select {
+		case <-s.kick:
+		case req := <-s.snaps.requests:
+			s.snaps.pending = append(s.snaps.pending, req)
+		case out := <-s.snaps.done:
+			s.snapshotDone(out)
+		}
 	}
 }
 
@@ -331,6 +349,7 @@ func (s *Store) process(batch []*request) {
 		}
 		s.encoded = fsm.AppendEncode(s.encoded[:0], &r.cmd)
 		s.batch.Add(s.encoded)
+		s.snaps.bytes += len(s.encoded)
 		s.logged = append(s.logged, r)
 	}
 	if len(s.logged) == 0 {
@@ -339,7 +358,7 @@ func (s *Store) process(batch []*request) {
 	if mutant.ApplyBeforeLog {
 		s.applyLogged()
 	}
-	_, err := s.wal.Write(&s.batch)
+	first, err := s.wal.Write(&s.batch)
 	s.batches.Add(1)
 	if err != nil {
 		s.failStop(err)
@@ -352,6 +371,8 @@ func (s *Store) process(batch []*request) {
 		}
 		return
 	}
+	s.applied = first + uint64(len(s.logged)) - 1
+	s.snaps.entries += len(s.logged)
 	if !mutant.ApplyBeforeLog {
 		s.applyLogged()
 	}

@@ -1,0 +1,414 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+// StateVersion is the version of the state encoding. Part of the snapshot
+// format: a reader refuses versions it does not know.
+const StateVersion = 1
+
+// Writer receives encoded state. It is io.Writer's method, declared here so
+// that this package stays free of io (and its synchronisation).
+type Writer interface {
+	Write(p []byte) (n int, err error)
+}
+
+// Reader supplies encoded state; io.ByteReader plus io.Reader's method.
+type Reader interface {
+	Read(p []byte) (n int, err error)
+	ReadByte() (byte, error)
+}
+
+// Encoded state layout (varints and strings as in the command codec):
+//
+//	version  uv  StateVersion
+//	meta     now:uv next-watch:uv terminal:uv
+//	execs    count:uv, then per record in ID order:
+//	         id:str workflow:str params:opt context:(count+1, pairs)
+//	         parent:(0 | 1 caller:str key:str) status:1B [outcome if terminal]
+//	         admitted:uv updated:uv due:uv covered:uv expires:uv
+//	         lease-token:uv last-token:uv attempts:uv steps:uv watches:uv
+//	steps    count:uv, then (execution:str key:str value:str) in order
+//	starts   count:uv, then (caller:str key:str child:str workflow:str
+//	         sum:32B has-params:1B) in order
+//	kv       count:uv, then (key:str value:str) in key order
+//	watches  count:uv, then (id:uv execution:str count:uv key:str...) in ID order
+//
+// The due index and the two watch indexes are derived, not stored: decoding
+// rebuilds them from the records and the watches.
+
+// flushAt is how much encoded state is buffered before it is written.
+const flushAt = 64 << 10
+
+// encoder buffers output for a Writer; the first error sticks.
+type encoder struct {
+	w   Writer
+	buf []byte
+	err error
+}
+
+func (e *encoder) flush(force bool) {
+	if e.err != nil || (len(e.buf) < flushAt && !force) {
+		return
+	}
+	_, e.err = e.w.Write(e.buf)
+	e.buf = e.buf[:0]
+}
+
+func (e *encoder) uv(v uint64) { e.buf = binary.AppendUvarint(e.buf, v) }
+
+// Encode writes the whole state to w. It only reads the state, so it may run
+// on a Copy in another goroutine while the original keeps applying.
+func (s *State) Encode(w Writer) error {
+	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
+	e.uv(StateVersion)
+	e.uv(uint64(s.meta.Now))
+	e.uv(s.meta.NextWatchID)
+	e.uv(uint64(s.meta.Terminal))
+	e.uv(uint64(s.execs.Len()))
+	s.execs.Scan(func(it execItem) bool {
+		e.buf = appendExecution(e.buf, it.e)
+		e.flush(false)
+		return e.err == nil
+	})
+	e.uv(uint64(s.steps.Len()))
+	s.steps.Scan(func(st stepEntry) bool {
+		e.buf = appendStr(appendStr(appendStr(e.buf, st.ExecutionID), st.Key), st.Value)
+		e.flush(false)
+		return e.err == nil
+	})
+	e.uv(uint64(s.starts.Len()))
+	s.starts.Scan(func(st startEntry) bool {
+		e.buf = appendStr(appendStr(appendStr(appendStr(e.buf, st.Caller), st.Key), st.Child), st.WorkflowID)
+		e.buf = append(append(e.buf, st.ParamsSum[:]...), boolByte(st.HasParams))
+		e.flush(false)
+		return e.err == nil
+	})
+	e.uv(uint64(s.kv.Len()))
+	s.kv.Scan(func(kv kvEntry) bool {
+		e.buf = appendStr(appendStr(e.buf, kv.Key), kv.Value)
+		e.flush(false)
+		return e.err == nil
+	})
+	e.uv(uint64(s.watches.Len()))
+	s.watches.Scan(func(w watch) bool {
+		e.buf = binary.AppendUvarint(e.buf, w.ID)
+		e.buf = appendStr(e.buf, w.ExecutionID)
+		e.buf = binary.AppendUvarint(e.buf, uint64(len(w.Keys)))
+		for _, k := range w.Keys {
+			e.buf = appendStr(e.buf, k)
+		}
+		e.flush(false)
+		return e.err == nil
+	})
+	e.flush(true)
+	return e.err
+}
+
+func appendExecution(dst []byte, e *Execution) []byte {
+	dst = appendStr(dst, e.ID)
+	dst = appendStr(dst, e.WorkflowID)
+	dst = appendOpt(dst, e.Params, e.HasParams)
+	dst = appendContext(dst, e.Context)
+	if e.Parent == nil {
+		dst = append(dst, 0)
+	} else {
+		dst = appendStr(appendStr(append(dst, 1), e.Parent.ExecutionID), e.Parent.StepKey)
+	}
+	dst = append(dst, byte(e.Status))
+	if e.Outcome != nil {
+		dst = appendOutcome(dst, e.Outcome)
+	}
+	for _, v := range [...]uint64{uint64(e.AdmittedAt), uint64(e.UpdatedAt), uint64(e.DueAt), uint64(e.CoveredAt),
+		uint64(e.LeaseExpiresAt), e.LeaseToken, e.LastToken, uint64(e.Attempts), uint64(e.StepCount), uint64(e.WatchCount)} {
+		dst = binary.AppendUvarint(dst, v)
+	}
+	return dst
+}
+
+// streamDecoder reads the codec's primitives from a Reader; the first error
+// sticks. Strings are read into fresh memory.
+type streamDecoder struct {
+	r   Reader
+	err error
+}
+
+func (d *streamDecoder) fail(msg string) {
+	if d.err == nil {
+		d.err = decodeErr("state: " + msg)
+	}
+}
+
+func (d *streamDecoder) uv() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	var v uint64
+	for shift := uint(0); ; shift += 7 {
+		b, err := d.r.ReadByte()
+		if err != nil {
+			d.fail("unexpected end")
+			return 0
+		}
+		if shift == 63 && b > 1 {
+			d.fail("varint overflows")
+			return 0
+		}
+		v |= uint64(b&0x7f) << shift
+		if b < 0x80 {
+			if b == 0 && shift > 0 {
+				d.fail("overlong varint")
+			}
+			return v
+		}
+	}
+}
+
+func (d *streamDecoder) int() int64 {
+	v := d.uv()
+	if v > uint64(maxTime) {
+		d.fail("integer out of range")
+		return 0
+	}
+	return int64(v)
+}
+
+// maxStr bounds one string in a snapshot: larger than any limit the store
+// accepts, small enough that a corrupt length cannot exhaust memory.
+const maxStr = 256 << 20
+
+func (d *streamDecoder) bytes(n uint64) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > maxStr {
+		d.fail("string too long")
+		return nil
+	}
+	b := make([]byte, n)
+	for off := 0; off < len(b); {
+		m, err := d.r.Read(b[off:])
+		off += m
+		if err != nil && off < len(b) {
+			d.fail("unexpected end")
+			return nil
+		}
+	}
+	return b
+}
+
+func (d *streamDecoder) str() string { return string(d.bytes(d.uv())) }
+
+func (d *streamDecoder) opt() (string, bool) {
+	n := d.uv()
+	if n == 0 || d.err != nil {
+		return "", false
+	}
+	return string(d.bytes(n - 1)), true
+}
+
+func (d *streamDecoder) byte1() byte {
+	if d.err != nil {
+		return 0
+	}
+	b, err := d.r.ReadByte()
+	if err != nil {
+		d.fail("unexpected end")
+	}
+	return b
+}
+
+// count reads a collection length, refusing absurd ones before allocating.
+func (d *streamDecoder) count(max uint64) int {
+	n := d.uv()
+	if n > max {
+		d.fail("count " + itoa(n) + " over the limit")
+		return 0
+	}
+	return int(n)
+}
+
+// maxCount bounds any collection in a snapshot (a corrupt count must not
+// make the decoder allocate without bound before the checksum fails).
+const maxCount = 1 << 32
+
+// DecodeState reads a state written by Encode. It checks each record and the
+// order of every collection; the caller checks the snapshot's checksum.
+func DecodeState(r Reader) (*State, error) {
+	d := &streamDecoder{r: r}
+	if v := d.uv(); v != StateVersion {
+		if d.err != nil {
+			return nil, d.err
+		}
+		return nil, decodeErr("state: unknown version " + itoa(v))
+	}
+	s := New()
+	s.meta.Now = d.int()
+	s.meta.NextWatchID = d.uv()
+	s.meta.Terminal = int(d.int())
+	if err := s.decodeExecs(d); err != nil {
+		return nil, err
+	}
+	if err := s.decodeSides(d); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *State) decodeExecs(d *streamDecoder) error {
+	n := d.count(maxCount)
+	workflows := map[string]string{} // interned: most records share a few
+	due := make([]dueKey, 0, min(n, 1<<20))
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		e := d.execution(workflows)
+		if d.err != nil {
+			break
+		}
+		if i > 0 && e.ID <= prev {
+			return decodeErr("state: records out of order at " + quote(e.ID))
+		}
+		if msg := e.check(); msg != "" {
+			return decodeErr("state: record " + quote(e.ID) + ": " + msg)
+		}
+		prev = e.ID
+		e.gen = s.gen
+		s.execs.Load(execItem{ID: e.ID, e: e})
+		if at, ok := e.claimableAt(); ok {
+			due = append(due, dueKey{At: at, ID: e.ID})
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	slices.SortFunc(due, func(a, b dueKey) int {
+		if dueLess(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for _, k := range due {
+		s.due.Load(k)
+	}
+	return nil
+}
+
+func (d *streamDecoder) execution(workflows map[string]string) *Execution {
+	e := &Execution{ID: d.str()}
+	wf := d.str()
+	if interned, ok := workflows[wf]; ok {
+		wf = interned
+	} else {
+		workflows[wf] = wf
+	}
+	e.WorkflowID = wf
+	e.Params, e.HasParams = d.opt()
+	if n := d.uv(); n > 0 && d.err == nil {
+		kvs := make([]KV, 0, min(n-1, 1024))
+		for i := uint64(0); i < n-1 && d.err == nil; i++ {
+			kvs = append(kvs, KV{Key: d.str(), Value: d.str()})
+		}
+		e.Context = &kvs
+	}
+	if d.byte1() == 1 {
+		e.Parent = &Parent{ExecutionID: d.str(), StepKey: d.str()}
+	}
+	e.Status = Status(d.byte1())
+	if e.Status.Terminal() {
+		o := &Outcome{Status: Status(d.byte1())}
+		switch o.Status {
+		case StatusCompleted:
+			o.Result, o.HasRes = d.opt()
+		case StatusFailed:
+			o.Error = d.errorInfo()
+		}
+		e.Outcome = o
+	}
+	e.AdmittedAt, e.UpdatedAt, e.DueAt, e.CoveredAt, e.LeaseExpiresAt = d.int(), d.int(), d.int(), d.int(), d.int()
+	e.LeaseToken, e.LastToken = d.uv(), d.uv()
+	e.Attempts, e.StepCount, e.WatchCount = d.u32(), d.u32(), d.u32()
+	return e
+}
+
+func (d *streamDecoder) u32() uint32 {
+	v := d.uv()
+	if v > 1<<32-1 {
+		d.fail("count out of range")
+	}
+	return uint32(v)
+}
+
+func (d *streamDecoder) errorInfo() *ErrorInfo {
+	depth := d.uv()
+	if depth > MaxErrorDepth {
+		d.fail("error chain too deep")
+		return nil
+	}
+	var head *ErrorInfo
+	link := &head
+	for i := uint64(0); i < depth && d.err == nil; i++ {
+		e := &ErrorInfo{Name: d.str(), Message: d.str(), Code: d.str()}
+		*link = e
+		link = &e.Cause
+	}
+	return head
+}
+
+// decodeSides reads steps, start requests, the key-value store and watches,
+// checking order, and rebuilds the watch indexes.
+func (s *State) decodeSides(d *streamDecoder) error {
+	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
+		st := stepEntry{ExecutionID: d.str(), Key: d.str(), Value: d.str()}
+		if last, ok := s.steps.Max(); ok && !stepLess(last, st) {
+			return decodeErr("state: steps out of order")
+		}
+		s.steps.Load(st)
+	}
+	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
+		st := startEntry{Caller: d.str(), Key: d.str(), Child: d.str(), WorkflowID: d.str()}
+		copy(st.ParamsSum[:], d.bytes(32))
+		st.HasParams = d.byte1() == 1
+		if last, ok := s.starts.Max(); ok && !startLess(last, st) {
+			return decodeErr("state: start requests out of order")
+		}
+		s.starts.Load(st)
+	}
+	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
+		kv := kvEntry{Key: d.str(), Value: d.str()}
+		if last, ok := s.kv.Max(); ok && !kvLess(last, kv) {
+			return decodeErr("state: keys out of order")
+		}
+		s.kv.Load(kv)
+	}
+	var wkeys []watchKey
+	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
+		w := watch{ID: d.uv(), ExecutionID: d.str()}
+		k := d.count(1 << 16)
+		for j := 0; j < k && d.err == nil; j++ {
+			w.Keys = append(w.Keys, d.str())
+		}
+		if last, ok := s.watches.Max(); (ok && last.ID >= w.ID) || !sortedUnique(w.Keys) {
+			return decodeErr("state: watches out of order")
+		}
+		s.watches.Load(w)
+		s.wexecs.Set(execWatch{ExecutionID: w.ExecutionID, ID: w.ID})
+		for _, key := range w.Keys {
+			wkeys = append(wkeys, watchKey{Key: key, ID: w.ID})
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	slices.SortFunc(wkeys, func(a, b watchKey) int {
+		if watchKeyLess(a, b) {
+			return -1
+		}
+		return 1
+	})
+	for _, k := range wkeys {
+		s.wkeys.Load(k)
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package snapshot
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// Part of the snapshot format.
+const (
+	magic      = "EXSNAP\r\n"
+	Version    = 1
+	headerSize = 8 + 4 + 8 + 8 + 8
+	prefix     = "snapshot-"
+	suffix     = ".snap"
+	tmpSuffix  = ".tmp"
+)
+
+// ErrCorrupt is wrapped by every error about a snapshot file's contents.
+var ErrCorrupt = errors.New("snapshot: corrupt")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Header is what a snapshot says about itself before its state.
+type Header struct {
+	Index   uint64 // the last WAL index the state includes
+	Clock   int64  // the store's time (fsm.Meta.Now), nanoseconds
+	Records uint64 // execution records, for operators
+}
+
+// Info names one snapshot file.
+type Info struct {
+	Path  string
+	Index uint64
+}
+
+// Options control durability; the zero value syncs.
+type Options struct {
+	NoSync bool // skip fsyncs (tests and benchmarks only)
+}
+
+// Name returns the file name of the snapshot covering index.
+func Name(index uint64) string { return fmt.Sprintf("%s%020d%s", prefix, index, suffix) }
+
+// Write encodes st into dir as the snapshot covering h.Index, atomically and
+// durably: temporary file, fsync, rename, directory fsync. st must not change
+// while Write runs (pass an fsm.State.Copy).
+func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return Info{}, fmt.Errorf("snapshot: %w", err)
+	}
+	final := filepath.Join(dir, Name(h.Index))
+	tmp := final + tmpSuffix
+	if err := writeFile(tmp, st, h, opts); err != nil {
+		os.Remove(tmp)
+		return Info{}, err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(tmp)
+		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
+	}
+	if !opts.NoSync {
+		if err := syncDir(dir); err != nil {
+			return Info{}, err
+		}
+	}
+	return Info{Path: final, Index: h.Index}, nil
+}
+
+func writeFile(path string, st *fsm.State, h Header, opts Options) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("snapshot: create: %w", err)
+	}
+	defer f.Close()
+	sum := crc32.New(castagnoli)
+	w := bufio.NewWriterSize(io.MultiWriter(f, sum), 256<<10)
+	var hdr [headerSize]byte
+	copy(hdr[:], magic)
+	binary.LittleEndian.PutUint32(hdr[8:], Version)
+	binary.LittleEndian.PutUint64(hdr[12:], h.Index)
+	binary.LittleEndian.PutUint64(hdr[20:], uint64(h.Clock))
+	binary.LittleEndian.PutUint64(hdr[28:], h.Records)
+	if _, err := w.Write(hdr[:]); err != nil {
+		return fmt.Errorf("snapshot: write: %w", err)
+	}
+	if err := st.Encode(w); err != nil {
+		return fmt.Errorf("snapshot: write: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("snapshot: write: %w", err)
+	}
+	if _, err := f.Write(binary.LittleEndian.AppendUint32(nil, sum.Sum32())); err != nil {
+		return fmt.Errorf("snapshot: write: %w", err)
+	}
+	if !opts.NoSync {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("snapshot: fsync: %w", err)
+		}
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("snapshot: open directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("snapshot: fsync directory: %w", err)
+	}
+	return nil
+}
+
+// List returns the snapshot files in dir, newest (highest index) first. A
+// missing directory has none.
+func List(dir string) ([]Info, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	var out []Info
+	for _, e := range entries {
+		name := e.Name()
+		digits, ok := strings.CutPrefix(name, prefix)
+		if !ok || e.IsDir() {
+			continue
+		}
+		digits, ok = strings.CutSuffix(digits, suffix)
+		if !ok || len(digits) != 20 {
+			continue
+		}
+		index, err := strconv.ParseUint(digits, 10, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, Info{Path: filepath.Join(dir, name), Index: index})
+	}
+	slices.SortFunc(out, func(a, b Info) int { return -cmpUint(a.Index, b.Index) })
+	return out, nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Read reads a snapshot file and checks it: magic, version, checksum, and
+// the state's own structure. The checksum is verified in a first pass, so
+// the state decoder only ever sees bytes that were written whole. Any problem
+// is an error wrapping ErrCorrupt (or the I/O error).
+func Read(path string) (*fsm.State, Header, error) {
+	h, err := Verify(path)
+	if err != nil {
+		return nil, Header{}, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, Header{}, fmt.Errorf("snapshot: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, Header{}, fmt.Errorf("snapshot: %w", err)
+	}
+	r := bufio.NewReaderSize(io.LimitReader(f, fi.Size()-4), 256<<10)
+	if _, err := r.Discard(headerSize); err != nil {
+		return nil, Header{}, fmt.Errorf("snapshot: read %s: %w", path, err)
+	}
+	st, err := fsm.DecodeState(r)
+	if err != nil {
+		return nil, Header{}, corrupt(path, "%v", err)
+	}
+	if rest, _ := io.Copy(io.Discard, r); rest != 0 {
+		return nil, Header{}, corrupt(path, "%d bytes after the state", rest)
+	}
+	if st.Meta().Now != h.Clock || uint64(st.Len()) != h.Records {
+		return nil, Header{}, corrupt(path, "header disagrees with the state")
+	}
+	return st, h, nil
+}
+
+// Verify checks a snapshot file's header and checksum without decoding its
+// state, and returns its header.
+func Verify(path string) (Header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Header{}, fmt.Errorf("snapshot: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Header{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if fi.Size() < headerSize+4 {
+		return Header{}, corrupt(path, "file of %d bytes is shorter than a header and checksum", fi.Size())
+	}
+	sum := crc32.New(castagnoli)
+	r := bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, fi.Size()-4), sum), 256<<10)
+	var hdr [headerSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return Header{}, fmt.Errorf("snapshot: read %s: %w", path, err)
+	}
+	h, err := parseHeader(path, hdr[:])
+	if err != nil {
+		return Header{}, err
+	}
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return Header{}, fmt.Errorf("snapshot: read %s: %w", path, err)
+	}
+	var tail [4]byte
+	if _, err := io.ReadFull(f, tail[:]); err != nil {
+		return Header{}, fmt.Errorf("snapshot: read %s: %w", path, err)
+	}
+	if got, want := sum.Sum32(), binary.LittleEndian.Uint32(tail[:]); got != want {
+		return Header{}, corrupt(path, "checksum mismatch (computed %08x, stored %08x)", got, want)
+	}
+	return h, nil
+}
+
+func parseHeader(path string, hdr []byte) (Header, error) {
+	if string(hdr[:8]) != magic {
+		return Header{}, corrupt(path, "not a snapshot (bad magic)")
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != Version {
+		return Header{}, corrupt(path, "unknown version %d", v)
+	}
+	return Header{
+		Index:   binary.LittleEndian.Uint64(hdr[12:]),
+		Clock:   int64(binary.LittleEndian.Uint64(hdr[20:])),
+		Records: binary.LittleEndian.Uint64(hdr[28:]),
+	}, nil
+}
+
+func corrupt(path, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrCorrupt, path, fmt.Sprintf(format, args...))
+}
+
+// Prune keeps the newest `keep` snapshots in dir and removes older ones and
+// any leftover temporary files, then fsyncs the directory. It returns the
+// snapshots kept, newest first.
+func Prune(dir string, keep int, opts Options) ([]Info, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	changed := false
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), prefix) && strings.HasSuffix(e.Name(), tmpSuffix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return nil, fmt.Errorf("snapshot: remove temporary file: %w", err)
+			}
+			changed = true
+		}
+	}
+	all, err := List(dir)
+	if err != nil {
+		return nil, err
+	}
+	for len(all) > keep {
+		old := all[len(all)-1]
+		if err := os.Remove(old.Path); err != nil {
+			return nil, fmt.Errorf("snapshot: remove %s: %w", old.Path, err)
+		}
+		all = all[:len(all)-1]
+		changed = true
+	}
+	if changed && !opts.NoSync {
+		if err := syncDir(dir); err != nil {
+			return nil, err
+		}
+	}
+	return all, nil
+}

@@ -1,0 +1,161 @@
+package snapshot
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// sampleState builds a small state through the state machine's own commands.
+func sampleState(t testing.TB, n int) *fsm.State {
+	t.Helper()
+	st := fsm.New()
+	now := int64(1_000)
+	for i := 0; i < n; i++ {
+		id := "e-" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676%26))
+		st.Apply(&fsm.Command{Kind: fsm.KindAdmit, Now: now, ExecutionID: id, WorkflowID: "w", Params: `{"i":1}`, HasParams: true})
+	}
+	r := st.Apply(&fsm.Command{Kind: fsm.KindClaim, Now: now, Limit: n / 2, Duration: 1e9})
+	for i, l := range r.Leases {
+		st.Apply(&fsm.Command{Kind: fsm.KindSaveStep, Now: now, ExecutionID: l.ExecutionID, Token: l.Token, Key: "s", Value: `1`})
+		if i%2 == 0 {
+			st.Apply(&fsm.Command{Kind: fsm.KindAcknowledge, Now: now, ExecutionID: l.ExecutionID, Token: l.Token,
+				Outcome: fsm.Outcome{Status: fsm.StatusCompleted, Result: `"ok"`, HasRes: true}})
+		}
+	}
+	st.Apply(&fsm.Command{Kind: fsm.KindCommit, Now: now, Writes: []fsm.Write{{Key: "k", Value: `1`, HasValue: true}}})
+	return st
+}
+
+func encoded(t testing.TB, st *fsm.State) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := st.Encode(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestWrittenSnapshotReadsBackEqual(t *testing.T) {
+	dir := t.TempDir()
+	st := sampleState(t, 300)
+	h := Header{Index: 42, Clock: st.Meta().Now, Records: uint64(st.Len())}
+	info, err := Write(dir, st, h, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(info.Path) != "snapshot-00000000000000000042.snap" || info.Index != 42 {
+		t.Fatalf("info = %+v", info)
+	}
+	got, gh, err := Read(info.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gh != h {
+		t.Fatalf("header = %+v, want %+v", gh, h)
+	}
+	if !bytes.Equal(encoded(t, st), encoded(t, got)) {
+		t.Fatal("the state read back differs from the state written")
+	}
+	if err := got.CheckInvariants(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEveryCorruptionIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	st := sampleState(t, 50)
+	info, err := Write(dir, st, Header{Index: 1, Clock: st.Meta().Now, Records: uint64(st.Len())}, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(info.Path)
+	bad := filepath.Join(dir, "bad.snap")
+	// Flip each byte in turn (the checksum covers all of them) and cut at
+	// many lengths: every variant is refused as corrupt.
+	for i := 0; i < len(good); i += 1 + i/64 {
+		b := bytes.Clone(good)
+		b[i] ^= 0x40
+		os.WriteFile(bad, b, 0o640)
+		if _, _, err := Read(bad); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("byte %d flipped: err = %v, want ErrCorrupt", i, err)
+		}
+	}
+	for n := 0; n < len(good); n += 1 + n/16 {
+		os.WriteFile(bad, good[:n], 0o640)
+		if _, _, err := Read(bad); err == nil {
+			t.Fatalf("truncated to %d bytes: accepted", n)
+		}
+	}
+}
+
+func TestPruneKeepsTheNewestTwoAndRemovesTemporaryFiles(t *testing.T) {
+	dir := t.TempDir()
+	st := sampleState(t, 5)
+	for _, idx := range []uint64{3, 10, 7, 12} {
+		if _, err := Write(dir, st, Header{Index: idx, Clock: st.Meta().Now, Records: uint64(st.Len())}, Options{NoSync: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, Name(13)+tmpSuffix), []byte("half a snapshot"), 0o640)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not ours"), 0o640)
+	kept, err := Prune(dir, 2, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 2 || kept[0].Index != 12 || kept[1].Index != 10 {
+		t.Fatalf("kept = %+v", kept)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	want := []string{"notes.txt", Name(10), Name(12)}
+	if len(names) != len(want) {
+		t.Fatalf("left %v, want %v", names, want)
+	}
+	for i := range want {
+		if names[i] != want[i] {
+			t.Fatalf("left %v, want %v", names, want)
+		}
+	}
+}
+
+func TestListIgnoresForeignFilesAndSortsNewestFirst(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{Name(5), Name(50), Name(9), "snapshot-12.snap", "snapshot-00000000000000000007.snap.tmp", "other"} {
+		os.WriteFile(filepath.Join(dir, name), nil, 0o640)
+	}
+	infos, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 3 || infos[0].Index != 50 || infos[1].Index != 9 || infos[2].Index != 5 {
+		t.Fatalf("List = %+v", infos)
+	}
+	if none, err := List(filepath.Join(dir, "missing")); err != nil || len(none) != 0 {
+		t.Fatalf("missing dir: %v %v", none, err)
+	}
+}
+
+func FuzzRead(f *testing.F) {
+	dir := f.TempDir()
+	st := sampleState(f, 20)
+	info, _ := Write(dir, st, Header{Index: 1, Clock: st.Meta().Now, Records: uint64(st.Len())}, Options{NoSync: true})
+	good, _ := os.ReadFile(info.Path)
+	f.Add(good)
+	f.Add(good[:len(good)/2])
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "f.snap")
+		os.WriteFile(path, b, 0o640)
+		st, _, err := Read(path)
+		if err == nil && st.CheckInvariants() != nil && bytes.Equal(b, good) {
+			t.Fatal("the good snapshot fails its invariants")
+		}
+	})
+}

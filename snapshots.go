@@ -1,0 +1,186 @@
+package execstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/snapshot"
+)
+
+// Snapshot cadence defaults.
+const (
+	DefaultSnapshotEntries  = 100_000
+	DefaultSnapshotWALBytes = 64 << 20
+)
+
+// snapshotter is the writer's bookkeeping for snapshots. Only the writer
+// goroutine touches it, except the channels.
+type snapshotter struct {
+	requests chan chan error      // Snapshot calls, to the writer
+	done     chan snapshotOutcome // from the background encoder, to the writer
+	inFlight bool
+	waiters  []chan error // answered when the in-flight snapshot is durable
+	pending  []chan error // need a snapshot taken after the in-flight one
+	entries  int          // commands logged since the last capture
+	bytes    int          // WAL payload bytes logged since the last capture
+}
+
+type snapshotOutcome struct {
+	info    snapshot.Info
+	records int
+	took    time.Duration
+	err     error
+	walErr  error // compacting the WAL failed: the store must fail-stop
+}
+
+func (s *Store) snapshotDir() string { return filepath.Join(s.dir, "snapshots") }
+
+// Snapshot writes a point-in-time snapshot of the whole state and returns
+// once it is durable. It includes every write that returned before the call.
+// The store also snapshots on its own every Options.SnapshotEntries commands
+// or Options.SnapshotWALBytes of log. snapshots/ keeps the newest two; the
+// WAL front is truncated only up to the older of them, so a corrupt newest
+// snapshot falls back to the older one plus the WAL, losing nothing.
+func (s *Store) Snapshot(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.isClosed.Load() {
+		return ErrClosed
+	}
+	done := make(chan error, 1)
+	select {
+	case s.snaps.requests <- done:
+	case <-s.stopped:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// snapshotTick starts a capture when one was asked for or the cadence is
+// reached, unless one is in flight. Writer goroutine only.
+func (s *Store) snapshotTick() {
+	sn := &s.snaps
+	due := sn.entries >= s.opts.SnapshotEntries || sn.bytes >= s.opts.SnapshotWALBytes
+	if sn.inFlight || (len(sn.pending) == 0 && !due) || s.failed() != nil {
+		return
+	}
+	s.rw.Lock() // Copy touches the trees' bookkeeping; readers must not race it
+	st := s.state.Copy()
+	s.rw.Unlock()
+	hdr := snapshot.Header{Index: s.applied, Clock: st.Meta().Now, Records: uint64(st.Len())}
+	sn.inFlight = true
+	sn.waiters, sn.pending = sn.pending, nil
+	sn.entries, sn.bytes = 0, 0
+	go s.writeSnapshot(st, hdr)
+}
+
+// writeSnapshot runs in the background: encode, write durably, prune to two,
+// compact the WAL up to the older kept snapshot.
+func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
+	start := time.Now()
+	out := snapshotOutcome{records: st.Len()}
+	opts := snapshot.Options{NoSync: s.opts.NoSync}
+	out.info, out.err = snapshot.Write(s.snapshotDir(), st, hdr, opts)
+	if out.err == nil {
+		// Read the new file back before anything older is removed.
+		_, out.err = snapshot.Verify(out.info.Path)
+	}
+	if out.err == nil {
+		var kept []snapshot.Info
+		kept, out.err = snapshot.Prune(s.snapshotDir(), 2, opts)
+		if out.err == nil && len(kept) == 2 {
+			_, out.walErr = s.wal.CompactTo(kept[1].Index + 1)
+		}
+	}
+	out.took = time.Since(start)
+	s.snaps.done <- out
+}
+
+// snapshotDone records a finished snapshot and answers its waiters. Writer
+// goroutine only.
+func (s *Store) snapshotDone(out snapshotOutcome) {
+	sn := &s.snaps
+	sn.inFlight = false
+	err := out.err
+	switch {
+	case out.walErr != nil:
+		s.failStop(out.walErr)
+		err = s.failed()
+	case err != nil:
+		s.logger.Error("execstore: snapshot failed; the log keeps everything and a later snapshot will retry", "err", err)
+		err = fmt.Errorf("execstore: snapshot: %w", err)
+	default:
+		s.logger.Info("execstore: snapshot written", "path", out.info.Path, "index", out.info.Index,
+			"records", out.records, "took", out.took, "wal_first_index", s.wal.FirstIndex())
+	}
+	for _, w := range sn.waiters {
+		w <- err
+	}
+	sn.waiters = nil
+}
+
+// finishSnapshots waits for an in-flight snapshot at Close and refuses the
+// requests still pending. Writer goroutine only.
+func (s *Store) finishSnapshots() {
+	sn := &s.snaps
+	if sn.inFlight {
+		s.snapshotDone(<-sn.done)
+	}
+	for {
+		select {
+		case req := <-sn.requests:
+			sn.pending = append(sn.pending, req)
+			continue
+		default:
+		}
+		break
+	}
+	for _, w := range sn.pending {
+		w <- ErrClosed
+	}
+	sn.pending = nil
+}
+
+// loadSnapshot returns the newest snapshot that reads back whole and that the
+// WAL continues, or an empty state at index 0 when the WAL still starts at
+// its first entry. A snapshot that fails is skipped with a loud log line.
+func (s *Store) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, error) {
+	infos, err := snapshot.List(s.snapshotDir())
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, info := range infos {
+		st, hdr, err := snapshot.Read(info.Path)
+		if err != nil {
+			s.logger.Error("execstore: skipping unreadable snapshot; falling back to an older one", "path", info.Path, "err", err)
+			continue
+		}
+		if hdr.Index+1 < walFirst {
+			s.logger.Error("execstore: skipping snapshot the log no longer continues", "path", info.Path,
+				"index", hdr.Index, "wal_first_index", walFirst)
+			continue
+		}
+		if hdr.Index > walLast {
+			return nil, 0, fmt.Errorf("execstore: snapshot %s covers up to index %d but the write-ahead log ends at %d: "+
+				"logged commands were lost (was the store run with NoSync?)", info.Path, hdr.Index, walLast)
+		}
+		return st, hdr.Index, nil
+	}
+	if walFirst > 1 {
+		return nil, 0, errors.New("execstore: no valid snapshot covers the write-ahead log, which starts at index " +
+			fmt.Sprint(walFirst) + "; refusing to open with the earlier commands missing")
+	}
+	return fsm.New(), 0, nil
+}
