@@ -107,7 +107,7 @@ func recordFromFSM(e *fsm.Execution) Record {
 		AdmittedAt:  timeFromNanos(e.AdmittedAt),
 		UpdatedAt:   timeFromNanos(e.UpdatedAt),
 		DueAt:       timeFromNanos(e.DueAt),
-		Attempts:    int(e.Attempts),
+		Attempts:    int(e.LastToken),
 	}
 	if e.HasParams {
 		r.Params = json.RawMessage(e.Params)

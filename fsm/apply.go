@@ -173,7 +173,6 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		e.DueAt = 0
 		if !mutant.ReuseToken || e.LeaseToken == 0 {
 			e.LastToken++
-			e.Attempts++
 		}
 		e.LeaseToken = e.LastToken
 		e.LeaseExpiresAt = expires

@@ -29,7 +29,7 @@ type Reader interface {
 //	         id:str workflow:str params:opt context:(count+1, pairs)
 //	         parent:(0 | 1 caller:str key:str) status:1B [outcome if terminal]
 //	         admitted:uv updated:uv due:uv covered:uv expires:uv
-//	         lease-token:uv last-token:uv attempts:uv steps:uv watches:uv
+//	         lease-token:uv last-token:uv steps:uv watches:uv
 //	steps    count:uv, then (execution:str key:str value:str) in order
 //	starts   count:uv, then (caller:str key:str child:str workflow:str
 //	         sum:32B has-params:1B) in order
@@ -122,7 +122,7 @@ func appendExecution(dst []byte, e *Execution) []byte {
 		dst = appendOutcome(dst, e.Outcome)
 	}
 	for _, v := range [...]uint64{uint64(e.AdmittedAt), uint64(e.UpdatedAt), uint64(e.DueAt), uint64(e.CoveredAt),
-		uint64(e.LeaseExpiresAt), e.LeaseToken, e.LastToken, uint64(e.Attempts), uint64(e.StepCount), uint64(e.WatchCount)} {
+		uint64(e.LeaseExpiresAt), e.LeaseToken, e.LastToken, uint64(e.StepCount), uint64(e.WatchCount)} {
 		dst = binary.AppendUvarint(dst, v)
 	}
 	return dst
@@ -328,7 +328,7 @@ func (d *streamDecoder) execution(workflows map[string]string) *Execution {
 	}
 	e.AdmittedAt, e.UpdatedAt, e.DueAt, e.CoveredAt, e.LeaseExpiresAt = d.int(), d.int(), d.int(), d.int(), d.int()
 	e.LeaseToken, e.LastToken = d.uv(), d.uv()
-	e.Attempts, e.StepCount, e.WatchCount = d.u32(), d.u32(), d.u32()
+	e.StepCount, e.WatchCount = d.u32(), d.u32()
 	return e
 }
 

@@ -82,8 +82,6 @@ func (e *Execution) check() string {
 		return "current lease is not the latest token, or covers nothing, or has no expiry"
 	case e.LeaseToken == 0 && (e.CoveredAt != 0 || e.LeaseExpiresAt != 0):
 		return "covered wake or expiry without a current lease"
-	case uint64(e.Attempts) != e.LastToken:
-		return "attempts differ from tokens issued"
 	case e.AdmittedAt <= 0 || e.UpdatedAt < e.AdmittedAt:
 		return "timestamps out of order"
 	case e.ID == "" || e.WorkflowID == "":

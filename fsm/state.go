@@ -136,7 +136,7 @@ type State struct {
 	// gen marks records this state may change in place: a record whose gen
 	// equals it was created after the state's latest Copy, so no copy can
 	// see it. Every other record is shared and is replaced, never changed.
-	gen uint64
+	gen uint32
 
 	// Scratch reused by Apply; never part of the state's value.
 	execHint   btree.PathHint
@@ -172,7 +172,8 @@ func New() *State {
 // goroutine while this state keeps applying.
 func (s *State) Copy() *State {
 	// Both generations move past every record's, so neither state changes a
-	// shared record in place.
+	// shared record in place. (Two per snapshot: a uint32 lasts two billion
+	// snapshots of one process.)
 	s.gen += 2
 	return &State{
 		gen:     s.gen - 1,

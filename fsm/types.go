@@ -56,7 +56,6 @@ type Parent struct {
 //     has no DueAt, no CoveredAt, no lease and is in no index.
 //   - LeaseToken != 0 (a current lease) implies LeaseToken == LastToken,
 //     CoveredAt != 0 and LeaseExpiresAt != 0; otherwise both are zero.
-//   - Attempts == LastToken: every claim issues one token.
 type Execution struct {
 	ID         string
 	WorkflowID string
@@ -76,15 +75,16 @@ type Execution struct {
 	CoveredAt      int64
 	LeaseExpiresAt int64
 	LeaseToken     uint64 // the current lease's token; 0: no current lease
-	LastToken      uint64 // the highest token ever issued for this execution
+	// LastToken is the highest token ever issued for this execution. Every
+	// claim issues one, so it is also the number of deliveries claimed.
+	LastToken uint64
 
-	Attempts   uint32 // deliveries claimed so far
 	StepCount  uint32
 	WatchCount uint32
 	Status     Status
 	HasParams  bool
 
-	gen uint64 // see State.gen; not part of the record's value
+	gen uint32 // see State.gen; not part of the record's value
 }
 
 // value returns a copy of the record without its bookkeeping.
