@@ -35,6 +35,13 @@ type Options struct {
 	// SnapshotWALBytes: the store snapshots on its own after this many bytes
 	// of logged commands. Default 64 MiB (DefaultSnapshotWALBytes).
 	SnapshotWALBytes int
+	// Retention: a terminal execution last updated longer ago than this
+	// drops its params, context and saved steps; its ID, workflow, status,
+	// outcome, timestamps and delivery count stay, so the ID is still never
+	// reused and Get and Await still answer. Zero (the default) keeps
+	// everything forever. Retirement is a logged command stamped with the
+	// store's time, checked after every batch and once a second.
+	Retention time.Duration
 
 	// WALFaults injects storage errors into the write-ahead log. For tests and
 	// the crash simulator only; nil in production.

@@ -11,6 +11,7 @@ import (
 type Stats struct {
 	Executions    int       // records, terminal ones included
 	Terminal      int       // records with a terminal status
+	Retired       int       // terminal records retired (params, context and steps dropped)
 	Pending       int       // executions with a pending wake or a current lease
 	NextDue       time.Time // earliest time an execution can be claimed; zero if none
 	Now           time.Time // the store's latest stamped time
@@ -27,6 +28,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		m := state.Meta()
 		st.Executions = state.Len()
 		st.Terminal = m.Terminal
+		st.Retired = m.Retired
 		st.Pending = state.DueLen()
 		if at, ok := state.NextDue(); ok {
 			st.NextDue = timeFromNanos(at)

@@ -296,6 +296,12 @@ func (s *Store) doAll(ctx context.Context, cmds []fsm.Command, out []answer) err
 func (s *Store) run() {
 	defer close(s.stopped)
 	var taken []*request
+	var retireTicker <-chan time.Time
+	if s.opts.Retention > 0 {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		retireTicker = t.C
+	}
 	for {
 		s.qmu.Lock()
 		n := min(len(s.queue), s.opts.MaxBatch)
@@ -310,6 +316,9 @@ func (s *Store) run() {
 			clear(taken)
 		}
 		s.snapshotTick()
+		if s.retireTick() {
+			rest++ // more to retire: go round again before sleeping
+		}
 		switch {
 		case rest > 0:
 			continue
@@ -321,6 +330,7 @@ func (s *Store) run() {
 		}
 		select {
 		case <-s.kick:
+		case <-retireTicker:
 		case req := <-s.snaps.requests:
 			s.snaps.pending = append(s.snaps.pending, req)
 		case out := <-s.snaps.done:
@@ -540,4 +550,34 @@ func (d *dueSignal) channel() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.ch
+}
+
+// retireLimit bounds the executions one retire command retires, so that one
+// command never holds the writer long.
+const retireLimit = 1024
+
+// retireTick logs and applies a retire command when some terminal execution
+// is older than the retention. It reports whether more may remain. Writer
+// goroutine only.
+func (s *Store) retireTick() bool {
+	if s.opts.Retention <= 0 || s.failed() != nil {
+		return false
+	}
+	oldest, ok := s.state.NextRetirable()
+	if !ok {
+		return false
+	}
+	now, _ := nanosFromTime(s.opts.Now())
+	cutoff := max(now, s.last) - int64(s.opts.Retention)
+	if oldest >= cutoff {
+		return false
+	}
+	r := requestPool.Get().(*request)
+	r.cmd = fsm.Command{Kind: fsm.KindRetire, At: cutoff, Limit: retireLimit}
+	s.process([]*request{r})
+	<-r.done
+	more := r.err == nil && r.res.Count == retireLimit
+	*r = request{done: r.done}
+	requestPool.Put(r)
+	return more
 }

@@ -62,6 +62,8 @@ func (s *State) run(c *Command, dry bool) Result {
 		return s.commit(c, now, dry)
 	case KindWatch:
 		return s.watch(c, dry)
+	case KindRetire:
+		return s.retire(c, dry)
 	}
 	// Commands are validated when decoded and when built; an unknown kind here
 	// is a programming error, and guessing would break determinism.
@@ -273,6 +275,7 @@ func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
 		e.Outcome = &out
 		e.DueAt = 0
 		s.meta.Terminal++
+		s.ended.Set(dueKey{At: now, ID: e.ID})
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -49,5 +50,59 @@ func BenchmarkApplyAdmit(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		c.ExecutionID = "01KDZ98CG031KHGDK8P" + strconv.Itoa(10_000_000+i)
 		s.Apply(&c)
+	}
+}
+
+// heapPerRecord applies fn, then reports the heap growth per record.
+func heapPerRecord(b *testing.B, n int, fn func()) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "heap-B/record")
+}
+
+// admitMany admits n executions with ULID-shaped IDs and no params.
+func admitMany(s *State, n int) {
+	for i := 0; i < n; i++ {
+		id := "01KDZ98CG0" + strconv.Itoa(1_000_000_000_000_000+i)
+		s.Apply(&Command{Kind: KindAdmit, Now: 1000, ExecutionID: id, WorkflowID: "charge-order"})
+	}
+}
+
+// BenchmarkHeapPerIdleRecord: the state's heap per admitted, idle record
+// (no params), 1,000,000 records. Goal: under 350 B.
+func BenchmarkHeapPerIdleRecord(b *testing.B) {
+	const n = 1_000_000
+	for i := 0; i < b.N; i++ {
+		var s *State
+		heapPerRecord(b, n, func() { s = New(); admitMany(s, n) })
+		runtime.KeepAlive(s)
+	}
+}
+
+// BenchmarkHeapPerRetiredRecord: the state's heap per terminal record after
+// retention (completed, no result), 1,000,000 records. Goal: under 150 B.
+func BenchmarkHeapPerRetiredRecord(b *testing.B) {
+	const n = 1_000_000
+	for i := 0; i < b.N; i++ {
+		var s *State
+		heapPerRecord(b, n, func() {
+			s = New()
+			admitMany(s, n)
+			for done := 0; done < n; {
+				r := s.Apply(&Command{Kind: KindClaim, Now: 2000, Limit: 1000, Duration: 1e9})
+				for _, l := range r.Leases {
+					s.Apply(&Command{Kind: KindAcknowledge, Now: 2000, ExecutionID: l.ExecutionID, Token: l.Token,
+						Outcome: Outcome{Status: StatusCompleted}})
+				}
+				done += len(r.Leases)
+			}
+			for s.Apply(&Command{Kind: KindRetire, Now: 3000, At: 3000, Limit: 100_000}).Count > 0 {
+			}
+		})
+		runtime.KeepAlive(s)
 	}
 }

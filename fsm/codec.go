@@ -35,6 +35,7 @@ var ErrDecode = errors.New("fsm: malformed command")
 //	start        id:str token:uv key:str workflow:str params:opt child:str
 //	commit       count:uv, then per write key:str value:opt
 //	watch        id:str count:uv, then key:str...
+//	retire       before:uv limit:uv
 
 // AppendEncode appends c's encoding to dst. c must pass Check.
 func AppendEncode(dst []byte, c *Command) []byte {
@@ -85,6 +86,9 @@ func AppendEncode(dst []byte, c *Command) []byte {
 		for _, k := range c.Keys {
 			dst = appendStr(dst, k)
 		}
+	case KindRetire:
+		dst = binary.AppendUvarint(dst, uint64(c.At))
+		dst = binary.AppendUvarint(dst, uint64(c.Limit))
 	default:
 		panic("fsm: encode: unknown command kind " + c.Kind.String())
 	}
@@ -222,6 +226,9 @@ func DecodeInto(c *Command, b []byte) error {
 		for i := range c.Keys {
 			c.Keys[i] = d.Str()
 		}
+	case KindRetire:
+		c.At = d.Int()
+		c.Limit = int(d.Int())
 	default:
 		if d.err == nil {
 			return decodeErr("unknown command kind " + itoa(uint64(c.Kind)))
@@ -453,6 +460,10 @@ func (c *Command) Check() error {
 	case KindWatch:
 		if c.ExecutionID == "" || len(c.Keys) == 0 || !sortedUnique(c.Keys) || c.Keys[0] == "" {
 			return bad("empty execution ID, or keys empty, unsorted or repeated")
+		}
+	case KindRetire:
+		if c.At <= 0 || c.Limit <= 0 {
+			return bad("non-positive time or limit")
 		}
 	default:
 		return bad("unknown command kind")

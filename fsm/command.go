@@ -15,7 +15,8 @@ const (
 	KindStart       Kind = 8
 	KindCommit      Kind = 9
 	KindWatch       Kind = 10
-	kindEnd         Kind = 11 // one past the last valid kind
+	KindRetire      Kind = 11
+	kindEnd         Kind = 12 // one past the last valid kind
 )
 
 var kindNames = [...]string{
@@ -29,6 +30,7 @@ var kindNames = [...]string{
 	KindStart:       "start",
 	KindCommit:      "commit",
 	KindWatch:       "watch",
+	KindRetire:      "retire",
 }
 
 func (k Kind) String() string {
@@ -74,6 +76,9 @@ type Command struct {
 
 	Writes []Write  // commit
 	Keys   []string // watch: sorted, unique
+
+	// retire: terminal executions last updated before At lose their params,
+	// context and steps; at most Limit of them, oldest first.
 }
 
 // Code classifies a command's result. Values are internal (results are never
@@ -115,6 +120,7 @@ type Result struct {
 	Lease  Lease       // renew
 	Exec   Execution   // acknowledge: the record afterwards
 	Woken  []string    // acknowledge (parent), commit (watchers): executions woken, in order
+	Count  int         // retire: executions retired
 	Became Transitions // what the command changed, for the Store's notifications
 }
 

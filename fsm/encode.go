@@ -24,7 +24,7 @@ type Reader interface {
 // Encoded state layout (varints and strings as in the command codec):
 //
 //	version  uv  StateVersion
-//	meta     now:uv next-watch:uv terminal:uv
+//	meta     now:uv next-watch:uv terminal:uv retired:uv
 //	execs    count:uv, then per record in ID order:
 //	         id:str workflow:str params:opt context:(count+1, pairs)
 //	         parent:(0 | 1 caller:str key:str) status:1B [outcome if terminal]
@@ -35,9 +35,11 @@ type Reader interface {
 //	         sum:32B has-params:1B) in order
 //	kv       count:uv, then (key:str value:str) in key order
 //	watches  count:uv, then (id:uv execution:str count:uv key:str...) in ID order
+//	retired  count:uv, then (id:str workflow:str result:opt error admitted:uv
+//	         updated:uv deliveries:uv status:1B) in ID order
 //
-// The due index and the two watch indexes are derived, not stored: decoding
-// rebuilds them from the records and the watches.
+// The due index, the retirement queue and the two watch indexes are derived,
+// not stored: decoding rebuilds them from the records and the watches.
 
 // flushAt is how much encoded state is buffered before it is written.
 const flushAt = 64 << 10
@@ -67,6 +69,7 @@ func (s *State) Encode(w Writer) error {
 	e.uv(uint64(s.meta.Now))
 	e.uv(s.meta.NextWatchID)
 	e.uv(uint64(s.meta.Terminal))
+	e.uv(uint64(s.meta.Retired))
 	e.uv(uint64(s.execs.Len()))
 	s.execs.Scan(func(it execItem) bool {
 		e.buf = appendExecution(e.buf, it.e)
@@ -100,6 +103,18 @@ func (s *State) Encode(w Writer) error {
 		for _, k := range w.Keys {
 			e.buf = appendStr(e.buf, k)
 		}
+		e.flush(false)
+		return e.err == nil
+	})
+	e.uv(uint64(s.retired.Len()))
+	s.retired.Scan(func(r Retired) bool {
+		e.buf = appendStr(appendStr(e.buf, r.ID), r.WorkflowID)
+		e.buf = appendOpt(e.buf, r.Result, r.HasRes)
+		e.buf = AppendErrorInfo(e.buf, r.Error)
+		e.uv(uint64(r.AdmittedAt))
+		e.uv(uint64(r.UpdatedAt))
+		e.uv(uint64(r.Deliveries))
+		e.buf = append(e.buf, byte(r.Status))
 		e.flush(false)
 		return e.err == nil
 	})
@@ -248,10 +263,14 @@ func DecodeState(r Reader) (*State, error) {
 	s.meta.Now = d.int()
 	s.meta.NextWatchID = d.uv()
 	s.meta.Terminal = int(d.int())
+	s.meta.Retired = int(d.int())
 	if err := s.decodeExecs(d); err != nil {
 		return nil, err
 	}
 	if err := s.decodeSides(d); err != nil {
+		return nil, err
+	}
+	if err := s.decodeRetired(d); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -278,6 +297,9 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 		s.execs.Load(execItem{ID: e.ID, e: e})
 		if at, ok := e.claimableAt(); ok {
 			due = append(due, dueKey{At: at, ID: e.ID})
+		}
+		if e.Terminal() {
+			s.ended.Set(dueKey{At: e.UpdatedAt, ID: e.ID})
 		}
 	}
 	if d.err != nil {
@@ -409,6 +431,40 @@ func (s *State) decodeSides(d *streamDecoder) error {
 	})
 	for _, k := range wkeys {
 		s.wkeys.Load(k)
+	}
+	return nil
+}
+
+func (s *State) decodeRetired(d *streamDecoder) error {
+	workflows := map[string]string{}
+	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
+		r := Retired{ID: d.str(), WorkflowID: d.str()}
+		if interned, ok := workflows[r.WorkflowID]; ok {
+			r.WorkflowID = interned
+		} else {
+			workflows[r.WorkflowID] = r.WorkflowID
+		}
+		r.Result, r.HasRes = d.opt()
+		r.Error = d.errorInfo()
+		r.AdmittedAt, r.UpdatedAt = d.int(), d.int()
+		r.Deliveries = d.u32()
+		r.Status = Status(d.byte1())
+		if d.err != nil {
+			break
+		}
+		if last, ok := s.retired.Max(); (ok && !retiredLess(last, r)) || !r.Status.Terminal() || r.ID == "" {
+			return decodeErr("state: retired records out of order or invalid")
+		}
+		if _, live := s.execs.Get(execItem{ID: r.ID}); live {
+			return decodeErr("state: retired record " + quote(r.ID) + " is also live")
+		}
+		s.retired.Load(r)
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if s.retired.Len() != s.meta.Retired {
+		return decodeErr("state: retired count disagrees with the retired records")
 	}
 	return nil
 }

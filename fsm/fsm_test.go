@@ -22,6 +22,8 @@ type dump struct {
 	Watches []watch
 	WKeys   []watchKey
 	WExecs  []execWatch
+	Retired []Retired
+	Ended   []dueKey
 }
 
 func collect[T any](tr interface{ Scan(func(T) bool) }) []T {
@@ -54,6 +56,8 @@ func dumpOf(s *State) dump {
 		Watches: collect[watch](s.watches),
 		WKeys:   collect[watchKey](s.wkeys),
 		WExecs:  collect[execWatch](s.wexecs),
+		Retired: collect[Retired](s.retired),
+		Ended:   collect[dueKey](s.ended),
 	}
 }
 
@@ -134,6 +138,10 @@ func (g *gen) next() Command {
 		}
 	case KindWatch:
 		c.Keys = []string{"k0", "k3"}[:1+g.rng.IntN(2)]
+	case KindRetire:
+		c.ExecutionID = ""
+		c.At = max(1, g.now-int64(g.rng.IntN(4))*1000)
+		c.Limit = 1 + g.rng.IntN(3)
 	}
 	return c
 }

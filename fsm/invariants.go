@@ -20,6 +20,9 @@ func (s *State) CheckInvariants() error {
 		}
 		if e.Terminal() {
 			terminal++
+			if _, ok := s.ended.Get(dueKey{At: e.UpdatedAt, ID: e.ID}); !ok {
+				return fail(e.ID, "terminal but not awaiting retirement")
+			}
 		}
 		if msg := e.check(); msg != "" {
 			return fail(e.ID, msg)
@@ -35,6 +38,23 @@ func (s *State) CheckInvariants() error {
 		}
 		if msg := s.checkLinks(e); msg != "" {
 			return fail(e.ID, msg)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if s.ended.Len() != terminal {
+		return errors.New("fsm: invariant violated: " + itoa(uint64(terminal)) + " terminal records but " +
+			itoa(uint64(s.ended.Len())) + " awaiting retirement")
+	}
+	if s.retired.Len() != s.meta.Retired {
+		return errors.New("fsm: invariant violated: retired count disagrees with the retired records")
+	}
+	terminal += s.retired.Len()
+	s.retired.Scan(func(r Retired) bool {
+		if _, live := s.execs.Get(execItem{ID: r.ID}); live || !r.Status.Terminal() {
+			return fail(r.ID, "retired but also live, or not terminal")
 		}
 		return true
 	})

@@ -112,7 +112,8 @@ type Meta struct {
 	// backwards: a command's effective time is max(Command.Now, Meta.Now).
 	Now         int64
 	NextWatchID uint64 // the ID the next watch gets; starts at 1
-	Terminal    int    // executions with a terminal status
+	Terminal    int    // executions with a terminal status, retired ones included
+	Retired     int    // terminal executions retired to their compact record
 }
 
 // State is the whole state machine: every execution record and the indexes
@@ -131,6 +132,8 @@ type State struct {
 	watches *btree.BTreeG[watch]
 	wkeys   *btree.BTreeG[watchKey]
 	wexecs  *btree.BTreeG[execWatch]
+	retired *btree.BTreeG[Retired]
+	ended   *btree.BTreeG[dueKey] // (UpdatedAt, ID) of terminal records not yet retired
 	meta    Meta
 
 	// gen marks records this state may change in place: a record whose gen
@@ -160,6 +163,8 @@ func New() *State {
 		watches: newTree(watchLess),
 		wkeys:   newTree(watchKeyLess),
 		wexecs:  newTree(execWatchLess),
+		retired: newTree(retiredLess),
+		ended:   newTree(dueLess),
 		meta:    Meta{NextWatchID: 1},
 		gen:     1,
 	}
@@ -185,6 +190,8 @@ func (s *State) Copy() *State {
 		watches: s.watches.Copy(),
 		wkeys:   s.wkeys.Copy(),
 		wexecs:  s.wexecs.Copy(),
+		retired: s.retired.Copy(),
+		ended:   s.ended.Copy(),
 		meta:    s.meta,
 	}
 }
@@ -192,8 +199,8 @@ func (s *State) Copy() *State {
 // Meta returns the state's counters.
 func (s *State) Meta() Meta { return s.meta }
 
-// Len returns the number of execution records.
-func (s *State) Len() int { return s.execs.Len() }
+// Len returns the number of execution records, retired ones included.
+func (s *State) Len() int { return s.execs.Len() + s.retired.Len() }
 
 // Get returns a copy of an execution's record.
 func (s *State) Get(id string) (Execution, bool) {
@@ -204,13 +211,19 @@ func (s *State) Get(id string) (Execution, bool) {
 }
 
 // lookup returns the stored record, or nil. The record is read-only: change
-// it only through put.
+// it only through put. A retired execution's record is expanded from its
+// compact form; it is terminal, so no command changes it.
 func (s *State) lookup(id string) *Execution {
 	it, ok := s.execs.GetHint(execItem{ID: id}, &s.execHint)
-	if !ok {
-		return nil
+	if ok {
+		return it.e
 	}
-	return it.e
+	if s.retired.Len() > 0 {
+		if r, ok := s.retired.Get(Retired{ID: id}); ok {
+			return r.execution()
+		}
+	}
+	return nil
 }
 
 func (s *State) exists(id string) bool { return s.lookup(id) != nil }
@@ -237,8 +250,9 @@ func (s *State) NextDue() (int64, bool) {
 // current leases).
 func (s *State) DueLen() int { return s.due.Len() }
 
-// Ascend calls fn for each execution in ID order, starting at from, until fn
-// returns false. fn must not change or keep the record.
+// Ascend calls fn for each execution that is not retired, in ID order,
+// starting at from, until fn returns false. fn must not change or keep the
+// record.
 func (s *State) Ascend(from string, fn func(e *Execution) bool) {
 	s.execs.Ascend(execItem{ID: from}, func(it execItem) bool { return fn(it.e) })
 }
