@@ -3,7 +3,6 @@ package execstore
 import (
 	"context"
 	"fmt"
-	"github.com/execstore/execstore/internal/mutant"
 	"io"
 	"log/slog"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/mutant"
 	"github.com/execstore/execstore/wal"
 )
 

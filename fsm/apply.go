@@ -2,9 +2,9 @@ package fsm
 
 import (
 	"crypto/sha256"
-	"github.com/execstore/execstore/internal/mutant"
 
 	"github.com/execstore/execstore/internal/jsonv"
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // Apply applies one command and returns its result. It is deterministic: the

@@ -3,8 +3,9 @@ package wal
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/execstore/execstore/internal/mutant"
 	"hash/crc32"
+
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // The frame layout is part of the wire format: changing any constant below makes existing logs
