@@ -189,3 +189,26 @@ func TestServeShutsDownCleanlyAndClosesTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestInspectPrintsTheStoreAndChecksIt(t *testing.T) {
+	dir := t.TempDir()
+	store, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Admit(context.Background(), execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	store.Snapshot(context.Background())
+	store.Close()
+	var out, errOut bytes.Buffer
+	if err := run([]string{"inspect", "--data", dir}, &out, &errOut); err != nil {
+		t.Fatalf("inspect: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"executions:  1 (0 terminal, 0 retired, 1 pending)", "wal:         entries 1 to 1", "snapshot:    snapshot-00000000000000000001.snap"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run([]string{"inspect", "--data", dir + "/missing"}, &out, &errOut); err == nil {
+		t.Error("inspect of a missing directory succeeded")
+	}
+}

@@ -20,16 +20,19 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/snapshot"
 )
 
 const usage = `usage: execstore <command> [flags]
 
 commands:
-  serve   serve the store's HTTP API until SIGINT/SIGTERM
+  serve     serve the store's HTTP API until SIGINT/SIGTERM
+  inspect   open a data directory, recover it, and print what it holds
 
 run "execstore <command> -h" for a command's flags.
 `
@@ -49,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "inspect":
+		return inspect(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -79,6 +84,46 @@ func serve(args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return serveUntil(ctx, ln, store, logger)
+}
+
+// inspect opens a data directory (recovering it as Open does), prints its
+// statistics and snapshots, and closes it.
+func inspect(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./execstore-data", "the store's data directory")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if _, err := os.Stat(*data); err != nil {
+		return err
+	}
+	start := time.Now()
+	store, err := execstore.Open(*data, execstore.Options{Logger: slog.New(slog.NewTextHandler(stderr, nil))})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	opened := time.Since(start)
+	st, err := store.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "data:        %s (opened in %v)\n", *data, opened.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "executions:  %d (%d terminal, %d retired, %d pending)\n", st.Executions, st.Terminal, st.Retired, st.Pending)
+	fmt.Fprintf(stdout, "store time:  %s\n", st.Now.Format(time.RFC3339Nano))
+	if !st.NextDue.IsZero() {
+		fmt.Fprintf(stdout, "next due:    %s\n", st.NextDue.Format(time.RFC3339Nano))
+	}
+	fmt.Fprintf(stdout, "wal:         entries %d to %d\n", st.WALFirstIndex, st.WALLastIndex)
+	snaps, err := snapshot.List(filepath.Join(*data, "snapshots"))
+	if err != nil {
+		return err
+	}
+	for _, s := range snaps {
+		fmt.Fprintf(stdout, "snapshot:    %s (index %d)\n", filepath.Base(s.Path), s.Index)
+	}
+	return store.CheckInvariants()
 }
 
 // serveUntil serves the API on ln until ctx ends, then shuts down: it stops
