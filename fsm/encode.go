@@ -107,8 +107,9 @@ func (s *State) Encode(w Writer) error {
 		return e.err == nil
 	})
 	e.uv(uint64(s.retired.Len()))
-	s.retired.Scan(func(r Retired) bool {
-		e.buf = appendStr(appendStr(e.buf, r.ID), r.WorkflowID)
+	s.retired.Scan(func(it retiredItem) bool {
+		r := it.r
+		e.buf = appendStr(appendStr(e.buf, it.ID), r.WorkflowID)
 		e.buf = appendOpt(e.buf, r.Result, r.HasRes)
 		e.buf = AppendErrorInfo(e.buf, r.Error)
 		e.uv(uint64(r.AdmittedAt))
@@ -438,7 +439,8 @@ func (s *State) decodeSides(d *streamDecoder) error {
 func (s *State) decodeRetired(d *streamDecoder) error {
 	workflows := map[string]string{}
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
-		r := Retired{ID: d.str(), WorkflowID: d.str()}
+		id := d.str()
+		r := &Retired{WorkflowID: d.str()}
 		if interned, ok := workflows[r.WorkflowID]; ok {
 			r.WorkflowID = interned
 		} else {
@@ -452,13 +454,14 @@ func (s *State) decodeRetired(d *streamDecoder) error {
 		if d.err != nil {
 			break
 		}
-		if last, ok := s.retired.Max(); (ok && !retiredLess(last, r)) || !r.Status.Terminal() || r.ID == "" {
+		it := retiredItem{ID: id, r: r}
+		if last, ok := s.retired.Max(); (ok && !retiredLess(last, it)) || !r.Status.Terminal() || id == "" {
 			return decodeErr("state: retired records out of order or invalid")
 		}
-		if _, live := s.execs.Get(execItem{ID: r.ID}); live {
-			return decodeErr("state: retired record " + quote(r.ID) + " is also live")
+		if _, live := s.execs.Get(execItem{ID: id}); live {
+			return decodeErr("state: retired record " + quote(id) + " is also live")
 		}
-		s.retired.Load(r)
+		s.retired.Load(it)
 	}
 	if d.err != nil {
 		return d.err

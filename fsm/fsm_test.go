@@ -23,6 +23,7 @@ type dump struct {
 	WKeys   []watchKey
 	WExecs  []execWatch
 	Retired []Retired
+	RetIDs  []string
 	Ended   []dueKey
 }
 
@@ -45,6 +46,18 @@ func records(s *State) []Execution {
 	return out
 }
 
+func retiredRecords(s *State) []Retired {
+	var out []Retired
+	s.retired.Scan(func(it retiredItem) bool { out = append(out, *it.r); return true })
+	return out
+}
+
+func retiredIDs(s *State) []string {
+	var out []string
+	s.retired.Scan(func(it retiredItem) bool { out = append(out, it.ID); return true })
+	return out
+}
+
 func dumpOf(s *State) dump {
 	return dump{
 		Meta:    s.meta,
@@ -56,7 +69,8 @@ func dumpOf(s *State) dump {
 		Watches: collect[watch](s.watches),
 		WKeys:   collect[watchKey](s.wkeys),
 		WExecs:  collect[execWatch](s.wexecs),
-		Retired: collect[Retired](s.retired),
+		Retired: retiredRecords(s),
+		RetIDs:  retiredIDs(s),
 		Ended:   collect[dueKey](s.ended),
 	}
 }

@@ -52,9 +52,9 @@ func (s *State) CheckInvariants() error {
 		return errors.New("fsm: invariant violated: retired count disagrees with the retired records")
 	}
 	terminal += s.retired.Len()
-	s.retired.Scan(func(r Retired) bool {
-		if _, live := s.execs.Get(execItem{ID: r.ID}); live || !r.Status.Terminal() {
-			return fail(r.ID, "retired but also live, or not terminal")
+	s.retired.Scan(func(it retiredItem) bool {
+		if _, live := s.execs.Get(execItem{ID: it.ID}); live || !it.r.Status.Terminal() {
+			return fail(it.ID, "retired but also live, or not terminal")
 		}
 		return true
 	})

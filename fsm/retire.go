@@ -7,9 +7,19 @@ package fsm
 // the cutoff in it), so replay and every replica retire exactly the same
 // records at the same point of the log.
 
-// Retired is a retired execution's compact record, stored by value.
+// retiredItem is the retired tree's item: the ID inline and the rest behind
+// a pointer, so the tree's nodes (half empty after in-order inserts) hold 24
+// bytes per record rather than the whole record.
+type retiredItem struct {
+	ID string
+	r  *Retired
+}
+
+func retiredLess(a, b retiredItem) bool { return a.ID < b.ID }
+
+// Retired is a retired execution's compact record (64 bytes). It is never
+// changed after it is made.
 type Retired struct {
-	ID         string
 	WorkflowID string
 	Result     string     // completed: meaningful only when HasRes
 	Error      *ErrorInfo // failed
@@ -20,12 +30,10 @@ type Retired struct {
 	HasRes     bool
 }
 
-func retiredLess(a, b Retired) bool { return a.ID < b.ID }
-
 // execution expands a retired record into the record reads return.
-func (r *Retired) execution() *Execution {
+func (r *Retired) execution(id string) *Execution {
 	return &Execution{
-		ID:         r.ID,
+		ID:         id,
 		WorkflowID: r.WorkflowID,
 		Status:     r.Status,
 		Outcome:    &Outcome{Status: r.Status, Result: r.Result, HasRes: r.HasRes, Error: r.Error},
@@ -58,11 +66,11 @@ func (s *State) retire(c *Command, dry bool) Result {
 		}
 		s.ended.PopMin()
 		p := s.lookup(k.ID)
-		s.retired.Set(Retired{
-			ID: p.ID, WorkflowID: p.WorkflowID, AdmittedAt: p.AdmittedAt, UpdatedAt: p.UpdatedAt,
+		s.retired.Set(retiredItem{ID: p.ID, r: &Retired{
+			WorkflowID: p.WorkflowID, AdmittedAt: p.AdmittedAt, UpdatedAt: p.UpdatedAt,
 			Status: p.Status, Result: p.Outcome.Result, HasRes: p.Outcome.HasRes, Error: p.Outcome.Error,
 			Deliveries: uint32(min(p.LastToken, 1<<32-1)),
-		})
+		}})
 		s.execs.Delete(execItem{ID: p.ID})
 		s.deleteSteps(p.ID)
 	}

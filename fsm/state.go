@@ -132,7 +132,7 @@ type State struct {
 	watches *btree.BTreeG[watch]
 	wkeys   *btree.BTreeG[watchKey]
 	wexecs  *btree.BTreeG[execWatch]
-	retired *btree.BTreeG[Retired]
+	retired *btree.BTreeG[retiredItem]
 	ended   *btree.BTreeG[dueKey] // (UpdatedAt, ID) of terminal records not yet retired
 	meta    Meta
 
@@ -219,8 +219,8 @@ func (s *State) lookup(id string) *Execution {
 		return it.e
 	}
 	if s.retired.Len() > 0 {
-		if r, ok := s.retired.Get(Retired{ID: id}); ok {
-			return r.execution()
+		if it, ok := s.retired.Get(retiredItem{ID: id}); ok {
+			return it.r.execution(id)
 		}
 	}
 	return nil
