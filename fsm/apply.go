@@ -279,16 +279,17 @@ func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)
+	r.Exec = e.value()
 	if e.Terminal() {
 		if e.WatchCount > 0 {
 			s.dropWatches(e.ID)
+			r.Exec, _ = s.Get(e.ID) // the watch count changed
 		}
 		if parent := e.Parent; parent != nil && s.requestWake(parent.ExecutionID, now, now) {
 			r.Woken = []string{parent.ExecutionID}
 			r.Became.Due = true
 		}
 	}
-	r.Exec, _ = s.Get(e.ID)
 	return r
 }
 
