@@ -202,19 +202,25 @@ func (s *State) Meta() Meta { return s.meta }
 // Len returns the number of execution records, retired ones included.
 func (s *State) Len() int { return s.execs.Len() + s.retired.Len() }
 
-// Get returns a copy of an execution's record.
+// Get returns a copy of an execution's record. Unlike Apply and Precheck,
+// Get may run in several goroutines at once (readers of a store hold a
+// shared lock), so it uses no search hint: hints are the applying
+// goroutine's scratch.
 func (s *State) Get(id string) (Execution, bool) {
-	if e := s.lookup(id); e != nil {
+	if e := s.find(id, nil); e != nil {
 		return e.value(), true
 	}
 	return Execution{}, false
 }
 
-// lookup returns the stored record, or nil. The record is read-only: change
-// it only through put. A retired execution's record is expanded from its
-// compact form; it is terminal, so no command changes it.
-func (s *State) lookup(id string) *Execution {
-	it, ok := s.execs.GetHint(execItem{ID: id}, &s.execHint)
+// lookup returns the stored record, or nil, using the applying goroutine's
+// search hint. The record is read-only: change it only through put.
+func (s *State) lookup(id string) *Execution { return s.find(id, &s.execHint) }
+
+// find returns the stored record, or nil. A retired execution's record is
+// expanded from its compact form; it is terminal, so no command changes it.
+func (s *State) find(id string, hint *btree.PathHint) *Execution {
+	it, ok := s.execs.GetHint(execItem{ID: id}, hint)
 	if ok {
 		return it.e
 	}
