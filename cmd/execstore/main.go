@@ -33,6 +33,7 @@ const usage = `usage: execstore <command> [flags]
 commands:
   serve     serve the store's HTTP API until SIGINT/SIGTERM
   inspect   open a data directory, recover it, and print what it holds
+  demo      run the shop's charge-order story on an embedded store
 
 run "execstore <command> -h" for a command's flags.
 `
@@ -54,6 +55,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return serve(args[1:], stderr)
 	case "inspect":
 		return inspect(args[1:], stdout, stderr)
+	case "demo":
+		return demoCommand(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,249 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// result is what an invoker returned.
+type result struct {
+	outcome execstore.RunOutcome
+	err     error
+}
+
+// errGoexit is the result of an invoker whose goroutine exited without
+// returning (runtime.Goexit): the worker died before replying.
+var errGoexit = fmt.Errorf("%w (its goroutine called runtime.Goexit)", ErrWorkerExited)
+
+// deliver runs one claimed lease to its end: read the record, invoke, then
+// acknowledge, release, or leave the lease to expire. It holds a slot until
+// it returns.
+func (d *Dispatcher) deliver(lease execstore.Lease) {
+	defer d.freeSlot()
+	log := d.opts.logger.With("execution_id", lease.ExecutionID, "token", lease.Token)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	r := d.renew(lease, cancel, log)
+	defer r.stop()
+
+	rec, err := d.store.Get(context.Background(), lease.ExecutionID)
+	if err != nil {
+		// Expiry is always safe: it counts as an unacknowledged delivery, and
+		// the store that just failed may not take a release either.
+		log.Error("dispatcher: failed to read the claimed execution's record; the lease will expire and the execution will be redelivered", "err", err)
+		return
+	}
+	if rec.Status.Terminal() {
+		// A finished execution never runs again: publish its recorded outcome.
+		// Reaching a terminal status ended every lease, so there is nothing
+		// to acknowledge.
+		d.publish(rec)
+		return
+	}
+	res, settled := d.invoke(ctx, r, deliveryOf(rec, lease), log)
+	if !settled {
+		return // abandoned: the lease was lost, there is nothing to end
+	}
+	current, lost := r.stop()
+	if lost {
+		return // another claim took over: neither acknowledge nor release
+	}
+	if res.err != nil {
+		d.fail(current, rec.Attempts, res.err, log)
+		return
+	}
+	ack, err := d.store.Acknowledge(context.Background(), current, res.outcome)
+	if err != nil {
+		d.endFailed("acknowledge", err, log)
+		return
+	}
+	if ack.Status.Terminal() {
+		d.publish(ack)
+	}
+}
+
+func deliveryOf(rec execstore.Record, lease execstore.Lease) Delivery {
+	return Delivery{
+		ExecutionID: rec.ExecutionID,
+		WorkflowID:  rec.WorkflowID,
+		Params:      rec.Params,
+		Context:     rec.Context,
+		Lease:       lease,
+		Attempt:     rec.Attempts,
+		Parent:      rec.Parent,
+	}
+}
+
+// invoke runs the invoker on its own goroutine and waits for its result. If
+// the lease is lost first, it waits AbortGracePeriod more, counted from the
+// moment the loss was seen, then abandons the delivery: settled is false and
+// the late result is logged and ignored.
+func (d *Dispatcher) invoke(ctx context.Context, r *renewal, del Delivery, log *slog.Logger) (res result, settled bool) {
+	done := make(chan result, 1)
+	go func() {
+		res := result{err: errGoexit}
+		defer func() {
+			if p := recover(); p != nil {
+				log.Error("dispatcher: the invoker panicked", "panic", p, "stack", string(debug.Stack()))
+				res = result{err: fmt.Errorf("dispatcher: the invoker panicked: %v", p)}
+			}
+			done <- res
+		}()
+		res.outcome, res.err = d.inv.Invoke(ctx, del)
+	}()
+	select {
+	case res = <-done:
+		return res, true
+	case <-ctx.Done():
+	}
+	grace := d.opts.Clock.TimerAt(r.lostAt().Add(d.opts.AbortGracePeriod))
+	defer grace.Stop()
+	select {
+	case res = <-done:
+		return res, true
+	case <-grace.C():
+	}
+	log.Warn("dispatcher: the delivery did not stop within the abort grace period after its lease was lost; abandoning it")
+	go func() {
+		late := <-done
+		log.Warn("dispatcher: an abandoned delivery returned late; its result is ignored", "status", late.outcome.Status, "err", late.err)
+	}()
+	return result{}, false
+}
+
+// fail ends a delivery that returned an error instead of an outcome.
+func (d *Dispatcher) fail(lease execstore.Lease, attempts int, cause error, log *slog.Logger) {
+	if errors.Is(cause, ErrWorkerExited) {
+		// The worker may have died mid-write: let the lease expire rather
+		// than invite a new holder while its last writes may still land.
+		log.Error("dispatcher: the worker exited without replying; the lease will expire and the execution will be redelivered", "err", cause)
+		return
+	}
+	delay := retryDelay(attempts, d.opts.RetryBaseDelay, d.opts.RetryMaxDelay)
+	log.Error("dispatcher: the delivery failed without an outcome; releasing its lease for redelivery", "err", cause, "retry_after", delay)
+	if err := d.store.Release(context.Background(), lease, delay); err != nil {
+		d.endFailed("release", err, log)
+	}
+}
+
+// endFailed logs a failed acknowledgement or release. Either way the lease is
+// left to expire: the execution is delivered again after it.
+func (d *Dispatcher) endFailed(op string, err error, log *slog.Logger) {
+	if errors.Is(err, execstore.ErrLeaseLost) {
+		warnLost(log)
+		return
+	}
+	log.Error("dispatcher: failed to "+op+"; the lease will expire and the execution will be redelivered", "err", err)
+}
+
+func warnLost(log *slog.Logger) {
+	log.Warn("dispatcher: the lease was lost to another claim; this delivery stops without an outcome")
+}
+
+func (d *Dispatcher) publish(rec execstore.Record) {
+	if d.opts.OnOutcome != nil {
+		d.opts.OnOutcome(rec)
+	}
+}
+
+// renewal renews one delivery's lease every RenewInterval until stopped or
+// lost.
+type renewal struct {
+	stopc    chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+
+	mu    sync.Mutex
+	lease execstore.Lease // the latest renewed lease (same token)
+	lost  bool
+	when  time.Time // when the loss was seen
+}
+
+// renew starts renewing lease. When a renewal finds the lease lost it stops
+// renewing and cancels the delivery with execstore.ErrLeaseLost as the cause.
+func (d *Dispatcher) renew(lease execstore.Lease, cancel context.CancelCauseFunc, log *slog.Logger) *renewal {
+	r := &renewal{stopc: make(chan struct{}), done: make(chan struct{}), lease: lease}
+	go r.run(d, cancel, log)
+	return r
+}
+
+func (r *renewal) run(d *Dispatcher, cancel context.CancelCauseFunc, log *slog.Logger) {
+	defer close(r.done)
+	clock, every := d.opts.Clock, d.opts.RenewInterval
+	// Renewals fall on a grid that starts at the claim (the store's time of
+	// it), so each deadline is known before the clock gets there.
+	start := r.lease.ExpiresAt.Add(-d.opts.LeaseDuration)
+	next := start.Add(every)
+	for {
+		t := clock.TimerAt(next)
+		var fired time.Time
+		select {
+		case fired = <-t.C():
+		case <-r.stopc:
+			t.Stop()
+			return
+		}
+		if closed(r.stopc) {
+			return
+		}
+		l, err := d.store.Renew(context.Background(), r.current(), d.opts.LeaseDuration)
+		switch {
+		case err == nil:
+			r.mu.Lock()
+			r.lease = l
+			r.mu.Unlock()
+		case errors.Is(err, execstore.ErrLeaseLost):
+			r.mu.Lock()
+			r.lost, r.when = true, clock.Now()
+			r.mu.Unlock()
+			warnLost(log)
+			cancel(execstore.ErrLeaseLost)
+			return
+		default:
+			// Keep trying: the lease stays current until another claim
+			// supersedes it, even after it expires.
+			log.Error("dispatcher: failed to renew the lease; retrying at the next interval", "err", err)
+		}
+		// The next deadline follows from when this one fired, not from the
+		// clock after the renewal, which may have moved meanwhile.
+		next = nextTick(start, every, fired)
+	}
+}
+
+// nextTick returns the first instant start + k·every (k ≥ 1) after now.
+func nextTick(start time.Time, every time.Duration, now time.Time) time.Time {
+	k := int64(1)
+	if now.After(start) {
+		k = int64(now.Sub(start)/every) + 1
+	}
+	return start.Add(time.Duration(k) * every)
+}
+
+func (r *renewal) current() execstore.Lease {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lease
+}
+
+func (r *renewal) lostAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.when
+}
+
+// stop stops renewing, waits for a renewal in flight, and returns the latest
+// lease and whether it was lost.
+func (r *renewal) stop() (execstore.Lease, bool) {
+	r.stopOnce.Do(func() { close(r.stopc) })
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lease, r.lost
+}

@@ -1,0 +1,228 @@
+package dispatcher
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Dispatcher claims due executions from a store and delivers each to an
+// Invoker under a lease it renews, then acknowledges the outcome or releases
+// the lease. See the package documentation for the rules it follows.
+type Dispatcher struct {
+	store Store
+	inv   Invoker
+	opts  resolved
+
+	mu       sync.Mutex
+	running  bool
+	stop     chan struct{} // closed by Stop: the loop returns
+	loopDone chan struct{} // closed when the loop has returned
+	active   int           // slots taken by deliveries not yet settled or abandoned
+	drained  []chan struct{}
+
+	// slotFreed tells a loop waiting for a slot that one is free. Capacity 1:
+	// one pending token is enough, the loop recounts the free slots.
+	slotFreed chan struct{}
+}
+
+// New returns a stopped Dispatcher that claims from store and delivers to
+// inv. It returns an error matching execstore.ErrInvalidArgument if an
+// option is out of range.
+func New(store Store, inv Invoker, opts Options) (*Dispatcher, error) {
+	r, err := opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	return &Dispatcher{store: store, inv: inv, opts: r, slotFreed: make(chan struct{}, 1)}, nil
+}
+
+// Start starts claiming and delivering. Calling Start on a running
+// dispatcher does nothing; a stopped one may be started again.
+func (d *Dispatcher) Start() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.running {
+		return
+	}
+	prev := d.loopDone
+	stop, done := make(chan struct{}), make(chan struct{})
+	d.running, d.stop, d.loopDone = true, stop, done
+	go func() {
+		if prev != nil {
+			// A previous loop may be finishing its last claim; two loops
+			// at once could claim more than the free slots.
+			<-prev
+		}
+		d.loop(stop, done)
+	}()
+}
+
+// Stop stops claiming, then waits for the deliveries in flight to settle
+// (see Drain). It returns ctx's error if ctx ends first; the deliveries then
+// carry on. Deliveries abandoned after losing their lease are not waited for.
+func (d *Dispatcher) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	if d.running {
+		d.running = false
+		close(d.stop)
+	}
+	done := d.loopDone
+	d.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return d.Drain(ctx)
+}
+
+// Drain waits until no delivery is active: every delivery started so far
+// (and any started meanwhile) has settled or been abandoned. It returns
+// ctx's error if ctx ends first.
+func (d *Dispatcher) Drain(ctx context.Context) error {
+	d.mu.Lock()
+	if d.active == 0 {
+		d.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{})
+	d.drained = append(d.drained, ch)
+	d.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ActiveDeliveries returns the number of deliveries holding a slot.
+func (d *Dispatcher) ActiveDeliveries() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.active
+}
+
+// freeSlots returns the slots a claim may fill now. Only the loop takes
+// slots, so a claim never reserves more than are free.
+func (d *Dispatcher) freeSlots() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.opts.Concurrency - d.active
+}
+
+func (d *Dispatcher) takeSlot() {
+	d.mu.Lock()
+	d.active++
+	d.mu.Unlock()
+}
+
+// freeSlot gives a delivery's slot back and tells the loop, so that it
+// claims again at once rather than at the next poll.
+func (d *Dispatcher) freeSlot() {
+	d.mu.Lock()
+	d.active--
+	if d.active == 0 {
+		for _, ch := range d.drained {
+			close(ch)
+		}
+		d.drained = nil
+	}
+	d.mu.Unlock()
+	select {
+	case d.slotFreed <- struct{}{}:
+	default:
+	}
+}
+
+// loop claims whenever a slot is free and something may be due, until stop
+// is closed.
+func (d *Dispatcher) loop(stop, done chan struct{}) {
+	defer close(done)
+	failing := false
+	for !closed(stop) {
+		free := d.freeSlots()
+		if free <= 0 {
+			select {
+			case <-d.slotFreed:
+			case <-stop:
+			}
+			continue
+		}
+		// Take the signal BEFORE claiming: whatever becomes due after the
+		// claim looked closes it, so the idle wait below cannot miss it.
+		due := d.store.DueChanged()
+		// The poll deadline counts from before the claim, so it is fixed by
+		// the time anyone can observe the claim.
+		poll := d.opts.Clock.Now().Add(d.opts.PollInterval)
+		n, err := d.claim(free)
+		switch {
+		case err != nil:
+			if !failing {
+				d.opts.logger.Error("dispatcher: failed to claim due executions; retrying at the poll interval", "err", err)
+			}
+			failing = true
+			d.wait(stop, poll, nil, time.Time{})
+		case n == free:
+			failing = false // every slot filled: more may be due
+		default:
+			failing = false // everything due was claimed
+			d.wait(stop, poll, due, d.nextDue())
+		}
+	}
+}
+
+// claim leases up to limit due executions and starts delivering them.
+func (d *Dispatcher) claim(limit int) (int, error) {
+	leases, err := d.store.ClaimDue(context.Background(), limit, d.opts.LeaseDuration)
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range leases {
+		d.takeSlot()
+		go d.deliver(l)
+	}
+	return len(leases), nil
+}
+
+// nextDue returns the earliest time anything can be claimed (a pending wake
+// or a lease expiry), or the zero time if nothing is pending or the store
+// cannot say.
+func (d *Dispatcher) nextDue() time.Time {
+	st, err := d.store.Stats(context.Background())
+	if err != nil {
+		return time.Time{}
+	}
+	return st.NextDue
+}
+
+// wait returns when due is closed, the clock reaches next (unless zero) or
+// poll, or stop is closed.
+func (d *Dispatcher) wait(stop chan struct{}, poll time.Time, due <-chan struct{}, next time.Time) {
+	pollTimer := d.opts.Clock.TimerAt(poll)
+	defer pollTimer.Stop()
+	var nextC <-chan time.Time
+	if !next.IsZero() {
+		t := d.opts.Clock.TimerAt(next)
+		defer t.Stop()
+		nextC = t.C()
+	}
+	select {
+	case <-due:
+	case <-nextC:
+	case <-pollTimer.C():
+	case <-stop:
+	}
+}
+
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,73 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// Invoker runs one delivery of an execution and reports how it ended.
+//
+// ctx is cancelled, with execstore.ErrLeaseLost as its cause
+// (context.Cause), once the delivery's lease is lost to another claim. From
+// then on every write fenced by the lease is refused, and the dispatcher
+// neither acknowledges nor releases: the invoker should stop promptly. One
+// that has not returned AbortGracePeriod after the cancel is abandoned.
+//
+// Returning an outcome acknowledges it (execstore.Store.Acknowledge).
+// Returning an error acknowledges nothing: ErrWorkerExited leaves the lease
+// to expire; any other error releases it with a retry delay. Either way the
+// execution's wakes stay pending and it is delivered again.
+type Invoker interface {
+	Invoke(ctx context.Context, d Delivery) (execstore.RunOutcome, error)
+}
+
+// InvokerFunc adapts a function to Invoker.
+type InvokerFunc func(ctx context.Context, d Delivery) (execstore.RunOutcome, error)
+
+// Invoke calls f(ctx, d).
+func (f InvokerFunc) Invoke(ctx context.Context, d Delivery) (execstore.RunOutcome, error) {
+	return f(ctx, d)
+}
+
+// Delivery is one delivery of an execution: its event, read from the
+// execution's record when it was claimed (never from the wake that made it
+// due), and the lease that fences every write made on its behalf.
+type Delivery struct {
+	ExecutionID string            // the execution delivered
+	WorkflowID  string            // the workflow it runs
+	Params      json.RawMessage   // byte-identical to what was admitted; nil if none
+	Context     map[string]string // the admitted context (a copy)
+	// Lease fences the delivery's writes (SaveStep, Start, Acknowledge...).
+	// Renewals keep its token, so it stays valid for the whole delivery.
+	Lease execstore.Lease
+	// Attempt counts the deliveries of this execution claimed so far, this
+	// one included (execstore.Record.Attempts).
+	Attempt int
+	// Parent is set when another execution started this one.
+	Parent *execstore.Parent
+}
+
+// ErrWorkerExited is returned by an Invoker whose worker died before
+// replying, possibly in the middle of a write. The dispatcher then leaves the
+// lease to expire instead of releasing it: releasing would invite a new
+// delivery while the dead worker's last writes may still land, whereas until
+// the lease expires those writes are either fenced out or finished.
+var ErrWorkerExited = errors.New("dispatcher: the worker exited before replying")
+
+// Store is what a Dispatcher needs of a store. *execstore.Store implements
+// it; tests wrap it to inject failures.
+type Store interface {
+	ClaimDue(ctx context.Context, limit int, leaseDuration time.Duration) ([]execstore.Lease, error)
+	Get(ctx context.Context, executionID string) (execstore.Record, error)
+	Renew(ctx context.Context, lease execstore.Lease, leaseDuration time.Duration) (execstore.Lease, error)
+	Release(ctx context.Context, lease execstore.Lease, retryAfter time.Duration) error
+	Acknowledge(ctx context.Context, lease execstore.Lease, outcome execstore.RunOutcome) (execstore.Record, error)
+	Stats(ctx context.Context) (execstore.Stats, error)
+	DueChanged() <-chan struct{}
+}
+
+var _ Store = (*execstore.Store)(nil)

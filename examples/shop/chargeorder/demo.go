@@ -1,0 +1,227 @@
+package chargeorder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/dispatcher"
+	"github.com/execstore/execstore/dispatcher/dispatchertest"
+	"github.com/execstore/execstore/workflow"
+)
+
+// DemoOptions configure RunDemo.
+type DemoOptions struct {
+	// Dir is the store's directory (created if needed).
+	Dir string
+	// Wait is charge-order's wait. Default ten minutes.
+	Wait time.Duration
+	// Out receives the story. Nil discards it.
+	Out io.Writer
+	// Clock, if set, is a manual clock that the story advances by Wait when
+	// it waits; nil means the system clock, and the story waits for real.
+	Clock *dispatchertest.Clock
+	// Logger receives the store's and the dispatcher's logs. Nil discards
+	// them.
+	Logger *slog.Logger
+}
+
+// RunDemo tells the shop's story with a real store in opts.Dir and a
+// dispatcher: order 42 triggers charge-order as order-42; a repeated trigger
+// is refused; the wait passes and the card is charged once; a trigger that
+// reuses order-42 for an added item is refused, and order-42-2 charges it.
+func RunDemo(ctx context.Context, opts DemoOptions) error {
+	if opts.Wait == 0 {
+		opts.Wait = 10 * time.Minute
+	}
+	d, err := openDemo(opts)
+	if err != nil {
+		return err
+	}
+	defer d.close(ctx)
+	if err := d.firstOrder(ctx); err != nil {
+		return err
+	}
+	if err := d.addedItem(ctx); err != nil {
+		return err
+	}
+	var total int
+	for _, c := range d.shop.Statement() {
+		total += c.Cents
+		d.say("card statement: %s for %s (%s)", money(c.Cents), c.Key, c.Receipt)
+	}
+	d.say("charged %d times, %s in all, %d gateway requests", len(d.shop.Statement()), money(total), d.shop.GatewayCalls())
+	return nil
+}
+
+// demo is the story's cast: a store, the shop, a worker behind a dispatcher,
+// and a client.
+type demo struct {
+	opts DemoOptions
+	out  io.Writer
+	// workflowLines holds what the workflow printed until the story reaches
+	// the point where it happened (see flush).
+	workflowLines held
+	store         *execstore.Store
+	shop          *Shop
+	dispatcher    *dispatcher.Dispatcher
+	client        *workflow.Client
+}
+
+func openDemo(opts DemoOptions) (*demo, error) {
+	now, clock := time.Now, dispatcher.SystemClock()
+	if opts.Clock != nil {
+		now, clock = opts.Clock.Now, opts.Clock
+	}
+	store, err := execstore.Open(opts.Dir, execstore.Options{Now: now, Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	d := &demo{opts: opts, out: out, store: store, shop: NewShop(), client: workflow.NewClient(store)}
+	worker := workflow.NewWorker(store, workflow.Options{Now: now, Logger: opts.Logger})
+	Register(worker, d.shop, Config{Wait: opts.Wait, Out: &d.workflowLines})
+	d.dispatcher, err = dispatcher.New(store, worker, dispatcher.Options{Clock: clock, Logger: opts.Logger})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	d.dispatcher.Start()
+	return d, nil
+}
+
+func (d *demo) close(ctx context.Context) {
+	d.dispatcher.Stop(ctx)
+	d.store.Close()
+}
+
+func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
+
+// flush prints what the workflow printed so far, indented. The story calls
+// it once it has seen the state the workflow's lines led to, so they come
+// out in order however fast the workflow runs.
+func (d *demo) flush() {
+	for _, line := range d.workflowLines.take() {
+		d.say("   %s", line)
+	}
+}
+
+func (d *demo) firstOrder(ctx context.Context) error {
+	d.shop.PlaceOrder(42, Item{Name: "book", Cents: 1800}, Item{Name: "pen", Cents: 700})
+	d.say("1. Order 42 is placed (25.00). The shop triggers %s for it with execution ID order-42.", WorkflowID)
+	if err := d.trigger(ctx, "order-42"); err != nil {
+		return err
+	}
+	d.say("2. The shop's request timed out, so it sends the same trigger again.")
+	if err := d.trigger(ctx, "order-42"); !errors.Is(err, execstore.ErrExecutionIDConflict) {
+		return fmt.Errorf("the repeated trigger was not refused: %v", err)
+	}
+	d.say("3. %v later, the wake falls due and order-42 runs again from the top.", d.opts.Wait)
+	return d.finish(ctx, "order-42")
+}
+
+func (d *demo) addedItem(ctx context.Context) error {
+	d.shop.AddItem(42, Item{Name: "socks", Cents: 700})
+	d.say("4. The customer adds socks (7.00). The shop triggers order-42 again, meaning a new charge.")
+	if err := d.trigger(ctx, "order-42"); !errors.Is(err, execstore.ErrExecutionIDConflict) {
+		return fmt.Errorf("the reused ID was not refused: %v", err)
+	}
+	d.say("   so the shop knows at once to use a new ID, order-42-2.")
+	if err := d.trigger(ctx, "order-42-2"); err != nil {
+		return err
+	}
+	d.say("5. %v later:", d.opts.Wait)
+	return d.finish(ctx, "order-42-2")
+}
+
+// trigger triggers charge-order for order 42 as id and tells what happened.
+// An admitted execution's first run suspends in its wait before trigger
+// returns, so the story's lines come in order.
+func (d *demo) trigger(ctx context.Context, id string) error {
+	_, err := d.client.Trigger(ctx, workflow.TriggerRequest{ExecutionID: id, WorkflowID: WorkflowID, Params: Params{Order: 42}})
+	if errors.Is(err, execstore.ErrExecutionIDConflict) {
+		d.say("   trigger %s: refused with %s: %s exists, and nothing was queued", id, execstore.ErrorCode(err), id)
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	d.say("   trigger %s: admitted", id)
+	rec, err := d.waitFor(ctx, id, execstore.StatusSuspended)
+	if err != nil {
+		return err
+	}
+	d.flush()
+	d.say("   %s: %s in its wait, in case the customer cancels; due at %s", id, rec.Status, rec.DueAt.Format("15:04:05.000 MST"))
+	return nil
+}
+
+// finish lets the wait pass and waits for id's outcome.
+func (d *demo) finish(ctx context.Context, id string) error {
+	if d.opts.Clock != nil {
+		d.opts.Clock.Advance(d.opts.Wait)
+	}
+	rec, err := d.client.Wait(ctx, id)
+	if err != nil {
+		return err
+	}
+	d.flush()
+	res, err := workflow.Result[Result](rec)
+	if err != nil {
+		return fmt.Errorf("%s failed: %w", id, err)
+	}
+	d.say("   %s: %s, %s %s (receipt %s)", id, rec.Status, res.Status, money(res.Cents), res.Receipt)
+	return nil
+}
+
+// waitFor waits until id's record has status s. The store signals DueChanged
+// when a suspended acknowledgement leaves a wake pending; the ticker is a
+// fallback.
+func (d *demo) waitFor(ctx context.Context, id string, s execstore.Status) (execstore.Record, error) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		changed := d.store.DueChanged()
+		rec, err := d.store.Get(ctx, id)
+		if err != nil || rec.Status == s {
+			return rec, err
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-ctx.Done():
+			return execstore.Record{}, ctx.Err()
+		}
+	}
+}
+
+// held keeps the lines written to it until they are taken.
+type held struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+// Write keeps p, one line (the workflow writes a line at a time).
+func (h *held) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func (h *held) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.lines
+	h.lines = nil
+	return out
+}
