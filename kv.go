@@ -61,6 +61,9 @@ func (s *Store) Read(ctx context.Context, key string) (json.RawMessage, bool, er
 
 // Watch registers one watch: the first Commit that writes (sets or deletes)
 // any of keys requests a wake for the execution and removes the whole watch.
+// Repeating a watch that is still registered (same execution, same set of
+// keys, as a rerun of a workflow does) registers nothing more and writes
+// nothing.
 // Returns WakeRequested when registered, WakeIgnored for a terminal
 // execution; ErrExecutionNotFound for an unknown one. A terminal execution's
 // watches are dropped.

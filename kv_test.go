@@ -2,6 +2,7 @@ package execstore_test
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -107,19 +108,38 @@ func TestWatchOnUnknownAndTerminalExecutions(t *testing.T) {
 	}
 }
 
+func TestRepeatedWatchRegistersNothingMore(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	f.s.Watch(ctx, "e", "a", "b")
+	logged := f.stats().WALLastIndex
+	for i := 0; i < 3; i++ {
+		if res, err := f.s.Watch(ctx, "e", "b", "a", "b"); err != nil || res != execstore.WakeRequested {
+			t.Fatalf("repeat: %q %v", res, err)
+		}
+	}
+	if f.stats().WALLastIndex != logged {
+		t.Fatal("a repeated watch was logged")
+	}
+	f.s.Watch(ctx, "e", "a") // a different set is another watch
+	if f.stats().WALLastIndex != logged+1 {
+		t.Fatal("a different watch was not registered")
+	}
+}
+
 func TestWatchLimitPerExecution(t *testing.T) {
 	f := newFixture(t)
 	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
 	for i := 0; i < execstore.MaxWatchesPerExecution; i++ {
-		if _, err := f.s.Watch(ctx, "e", "k"); err != nil {
+		if _, err := f.s.Watch(ctx, "e", fmt.Sprint("k", i)); err != nil {
 			t.Fatalf("watch %d: %v", i, err)
 		}
 	}
 	if _, err := f.s.Watch(ctx, "e", "k"); !errors.Is(err, execstore.ErrLimitExceeded) {
 		t.Fatalf("watch over the limit: err = %v, want ErrLimitExceeded", err)
 	}
-	// One commit fires them all, and the count starts again.
-	if err := f.s.Commit(ctx, execstore.Write{Key: "k"}); err != nil {
+	// One commit fires those it writes, and the count drops again.
+	if err := f.s.Commit(ctx, execstore.Write{Key: "k0"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.s.Watch(ctx, "e", "k"); err != nil {

@@ -23,6 +23,16 @@ type WorkflowError struct {
 // Error returns the recorded message, exactly as the original error said it.
 func (e *WorkflowError) Error() string { return e.Message }
 
+// NewWorkflowError records err the way a failed outcome records it: its
+// declared name (an ErrorName() string method) or Go type, its message, its
+// code (a Code() string method) and the chain it wraps, with
+// DefaultLimits' message and depth limits. A *WorkflowError is kept as it
+// is. It returns nil for a nil err.
+func NewWorkflowError(err error) *WorkflowError {
+	lim := DefaultLimits
+	return workflowErrorFromInfo(errorInfo(err, &lim, 0))
+}
+
 // Unwrap returns the recorded cause, or nil.
 func (e *WorkflowError) Unwrap() error {
 	if e.Cause == nil {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"crypto/sha256"
+	"slices"
 
 	"github.com/execstore/execstore/internal/jsonv"
 	"github.com/execstore/execstore/internal/mutant"
@@ -416,6 +417,10 @@ func (s *State) watch(c *Command, dry bool) Result {
 		return Result{Code: CodeNotFound}
 	case p.Terminal():
 		return Result{Wake: WakeIgnored}
+	case s.hasWatch(p, c.Keys):
+		// The same watch is registered already (a rerun repeating it): it
+		// would fire at the same commit, so a second changes nothing.
+		return Result{Wake: WakeRequested}
 	case p.WatchCount >= MaxWatchesPerExecution:
 		return Result{Code: CodeLimitExceeded}
 	case dry:
@@ -432,6 +437,23 @@ func (s *State) watch(c *Command, dry bool) Result {
 	e.WatchCount++
 	s.put(p, &e)
 	return Result{Wake: WakeRequested}
+}
+
+// hasWatch reports whether the execution has a watch on exactly keys.
+func (s *State) hasWatch(e *Execution, keys []string) bool {
+	if e.WatchCount == 0 {
+		return false
+	}
+	found := false
+	s.wexecs.Ascend(execWatch{ExecutionID: e.ID}, func(w execWatch) bool {
+		if w.ExecutionID != e.ID {
+			return false
+		}
+		ww, _ := s.watches.Get(watch{ID: w.ID})
+		found = slices.Equal(ww.Keys, keys)
+		return !found
+	})
+	return found
 }
 
 // removeWatch deletes a watch from all three watch indexes.

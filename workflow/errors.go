@@ -137,56 +137,8 @@ func invalidValue(key string, cause error) error {
 	return coded("WorkflowValueError", CodeInvalidStepValue, cause, "the value of step %q cannot be stored or decoded: %v", key, cause)
 }
 
-// Limits of the errors recorded for failed steps, as the store records a
-// failed outcome's (execstore.DefaultLimits).
-const (
-	errorMessageBytes = 16 << 10
-	errorCauseDepth   = 8
-)
-
 // recordError converts err to the form a failed step is saved, and every
 // rerun returns it, in: the same form the store gives a failed outcome's
 // error (name, message, code, causes).
-func recordError(err error) *execstore.WorkflowError {
-	return recordErrorDepth(err, 0)
-}
+func recordError(err error) *execstore.WorkflowError { return execstore.NewWorkflowError(err) }
 
-func recordErrorDepth(err error, depth int) *execstore.WorkflowError {
-	if err == nil || depth > errorCauseDepth {
-		return nil
-	}
-	if we, ok := err.(*execstore.WorkflowError); ok {
-		return we
-	}
-	we := &execstore.WorkflowError{Name: fmt.Sprintf("%T", err), Message: truncate(err.Error(), errorMessageBytes)}
-	if n, ok := err.(interface{ ErrorName() string }); ok {
-		we.Name = n.ErrorName()
-	}
-	if c, ok := err.(interface{ Code() string }); ok {
-		we.Code = c.Code()
-	}
-	we.Cause = recordErrorDepth(unwrapOne(err), depth+1)
-	return we
-}
-
-// unwrapOne returns the error err wraps; of several (errors.Join), the first.
-func unwrapOne(err error) error {
-	if u := errors.Unwrap(err); u != nil {
-		return u
-	}
-	if m, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range m.Unwrap() {
-			if e != nil {
-				return e
-			}
-		}
-	}
-	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…(truncated)"
-}

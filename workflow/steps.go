@@ -126,7 +126,7 @@ func (x *Execution) failStep(op, key string, attempt int, err error) error {
 	var re *RetryableError
 	if errors.As(err, &re) && attempt < re.MaxAttempts {
 		at := x.now().Add(re.Interval)
-		rec, _ := json.Marshal(retryRecord{At: at.UTC(), Error: truncate(err.Error(), errorMessageBytes)})
+		rec, _ := json.Marshal(retryRecord{At: at.UTC(), Error: recordError(err).Message})
 		if err := x.saveStep(op, key, retryKey(key, attempt), rec); err != nil {
 			return firstErr(x.aborted, recordError(err))
 		}
