@@ -141,4 +141,3 @@ func invalidValue(key string, cause error) error {
 // rerun returns it, in: the same form the store gives a failed outcome's
 // error (name, message, code, causes).
 func recordError(err error) *execstore.WorkflowError { return execstore.NewWorkflowError(err) }
-
