@@ -40,7 +40,7 @@ type Options struct {
 	// outcome, timestamps and delivery count stay, so the ID is still never
 	// reused and Get and Await still answer. Zero (the default) keeps
 	// everything forever. Retirement is a logged command stamped with the
-	// store's time, checked after every batch and once a second.
+	// store's time, checked before every batch and once a second.
 	Retention time.Duration
 
 	// WALFaults injects storage errors into the write-ahead log. For tests and

@@ -311,12 +311,15 @@ func (s *Store) run() {
 		s.queue = s.queue[:rest]
 		closing := s.closing
 		s.qmu.Unlock()
+		// Retire what is due first, so that a write that follows the
+		// retention's deadline answers after the retirement.
+		more := s.retireTick()
 		if n > 0 {
 			s.process(taken)
 			clear(taken)
 		}
 		s.snapshotTick()
-		if s.retireTick() {
+		if more {
 			rest++ // more to retire: go round again before sleeping
 		}
 		switch {
