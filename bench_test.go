@@ -78,6 +78,23 @@ func BenchmarkAdmit(b *testing.B) {
 	}
 }
 
+// pool keeps a benchmark's store stocked with pending executions.
+type pool struct {
+	b        *testing.B
+	s        *execstore.Store
+	admitted int
+}
+
+// refill admits n more executions from 64 callers.
+func (p *pool) refill(n int) {
+	parallel(n, 64, func(i int) {
+		if _, err := p.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e-%d", p.admitted+i), WorkflowID: "w"}); err != nil {
+			p.b.Error(err)
+		}
+	})
+	p.admitted += n
+}
+
 // BenchmarkClaimAcknowledge claims 64 at a time from 100,000 pending
 // executions and acknowledges each (completed) from 64 concurrent workers,
 // as a dispatcher would. ns/op is per execution.
@@ -86,16 +103,8 @@ func BenchmarkClaimAcknowledge(b *testing.B) {
 		b.Run(fmt.Sprintf("sync=%v/pending=100k/batch=64", durable), func(b *testing.B) {
 			const pending, batch = 100_000, 64
 			s := openBench(b, !durable)
-			admitted := 0
-			refill := func(n int) {
-				parallel(n, 64, func(i int) {
-					if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e-%d", admitted+i), WorkflowID: "w"}); err != nil {
-						b.Error(err)
-					}
-				})
-				admitted += n
-			}
-			refill(pending)
+			p := &pool{b: b, s: s}
+			p.refill(pending)
 			work := make(chan execstore.Lease, batch)
 			var wg sync.WaitGroup
 			for w := 0; w < batch; w++ {
@@ -112,9 +121,9 @@ func BenchmarkClaimAcknowledge(b *testing.B) {
 			b.ResetTimer()
 			done := 0
 			for done < b.N {
-				if admitted-done < pending-10*batch {
+				if p.admitted-done < pending-10*batch {
 					b.StopTimer()
-					refill(10 * batch)
+					p.refill(10 * batch)
 					b.StartTimer()
 				}
 				leases, err := s.ClaimDue(ctx, min(batch, b.N-done), time.Minute)
@@ -141,22 +150,14 @@ func BenchmarkClaimAcknowledgeBatch(b *testing.B) {
 		b.Run(fmt.Sprintf("sync=%v/pending=100k/batch=64", durable), func(b *testing.B) {
 			const pending, batch = 100_000, 64
 			s := openBench(b, !durable)
-			admitted := 0
-			refill := func(n int) {
-				parallel(n, 64, func(i int) {
-					if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e-%d", admitted+i), WorkflowID: "w"}); err != nil {
-						b.Error(err)
-					}
-				})
-				admitted += n
-			}
-			refill(pending)
+			p := &pool{b: b, s: s}
+			p.refill(pending)
 			acks := make([]execstore.Ack, 0, batch)
 			b.ResetTimer()
 			for done := 0; done < b.N; {
-				if admitted-done < pending-10*batch {
+				if p.admitted-done < pending-10*batch {
 					b.StopTimer()
-					refill(10 * batch)
+					p.refill(10 * batch)
 					b.StartTimer()
 				}
 				leases, err := s.ClaimDue(ctx, min(batch, b.N-done), time.Minute)

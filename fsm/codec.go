@@ -382,27 +382,42 @@ func (d *Decoder) context() *[]KV {
 	return &kvs
 }
 
-func (d *Decoder) outcome(o *Outcome) {
-	o.Status = Status(d.Byte())
+// primitives is what the command decoder (over a byte slice) and the state
+// decoder (over a stream) share, so that the values both formats hold
+// (outcomes, error chains) are read by one piece of code.
+type primitives interface {
+	Byte() byte
+	Uvarint() uint64
+	Str() string
+	Opt() (string, bool)
+	Err() error
+	fail(msg string)
+}
+
+func (d *Decoder) outcome(o *Outcome) { readOutcome(d, o) }
+
+// readOutcome reads an outcome written by appendOutcome.
+func readOutcome(r primitives, o *Outcome) {
+	o.Status = Status(r.Byte())
 	switch o.Status {
 	case StatusCompleted:
-		o.Result, o.HasRes = d.Opt()
+		o.Result, o.HasRes = r.Opt()
 	case StatusFailed:
-		o.Error = d.ErrorInfo()
+		o.Error = readErrorInfo(r)
 	}
 }
 
-// ErrorInfo reads an error chain written by AppendErrorInfo.
-func (d *Decoder) ErrorInfo() *ErrorInfo {
-	depth := d.Uvarint()
+// readErrorInfo reads an error chain written by AppendErrorInfo.
+func readErrorInfo(r primitives) *ErrorInfo {
+	depth := r.Uvarint()
 	if depth > MaxErrorDepth {
-		d.fail("error chain too deep")
+		r.fail("error chain too deep")
 		return nil
 	}
 	var head *ErrorInfo
 	link := &head
-	for i := uint64(0); i < depth && d.err == nil; i++ {
-		e := &ErrorInfo{Name: d.Str(), Message: d.Str(), Code: d.Str()}
+	for i := uint64(0); i < depth && r.Err() == nil; i++ {
+		e := &ErrorInfo{Name: r.Str(), Message: r.Str(), Code: r.Str()}
 		*link = e
 		link = &e.Cause
 	}

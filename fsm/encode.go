@@ -151,13 +151,16 @@ type streamDecoder struct {
 	err error
 }
 
+// Err returns the first error met.
+func (d *streamDecoder) Err() error { return d.err }
+
 func (d *streamDecoder) fail(msg string) {
 	if d.err == nil {
 		d.err = decodeErr("state: " + msg)
 	}
 }
 
-func (d *streamDecoder) uv() uint64 {
+func (d *streamDecoder) Uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
@@ -183,7 +186,7 @@ func (d *streamDecoder) uv() uint64 {
 }
 
 func (d *streamDecoder) int() int64 {
-	v := d.uv()
+	v := d.Uvarint()
 	if v > uint64(maxTime) {
 		d.fail("integer out of range")
 		return 0
@@ -215,17 +218,17 @@ func (d *streamDecoder) bytes(n uint64) []byte {
 	return b
 }
 
-func (d *streamDecoder) str() string { return string(d.bytes(d.uv())) }
+func (d *streamDecoder) Str() string { return string(d.bytes(d.Uvarint())) }
 
-func (d *streamDecoder) opt() (string, bool) {
-	n := d.uv()
+func (d *streamDecoder) Opt() (string, bool) {
+	n := d.Uvarint()
 	if n == 0 || d.err != nil {
 		return "", false
 	}
 	return string(d.bytes(n - 1)), true
 }
 
-func (d *streamDecoder) byte1() byte {
+func (d *streamDecoder) Byte() byte {
 	if d.err != nil {
 		return 0
 	}
@@ -238,7 +241,7 @@ func (d *streamDecoder) byte1() byte {
 
 // count reads a collection length, refusing absurd ones before allocating.
 func (d *streamDecoder) count(max uint64) int {
-	n := d.uv()
+	n := d.Uvarint()
 	if n > max {
 		d.fail("count " + itoa(n) + " over the limit")
 		return 0
@@ -254,7 +257,7 @@ const maxCount = 1 << 32
 // order of every collection; the caller checks the snapshot's checksum.
 func DecodeState(r Reader) (*State, error) {
 	d := &streamDecoder{r: r}
-	if v := d.uv(); v != StateVersion {
+	if v := d.Uvarint(); v != StateVersion {
 		if d.err != nil {
 			return nil, d.err
 		}
@@ -262,7 +265,7 @@ func DecodeState(r Reader) (*State, error) {
 	}
 	s := New()
 	s.meta.Now = d.int()
-	s.meta.NextWatchID = d.uv()
+	s.meta.NextWatchID = d.Uvarint()
 	s.meta.Terminal = int(d.int())
 	s.meta.Retired = int(d.int())
 	if err := s.decodeExecs(d); err != nil {
@@ -319,87 +322,66 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 }
 
 func (d *streamDecoder) execution(workflows map[string]string) *Execution {
-	e := &Execution{ID: d.str()}
-	wf := d.str()
+	e := &Execution{ID: d.Str()}
+	wf := d.Str()
 	if interned, ok := workflows[wf]; ok {
 		wf = interned
 	} else {
 		workflows[wf] = wf
 	}
 	e.WorkflowID = wf
-	e.Params, e.HasParams = d.opt()
-	if n := d.uv(); n > 0 && d.err == nil {
+	e.Params, e.HasParams = d.Opt()
+	if n := d.Uvarint(); n > 0 && d.err == nil {
 		kvs := make([]KV, 0, min(n-1, 1024))
 		for i := uint64(0); i < n-1 && d.err == nil; i++ {
-			kvs = append(kvs, KV{Key: d.str(), Value: d.str()})
+			kvs = append(kvs, KV{Key: d.Str(), Value: d.Str()})
 		}
 		e.Context = &kvs
 	}
-	if d.byte1() == 1 {
-		e.Parent = &Parent{ExecutionID: d.str(), StepKey: d.str()}
+	if d.Byte() == 1 {
+		e.Parent = &Parent{ExecutionID: d.Str(), StepKey: d.Str()}
 	}
-	e.Status = Status(d.byte1())
+	e.Status = Status(d.Byte())
 	if e.Status.Terminal() {
-		o := &Outcome{Status: Status(d.byte1())}
-		switch o.Status {
-		case StatusCompleted:
-			o.Result, o.HasRes = d.opt()
-		case StatusFailed:
-			o.Error = d.errorInfo()
-		}
-		e.Outcome = o
+		e.Outcome = new(Outcome)
+		readOutcome(d, e.Outcome)
 	}
 	e.AdmittedAt, e.UpdatedAt, e.DueAt, e.CoveredAt, e.LeaseExpiresAt = d.int(), d.int(), d.int(), d.int(), d.int()
-	e.LeaseToken, e.LastToken = d.uv(), d.uv()
+	e.LeaseToken, e.LastToken = d.Uvarint(), d.Uvarint()
 	e.StepCount, e.WatchCount = d.u32(), d.u32()
 	return e
 }
 
 func (d *streamDecoder) u32() uint32 {
-	v := d.uv()
+	v := d.Uvarint()
 	if v > 1<<32-1 {
 		d.fail("count out of range")
 	}
 	return uint32(v)
 }
 
-func (d *streamDecoder) errorInfo() *ErrorInfo {
-	depth := d.uv()
-	if depth > MaxErrorDepth {
-		d.fail("error chain too deep")
-		return nil
-	}
-	var head *ErrorInfo
-	link := &head
-	for i := uint64(0); i < depth && d.err == nil; i++ {
-		e := &ErrorInfo{Name: d.str(), Message: d.str(), Code: d.str()}
-		*link = e
-		link = &e.Cause
-	}
-	return head
-}
 
 // decodeSides reads steps, start requests, the key-value store and watches,
 // checking order, and rebuilds the watch indexes.
 func (s *State) decodeSides(d *streamDecoder) error {
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
-		st := stepEntry{ExecutionID: d.str(), Key: d.str(), Value: d.str()}
+		st := stepEntry{ExecutionID: d.Str(), Key: d.Str(), Value: d.Str()}
 		if last, ok := s.steps.Max(); ok && !stepLess(last, st) {
 			return decodeErr("state: steps out of order")
 		}
 		s.steps.Load(st)
 	}
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
-		st := startEntry{Caller: d.str(), Key: d.str(), Child: d.str(), WorkflowID: d.str()}
+		st := startEntry{Caller: d.Str(), Key: d.Str(), Child: d.Str(), WorkflowID: d.Str()}
 		copy(st.ParamsSum[:], d.bytes(32))
-		st.HasParams = d.byte1() == 1
+		st.HasParams = d.Byte() == 1
 		if last, ok := s.starts.Max(); ok && !startLess(last, st) {
 			return decodeErr("state: start requests out of order")
 		}
 		s.starts.Load(st)
 	}
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
-		kv := kvEntry{Key: d.str(), Value: d.str()}
+		kv := kvEntry{Key: d.Str(), Value: d.Str()}
 		if last, ok := s.kv.Max(); ok && !kvLess(last, kv) {
 			return decodeErr("state: keys out of order")
 		}
@@ -407,10 +389,10 @@ func (s *State) decodeSides(d *streamDecoder) error {
 	}
 	var wkeys []watchKey
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
-		w := watch{ID: d.uv(), ExecutionID: d.str()}
+		w := watch{ID: d.Uvarint(), ExecutionID: d.Str()}
 		k := d.count(1 << 16)
 		for j := 0; j < k && d.err == nil; j++ {
-			w.Keys = append(w.Keys, d.str())
+			w.Keys = append(w.Keys, d.Str())
 		}
 		if last, ok := s.watches.Max(); (ok && last.ID >= w.ID) || !sortedUnique(w.Keys) {
 			return decodeErr("state: watches out of order")
@@ -439,18 +421,18 @@ func (s *State) decodeSides(d *streamDecoder) error {
 func (s *State) decodeRetired(d *streamDecoder) error {
 	workflows := map[string]string{}
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
-		id := d.str()
-		r := &Retired{WorkflowID: d.str()}
+		id := d.Str()
+		r := &Retired{WorkflowID: d.Str()}
 		if interned, ok := workflows[r.WorkflowID]; ok {
 			r.WorkflowID = interned
 		} else {
 			workflows[r.WorkflowID] = r.WorkflowID
 		}
-		r.Result, r.HasRes = d.opt()
-		r.Error = d.errorInfo()
+		r.Result, r.HasRes = d.Opt()
+		r.Error = readErrorInfo(d)
 		r.AdmittedAt, r.UpdatedAt = d.int(), d.int()
 		r.Deliveries = d.u32()
-		r.Status = Status(d.byte1())
+		r.Status = Status(d.Byte())
 		if d.err != nil {
 			break
 		}
