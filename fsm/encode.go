@@ -360,7 +360,6 @@ func (d *streamDecoder) u32() uint32 {
 	return uint32(v)
 }
 
-
 // decodeSides reads steps, start requests, the key-value store and watches,
 // checking order, and rebuilds the watch indexes.
 func (s *State) decodeSides(d *streamDecoder) error {
