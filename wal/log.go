@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/execstore/execstore/internal/mutant"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -43,6 +44,12 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
+	if !opts.NoSync {
+		// The log directory's own entry, in case MkdirAll just made it.
+		if err := syncDir(filepath.Dir(dir), opts.Faults); err != nil {
+			return nil, fmt.Errorf("wal: open: %w", err)
+		}
+	}
 	if err := resolvePending(dir, opts); err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
@@ -61,16 +68,19 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
 	l := &Log{dir: dir, opts: opts, tw: tw, repair: repair}
-	if err := l.load(len(starts) == 0); err != nil {
+	if err := l.load(); err != nil {
 		tw.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-// load reads the index range and the segment mirror after tidwall opened. A new log's first
-// segment file was just created by tidwall, so its directory entry is made durable.
-func (l *Log) load(created bool) error {
+// load reads the index range and the segment mirror after tidwall opened, then fsyncs the
+// directory. Every open does: besides a new log's first segment, which tidwall just created,
+// the directory may hold a segment created by a write whose fsync then failed (the store
+// fail-stopped and was reopened); new entries appended to it would be acknowledged while its
+// name could still vanish in a crash.
+func (l *Log) load() error {
 	first, err := l.tw.FirstIndex()
 	if err != nil {
 		return fmt.Errorf("wal: open: %w", err)
@@ -85,7 +95,7 @@ func (l *Log) load(created bool) error {
 	if err := l.segs.load(l.dir); err != nil {
 		return fmt.Errorf("wal: open: %w", err)
 	}
-	if created && !l.opts.NoSync {
+	if !l.opts.NoSync {
 		if err := syncDir(l.dir, l.opts.Faults); err != nil {
 			return fmt.Errorf("wal: open: %w", err)
 		}
@@ -180,6 +190,9 @@ func (l *Log) syncWrite(created bool) error {
 		return l.fail("fsync segment", err)
 	}
 	if err := l.tw.Sync(); err != nil {
+		return l.fail("fsync segment", err)
+	}
+	if err := l.opts.Faults.afterSync(l.tailPath()); err != nil {
 		return l.fail("fsync segment", err)
 	}
 	if created {
@@ -322,10 +335,19 @@ func (l *Log) Sync() error {
 	if err := l.tw.Sync(); err != nil {
 		return l.fail("fsync segment", err)
 	}
+	if err := l.opts.Faults.afterSync(l.tailPath()); err != nil {
+		return l.fail("fsync segment", err)
+	}
 	if err := syncDir(l.dir, l.opts.Faults); err != nil {
 		return l.fail("fsync directory", err)
 	}
 	return nil
+}
+
+// tailPath is the path of the tail segment, the file tidwall's Sync fsyncs. The caller holds
+// l.mu.
+func (l *Log) tailPath() string {
+	return filepath.Join(l.dir, segmentName(l.segs.starts[len(l.segs.starts)-1]))
 }
 
 // Close closes the log. tidwall fsyncs the tail segment while closing, even with NoSync. A

@@ -38,9 +38,18 @@ type Options struct {
 // append, a TruncateFront, and the side file and truncation of a torn-tail repair in Open.
 // BeforeSync precedes every fsync this package issues (file or directory), not the ones
 // tidwall/wal issues on its own.
+//
+// AfterSync follows every fsync this package issues that succeeded, with the path of the file
+// or directory synced: the tail segment after a Write or Sync, the log directory, a torn-tail
+// side file, a repaired segment. Its bytes are durable by then. A non-nil return makes the
+// operation fail with it as if the fsync had failed (a Write, Sync or TruncateFront
+// fail-stops the Log; Open returns the error). The crash simulator uses it to learn what is
+// durable at each fsync, and to stop the log right after one: what was synced is on disk, but
+// the caller never hears so.
 type Faults struct {
 	BeforeWrite func() error
 	BeforeSync  func() error
+	AfterSync   func(path string) error
 }
 
 func (f *Faults) beforeWrite() error {
@@ -55,6 +64,13 @@ func (f *Faults) beforeSync() error {
 		return nil
 	}
 	return f.BeforeSync()
+}
+
+func (f *Faults) afterSync(path string) error {
+	if f == nil || f.AfterSync == nil {
+		return nil
+	}
+	return f.AfterSync(path)
 }
 
 // withDefaults fills the zero fields and rejects impossible values.

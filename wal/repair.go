@@ -180,6 +180,9 @@ func cutTail(dir, path string, torn *TornTailError, tail []byte, o Options) erro
 		if err := f.Sync(); err != nil {
 			return err
 		}
+		if err := o.Faults.afterSync(path); err != nil {
+			return err
+		}
 		if err := syncDir(dir, o.Faults); err != nil {
 			return err
 		}
@@ -203,6 +206,9 @@ func writeSideFile(path string, data []byte, o Options) error {
 			return err
 		}
 		if err := f.Sync(); err != nil {
+			return err
+		}
+		if err := o.Faults.afterSync(path); err != nil {
 			return err
 		}
 	}

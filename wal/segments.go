@@ -133,7 +133,10 @@ func syncDir(dir string, faults *Faults) error {
 		d.Close()
 		return err
 	}
-	return d.Close()
+	if err := d.Close(); err != nil {
+		return err
+	}
+	return faults.afterSync(dir)
 }
 
 // parseSegmentName is the inverse of segmentName.
