@@ -112,6 +112,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
 	}
+	if !opts.NoSync {
+		// The data directory's own entry, in case MkdirAll just made it.
+		if err := fsyncDir(filepath.Dir(dir)); err != nil {
+			return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
+		}
+	}
 	lockf, err := lockDir(dir)
 	if err != nil {
 		return nil, err
@@ -583,4 +589,13 @@ func (s *Store) retireTick() bool {
 	*r = request{done: r.done}
 	requestPool.Put(r)
 	return more
+}
+
+func fsyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -60,6 +60,12 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return Info{}, fmt.Errorf("snapshot: %w", err)
 	}
+	if !opts.NoSync {
+		// The snapshot directory's own entry, in case MkdirAll just made it.
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return Info{}, err
+		}
+	}
 	final := filepath.Join(dir, Name(h.Index))
 	tmp := final + tmpSuffix
 	if err := writeFile(tmp, st, h, opts); err != nil {
