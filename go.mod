@@ -3,6 +3,7 @@ module github.com/execstore/execstore
 go 1.26
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/google/go-cmp v0.7.0
 	github.com/tidwall/btree v1.8.2
 	github.com/tidwall/wal v1.2.1

@@ -10,7 +10,7 @@ import (
 // benchPayloadBytes is about the size of one encoded store command.
 const benchPayloadBytes = 100
 
-var benchBatchSizes = []int{1, 16, 64, 256}
+var benchBatchSizes = []int{1, 16, 32, 64, 256}
 
 // reportEntries adds the entries/s metric, the number the store's group commit cares about.
 func reportEntries(b *testing.B, entries int) {

@@ -34,6 +34,7 @@ commands:
   serve     serve the store's HTTP API until SIGINT/SIGTERM
   inspect   open a data directory, recover it, and print what it holds
   demo      run the shop's charge-order story on an embedded store
+  sim       run the deterministic crash simulator over many seeds
 
 run "execstore <command> -h" for a command's flags.
 `
@@ -57,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return inspect(args[1:], stdout, stderr)
 	case "demo":
 		return demoCommand(args[1:], stdout, stderr)
+	case "sim":
+		return simCommand(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/sim"
+)
+
+const simUsage = `usage: execstore sim [flags]
+
+sim runs the deterministic crash simulator: seeded workloads against real
+stores on real files, crashes at every step of writing, recovering and
+snapshotting, storage errors, a reference model compared after every
+operation, and porcupine linearizability checks of concurrent clients.
+It prints one summary line:
+
+  sim: <seeds> seeds, <ops> ops, <crashes> crashes, <violations> violations, trace <hash>
+
+and, for each failing seed, the violation and the command that replays it.
+It exits non-zero on any violation. The same seeds and -ops give the same
+trace hash on every run.
+
+flags:
+`
+
+// simCommand runs the simulator ("execstore sim").
+func simCommand(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, simUsage)
+		fs.PrintDefaults()
+	}
+	seeds := fs.Int("seeds", 2000, "number of seeds to run (with -duration: at most this many; 0 for no limit)")
+	first := fs.Uint64("seed", 1, "the first seed")
+	ops := fs.Int("ops", 1000, "workload steps per seed")
+	duration := fs.Duration("duration", 0, "stop starting seeds after this long (nightly runs); 0 runs every seed")
+	workers := fs.Int("workers", 0, "seeds run in parallel (default GOMAXPROCS)")
+	checkEvery := fs.Int("check-every", 25, "operations between whole-state comparisons with the model")
+	dir := fs.String("dir", "", "directory for the stores (default: a new one under /dev/shm, else the temp directory)")
+	verbose := fs.Bool("v", false, "print every seed's trace (use with one seed)")
+	lin := fs.Int("lin", 10, "linearizability checks of concurrent clients to run")
+	linOut := fs.String("lin-out", "", "write a failing linearizability history as HTML here")
+	progressEvery := fs.Duration("progress", 10*time.Second, "interval between progress lines on stderr")
+	strictDirs := fs.Bool("strict-dirs", false, "let crashes lose directories created since their parent's last fsync (POSIX, not ext4)")
+	mutation := fs.String("mutant", "", "turn on one deliberate bug to watch the simulator catch it: "+strings.Join(mutantNames(), ", "))
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
+	}
+	if *mutation != "" {
+		v, ok := mutants[*mutation]
+		if !ok {
+			return fmt.Errorf("sim: unknown mutant %q (want one of %s)", *mutation, strings.Join(mutantNames(), ", "))
+		}
+		defer mutant.Set(v)()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg := sim.Config{
+		FirstSeed:     *first,
+		Seeds:         *seeds,
+		Duration:      *duration,
+		Ops:           *ops,
+		CheckEvery:    *checkEvery,
+		Workers:       *workers,
+		Dir:           *dir,
+		Progress:      stderr,
+		ProgressEvery: *progressEvery,
+		StrictDirs:    *strictDirs,
+	}
+	if *verbose {
+		cfg.Trace = stdout
+	}
+	cfg.OnFailure = func(f sim.SeedResult) { reportSeed(stderr, f, cfg, *mutation) }
+	if *seeds == 0 && *duration == 0 {
+		cfg.Seeds = -1 // run none: only the linearizability checks
+	}
+	sum, err := sim.Run(ctx, cfg)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	linFailed, err := runLin(ctx, stderr, *lin, *first, *dir, *linOut)
+	if err != nil {
+		return err
+	}
+	line := sum.Line()
+	if linFailed > 0 {
+		line = fmt.Sprintf("sim: %d seeds, %d ops, %d crashes, %d violations, trace %s",
+			sum.Seeds, sum.Ops, sum.Crashes, len(sum.Failed)+linFailed, sum.Trace)
+	}
+	fmt.Fprintln(stdout, line)
+	fmt.Fprintf(stderr, "sim: took %s\n", sum.Elapsed.Round(time.Millisecond))
+	if n := len(sum.Failed) + linFailed; n > 0 {
+		return fmt.Errorf("sim: %d violations", n)
+	}
+	return ctx.Err()
+}
+
+// reportSeed prints a failing seed: the violation, the end of its trace, and
+// the command that replays it.
+func reportSeed(w io.Writer, f sim.SeedResult, cfg sim.Config, mutation string) {
+	fmt.Fprintf(w, "\nsim: seed %d: VIOLATION: %v\n", f.Seed, f.Violation)
+	if len(f.Tail) > 0 {
+		fmt.Fprintf(w, "sim: seed %d: the trace's last lines:\n", f.Seed)
+		for _, l := range f.Tail {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+	replay := fmt.Sprintf("go run ./cmd/execstore sim -seed %d -seeds 1 -ops %d -lin 0 -v", f.Seed, cfg.Ops)
+	if cfg.CheckEvery != 25 {
+		replay += fmt.Sprintf(" -check-every %d", cfg.CheckEvery)
+	}
+	if cfg.StrictDirs {
+		replay += " -strict-dirs"
+	}
+	if mutation != "" {
+		replay += " -mutant " + mutation
+	}
+	fmt.Fprintf(w, "sim: seed %d: replay with: %s\n", f.Seed, replay)
+}
+
+// runLin runs n linearizability checks and reports each failure; it returns
+// how many failed.
+func runLin(ctx context.Context, w io.Writer, n int, first uint64, dir, out string) (int, error) {
+	failed := 0
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		seed := first + uint64(i)
+		rep, err := sim.CheckLinearizable(sim.LinConfig{Seed: seed, Dir: dir})
+		if err != nil {
+			return failed, err
+		}
+		if rep.Result == porcupine.Ok {
+			continue
+		}
+		failed++
+		fmt.Fprintf(w, "\nsim: linearizability seed %d: VIOLATION: the history of %d operations is %s\n", seed, rep.Operations, rep.Result)
+		if out != "" {
+			path := filepath.Clean(out)
+			if err := sim.Visualize(rep, path); err != nil {
+				fmt.Fprintf(w, "sim: writing %s: %v\n", path, err)
+			} else {
+				fmt.Fprintf(w, "sim: the history is in %s\n", path)
+			}
+		}
+		fmt.Fprintf(w, "sim: rerun with: go run ./cmd/execstore sim -seeds 0 -lin 1 -seed %d -lin-out history.html"+
+			" (the seed fixes each client's calls; the interleaving is the scheduler's)\n", seed)
+	}
+	return failed, nil
+}
+
+// mutants maps the -mutant names to internal/mutant's switches.
+var mutants = map[string]*bool{
+	"SkipCRC":          &mutant.SkipCRC,
+	"ApplyBeforeLog":   &mutant.ApplyBeforeLog,
+	"SkipFsync":        &mutant.SkipFsync,
+	"KeepCoveredWakes": &mutant.KeepCoveredWakes,
+	"ReuseToken":       &mutant.ReuseToken,
+}
+
+func mutantNames() []string {
+	names := make([]string, 0, len(mutants))
+	for n := range mutants {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}

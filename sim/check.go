@@ -1,0 +1,258 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/execstore/execstore"
+	"github.com/google/go-cmp/cmp"
+)
+
+// do runs one operation with nothing armed: the store's answer must be the
+// model's, and the touched records and the summary must agree afterwards.
+func (w *world) do(o *op) (result, error) {
+	w.prepare(o)
+	clock := w.clock.nanos()
+	got := o.call(w.store)
+	return got, w.settle(o, clock, got)
+}
+
+// prepare gives an operation that generates an ID a millisecond of its own.
+// Generated IDs are a timestamp and random bits, and claims order ties by ID:
+// distinct milliseconds keep that order, and so the run, independent of the
+// random bits.
+func (w *world) prepare(o *op) {
+	if !o.generates() {
+		return
+	}
+	ms := w.clock.nanos() / 1e6
+	if w.clock.nanos()%1e6 != 0 {
+		ms++
+	}
+	for w.millis[ms] {
+		ms++
+	}
+	w.millis[ms] = true
+	w.clock.set(max(w.clock.nanos(), ms*1e6))
+}
+
+// settle compares an acknowledged operation with the model, traces it, and
+// checks what it touched.
+func (w *world) settle(o *op, clock int64, got result) error {
+	w.tr.line("%d %s -> %s", w.ops, o.describe(w.tr), got.describe(w.tr))
+	if err := w.compare(o, clock, got); err != nil {
+		return err
+	}
+	return w.checkAfter()
+}
+
+// compare applies o to the model and diffs the result with the store's.
+func (w *world) compare(o *op, clock int64, got result) error {
+	w.model.touched = nil
+	exp := o.apply(w.model, clock, generatedID(o, got))
+	if diff := diffResults(exp, got); diff != "" {
+		return violationf("%s: result differs from the model (-model +store):\n%s", o.describe(w.tr), diff)
+	}
+	return w.noteLeases(got)
+}
+
+// generatedID is the ID the store chose for o, if it chose one.
+func generatedID(o *op, got result) string {
+	if o.generates() && got.Code == "" {
+		return got.ID
+	}
+	return ""
+}
+
+// noteLeases remembers issued leases for stale use later, and checks that a
+// token is never handed out twice, across restarts too.
+func (w *world) noteLeases(got result) error {
+	for _, l := range got.Leases {
+		if l.Token <= w.maxToken[l.ExecutionID] {
+			return violationf("claim of %s issued token %d; token %d was handed out before",
+				w.tr.alias(l.ExecutionID), l.Token, w.maxToken[l.ExecutionID])
+		}
+		w.leases = append(w.leases, l)
+		w.maxToken[l.ExecutionID] = l.Token
+	}
+	return nil
+}
+
+// diffResults compares two results; "" when they are equal.
+func diffResults(exp, got result) string {
+	if equalResults(exp, got) {
+		return ""
+	}
+	if d := cmp.Diff(exp, got); d != "" {
+		return d
+	}
+	return fmt.Sprintf("%+v\n%+v", exp, got)
+}
+
+// checkAfter runs after every acknowledged operation: the records it touched,
+// the store's summary, the invariants, and now and then the whole state.
+func (w *world) checkAfter() error {
+	ids := slices.Compact(slices.Sorted(slices.Values(w.model.touched)))
+	for _, id := range ids {
+		if err := w.checkRecord(w.store, id); err != nil {
+			return err
+		}
+	}
+	if err := w.checkSummary(w.store); err != nil {
+		return err
+	}
+	if err := w.store.CheckInvariants(); err != nil {
+		return violationf("%v", err)
+	}
+	w.checkDue--
+	if w.checkDue <= 0 {
+		w.checkDue = w.cfg.CheckEvery
+		return w.checkFull(w.store, "in a periodic check")
+	}
+	return nil
+}
+
+// checkRecord compares one record with the model's, and a terminal record
+// with the first one seen: terminal outcomes never change.
+func (w *world) checkRecord(s *execstore.Store, id string) error {
+	exp := w.model.get(id)
+	got := recordResult(s.Get(context.Background(), id))
+	if diff := diffResults(exp, got); diff != "" {
+		return violationf("record %s differs from the model (-model +store):\n%s", w.tr.alias(id), diff)
+	}
+	if got.Record == nil || !got.Record.Status.Terminal() {
+		return nil
+	}
+	first, seen := w.terminal[id]
+	if !seen {
+		w.terminal[id] = *got.Record
+		return nil
+	}
+	if equalRecords(first, *got.Record) {
+		return nil
+	}
+	if diff := cmp.Diff(first, *got.Record); diff != "" {
+		return violationf("terminal record %s changed (-first +now):\n%s", w.tr.alias(id), diff)
+	}
+	return nil
+}
+
+// checkSummary compares Stats with the model: counts, pending, next due.
+func (w *world) checkSummary(s *execstore.Store) error {
+	st, err := s.Stats(context.Background())
+	if err != nil {
+		return violationf("Stats: %v", err)
+	}
+	got, exp := summary{Executions: st.Executions, Terminal: st.Terminal, Pending: st.Pending, NextDue: st.NextDue}, w.model.summary()
+	if got.Executions != exp.Executions || got.Terminal != exp.Terminal || got.Pending != exp.Pending || !got.NextDue.Equal(exp.NextDue) {
+		return violationf("store summary differs from the model (-model +store):\n%s", cmp.Diff(exp, got))
+	}
+	if now := st.Now.UnixNano(); !st.Now.IsZero() && now < w.storeNow {
+		return violationf("store time went backwards: %s after %s", simTime(st.Now), simTime(timeOf(w.storeNow)))
+	} else if !st.Now.IsZero() {
+		w.storeNow = now
+	}
+	return nil
+}
+
+// checkFull compares the whole observable state with the model: every
+// record, every step and key the workload uses, the summary and the
+// invariants.
+func (w *world) checkFull(s *execstore.Store, when string) error {
+	if err := s.CheckInvariants(); err != nil {
+		return violationf("%s: %v", when, err)
+	}
+	if err := w.checkSummary(s); err != nil {
+		return fmt.Errorf("%s: %w", when, err)
+	}
+	ctx := context.Background()
+	for _, id := range w.model.order {
+		if err := w.checkRecord(s, id); err != nil {
+			return fmt.Errorf("%s: %w", when, err)
+		}
+		for _, key := range w.stepKeys {
+			v, found, err := s.Step(ctx, id, key)
+			exp := w.model.step(id, key)
+			if !found {
+				v = nil
+			}
+			if err != nil || found != exp.Found || !bytes.Equal(v, exp.Value) {
+				return violationf("%s: step %s/%s is %q (found %v, %v), the model has %q (found %v)",
+					when, w.tr.alias(id), key, v, found, err, exp.Value, exp.Found)
+			}
+		}
+	}
+	for _, key := range w.kvKeys {
+		v, found, err := s.Read(ctx, key)
+		exp := w.model.read(key)
+		if err != nil || found != exp.Found || !bytes.Equal(v, exp.Value) {
+			return violationf("%s: key %s is %q (found %v, %v), the model has %q (found %v)",
+				when, key, v, found, err, exp.Value, exp.Found)
+		}
+	}
+	return nil
+}
+
+// The equality below is go-cmp's for these types (nil and empty differ, times
+// compare as instants), written out because it runs after every operation;
+// cmp.Diff renders a difference once one is found.
+
+func equalResults(a, b result) bool {
+	if a.Code != b.Code || a.ID != b.ID || a.Wake != b.Wake || a.Found != b.Found ||
+		!equalBytes(a.Value, b.Value) || !equalLeasePtr(a.Lease, b.Lease) ||
+		(a.Record == nil) != (b.Record == nil) || (a.Record != nil && !equalRecords(*a.Record, *b.Record)) ||
+		(a.Leases == nil) != (b.Leases == nil) || len(a.Leases) != len(b.Leases) ||
+		(a.Batch == nil) != (b.Batch == nil) || len(a.Batch) != len(b.Batch) {
+		return false
+	}
+	for i := range a.Leases {
+		if !equalLeases(a.Leases[i], b.Leases[i]) {
+			return false
+		}
+	}
+	for i := range a.Batch {
+		if !equalResults(a.Batch[i], b.Batch[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalBytes(a, b []byte) bool {
+	return (a == nil) == (b == nil) && bytes.Equal(a, b)
+}
+
+func equalLeases(a, b execstore.Lease) bool {
+	return a.ExecutionID == b.ExecutionID && a.Token == b.Token && a.ExpiresAt.Equal(b.ExpiresAt)
+}
+
+func equalLeasePtr(a, b *execstore.Lease) bool {
+	return (a == nil) == (b == nil) && (a == nil || equalLeases(*a, *b))
+}
+
+func equalRecords(a, b execstore.Record) bool {
+	return a.ExecutionID == b.ExecutionID && a.WorkflowID == b.WorkflowID &&
+		equalBytes(a.Params, b.Params) &&
+		(a.Context == nil) == (b.Context == nil) && maps.Equal(a.Context, b.Context) &&
+		a.Status == b.Status && equalOutcomes(a.Outcome, b.Outcome) &&
+		(a.Parent == nil) == (b.Parent == nil) && (a.Parent == nil || *a.Parent == *b.Parent) &&
+		a.AdmittedAt.Equal(b.AdmittedAt) && a.UpdatedAt.Equal(b.UpdatedAt) && a.DueAt.Equal(b.DueAt) &&
+		equalLeasePtr(a.Lease, b.Lease) && a.Attempts == b.Attempts
+}
+
+func equalOutcomes(a, b *execstore.Outcome) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Status == b.Status && equalBytes(a.Result, b.Result) && equalErrors(a.Error, b.Error)
+}
+
+func equalErrors(a, b *execstore.WorkflowError) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Name == b.Name && a.Message == b.Message && a.Code == b.Code && equalErrors(a.Cause, b.Cause)
+}

@@ -1,0 +1,658 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// disk tracks what is durable in one store directory: for every file, the bytes
+// it held at its last fsync and whether its directory entry is durable. It
+// learns from the write-ahead log's fault hooks (AfterSync names every fsync
+// the log issues) and from documented facts about code it cannot hook:
+//
+//   - tidwall/wal fsyncs a segment before it creates the next one (cycle), so
+//     a segment that has a successor is whole;
+//   - tidwall/wal's front truncation writes and fsyncs a START file, removes
+//     the older segments and renames START into place, in that order;
+//   - the snapshot package writes a temporary file, fsyncs it, renames it and
+//     fsyncs the directory, and prunes with a directory fsync, all BEFORE the
+//     store touches the log, so a snapshot file is durable by the time the
+//     store's next log operation starts.
+//
+// From that, image derives a directory an operating-system crash could leave.
+type disk struct {
+	root string
+	// strictDirs: a tracked directory created since its parent's last fsync
+	// may vanish in a crash, as POSIX allows (see Config.StrictDirs).
+	strictDirs bool
+
+	mu    sync.Mutex
+	files map[string]*fileRec // by path relative to root, slash-separated
+	dirs  map[string]bool     // tracked directories whose entry in root is durable
+}
+
+// fileRec is what is durable of one file.
+type fileRec struct {
+	durable []byte // contents at the last fsync (or when the directory was opened)
+	entry   bool   // its directory entry is durable
+}
+
+// trackedDirs are the store's subdirectories that hold its files.
+var trackedDirs = []string{"wal", "snapshots"}
+
+// newDisk starts tracking root as it is on disk now: everything in it is
+// durable, as it is after a crash or a clean close.
+func newDisk(root string, strictDirs bool) (*disk, error) {
+	d := &disk{root: root, strictDirs: strictDirs, files: make(map[string]*fileRec), dirs: make(map[string]bool)}
+	for _, sub := range trackedDirs {
+		if fi, err := os.Stat(filepath.Join(root, sub)); err == nil && fi.IsDir() {
+			d.dirs[sub] = true
+		}
+		names, err := listFiles(filepath.Join(root, sub))
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range names {
+			rel := sub + "/" + name
+			data, err := os.ReadFile(filepath.Join(root, rel))
+			if err != nil {
+				return nil, err
+			}
+			d.files[rel] = &fileRec{durable: data, entry: true}
+		}
+	}
+	return d, nil
+}
+
+// listFiles returns the regular files in dir, sorted; a missing dir has none.
+func listFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+func (d *disk) rel(path string) (string, bool) {
+	r, err := filepath.Rel(d.root, path)
+	if err != nil || strings.HasPrefix(r, "..") {
+		return "", false
+	}
+	return filepath.ToSlash(r), true
+}
+
+// synced records a successful fsync of path: a file, one of the tracked
+// directories, or the store directory itself (which makes the entries of the
+// tracked directories that exist durable).
+func (d *disk) synced(path string) error {
+	rel, ok := d.rel(path)
+	if !ok {
+		return fmt.Errorf("sim: fsync outside the store directory: %s", path)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if rel == "." {
+		for _, sub := range trackedDirs {
+			if fi, err := os.Stat(filepath.Join(d.root, sub)); err == nil && fi.IsDir() {
+				d.dirs[sub] = true
+			}
+		}
+		return nil
+	}
+	if slices.Contains(trackedDirs, rel) {
+		return d.dirSyncedLocked(rel)
+	}
+	return d.fileSyncedLocked(rel)
+}
+
+// fileSyncedLocked reads the file's contents as durable. Log segments only
+// grow between fsyncs (a repair shrinks one, and then it is reread whole), so
+// only the bytes past the durable length are read.
+func (d *disk) fileSyncedLocked(rel string) error {
+	rec := d.files[rel]
+	if rec == nil {
+		rec = &fileRec{}
+		d.files[rel] = rec
+	}
+	f, err := os.Open(filepath.Join(d.root, rel))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := fi.Size()
+	if size < int64(len(rec.durable)) {
+		rec.durable = rec.durable[:0]
+	}
+	grow := make([]byte, size-int64(len(rec.durable)))
+	if _, err := f.ReadAt(grow, int64(len(rec.durable))); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	rec.durable = append(rec.durable, grow...)
+	return nil
+}
+
+// dirSyncedLocked makes the directory's entries durable: present files stay,
+// removed ones are gone for good.
+func (d *disk) dirSyncedLocked(sub string) error {
+	names, err := listFiles(filepath.Join(d.root, sub))
+	if err != nil {
+		return err
+	}
+	present := make(map[string]bool, len(names))
+	for _, name := range names {
+		rel := sub + "/" + name
+		present[rel] = true
+		if rec := d.files[rel]; rec != nil {
+			rec.entry = true
+		} else if from := d.files[rel+".START"]; from != nil && !slices.Contains(names, name+".START") {
+			// tidwall renamed a durable START file into place: same bytes.
+			d.files[rel] = &fileRec{durable: from.durable, entry: true}
+		} else {
+			d.files[rel] = &fileRec{entry: true}
+		}
+	}
+	for rel := range d.files {
+		if strings.HasPrefix(rel, sub+"/") && !present[rel] {
+			delete(d.files, rel)
+		}
+	}
+	return nil
+}
+
+// snapshotsDurable applies the snapshot recipe: by the time the store touches
+// its log again, every snapshot file in place is whole and durable and every
+// pruned one is gone. Temporary files are left as they are.
+func (d *disk) snapshotsDurable() error {
+	names, err := listFiles(filepath.Join(d.root, "snapshots"))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	present := make(map[string]bool, len(names))
+	for _, name := range names {
+		rel := "snapshots/" + name
+		present[rel] = true
+		if strings.HasSuffix(name, ".tmp") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d.root, rel))
+		if err != nil {
+			return err
+		}
+		d.files[rel] = &fileRec{durable: data, entry: true}
+	}
+	for rel := range d.files {
+		if strings.HasPrefix(rel, "snapshots/") && !present[rel] && !strings.HasSuffix(rel, ".tmp") {
+			delete(d.files, rel)
+		}
+	}
+	return nil
+}
+
+// closed applies what tidwall/wal does when the log closes: it fsyncs the
+// tail segment (every other segment was fsynced when its successor was
+// created), so every segment's contents are durable. Directory entries are
+// not.
+func (d *disk) closed() error {
+	names, err := listFiles(filepath.Join(d.root, "wal"))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, name := range names {
+		if _, ok := segmentIndex(name); !ok {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(d.root, "wal", name))
+		if err != nil {
+			return err
+		}
+		rel := "wal/" + name
+		if rec := d.files[rel]; rec != nil {
+			rec.durable = data
+		} else {
+			d.files[rel] = &fileRec{durable: data}
+		}
+	}
+	return nil
+}
+
+// file is one file of a crash image.
+type file struct {
+	rel  string
+	data []byte
+}
+
+// crashImage is a directory an operating-system crash could leave, and a
+// short description of the choices that made it.
+type crashImage struct {
+	files []file
+	desc  []string
+}
+
+func (im *crashImage) note(format string, args ...any) {
+	im.desc = append(im.desc, fmt.Sprintf(format, args...))
+}
+
+// image derives a crash image from what is durable and what is on disk now.
+func (d *disk) image(rng *rand.Rand) (*crashImage, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	im := &crashImage{}
+	if err := d.walImage(rng, im); err != nil {
+		return nil, err
+	}
+	if err := d.otherImage(rng, im, "snapshots"); err != nil {
+		return nil, err
+	}
+	if d.strictDirs {
+		// Nothing fsyncs the store's directory, so a subdirectory created
+		// since it was opened may be gone, with everything in it.
+		for _, sub := range trackedDirs {
+			if d.dirs[sub] || rng.IntN(2) == 0 {
+				continue
+			}
+			im.note("%s/ missing: its creation was never made durable", sub)
+			im.files = slices.DeleteFunc(im.files, func(f file) bool { return strings.HasPrefix(f.rel, sub+"/") })
+		}
+	}
+	return im, nil
+}
+
+// current reads a file of the store directory; missing is nil, false.
+func (d *disk) current(rel string) ([]byte, bool, error) {
+	data, err := os.ReadFile(filepath.Join(d.root, rel))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	return data, err == nil, err
+}
+
+// segmentIndex parses a tidwall segment name (20 digits, not all zero).
+func segmentIndex(name string) (uint64, bool) {
+	if len(name) != 20 {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(name, 10, 64)
+	return v, err == nil && v != 0
+}
+
+// walImage derives the log directory: a front truncation whose directory
+// fsync has not happened yet persisted up to any of its steps; segments whose
+// entries are not durable surviving as a prefix (journaling file systems
+// persist namespace operations in order, so none survives a truncation step
+// that did not); and the last segment keeping its durable bytes and any cut of
+// the rest.
+func (d *disk) walImage(rng *rand.Rand, im *crashImage) error {
+	names, err := listFiles(filepath.Join(d.root, "wal"))
+	if err != nil {
+		return err
+	}
+	var segs, fresh, others []string
+	for _, n := range names {
+		if _, ok := segmentIndex(n); !ok {
+			others = append(others, n)
+		} else if rec := d.files["wal/"+n]; rec != nil && rec.entry {
+			segs = append(segs, n)
+		} else {
+			fresh = append(fresh, n)
+		}
+	}
+	var removed []string
+	for rel, rec := range d.files {
+		name, ok := strings.CutPrefix(rel, "wal/")
+		if !ok || !rec.entry || slices.Contains(names, name) {
+			continue
+		}
+		if _, seg := segmentIndex(name); seg {
+			removed = append(removed, name)
+		}
+	}
+	slices.Sort(removed)
+
+	live := map[string][]byte{}  // the image's log directory
+	current := map[string]bool{} // files whose bytes are what is in the file now
+	for _, name := range segs {
+		data, _, err := d.current("wal/" + name)
+		if err != nil {
+			return err
+		}
+		live[name], current[name] = data, true
+	}
+	complete := true // every namespace operation before the fresh segments persisted
+	if all := slices.Sorted(slices.Values(append(slices.Clone(segs), fresh...))); len(all) > 0 {
+		first := all[0]
+		if rec := d.files["wal/"+first+".START"]; len(removed) > 0 || (rec != nil && rec.entry && !slices.Contains(names, first+".START")) {
+			var x string
+			if x, complete, err = d.truncation(rng, im, live, current, append(slices.Clone(segs), fresh...), removed); err != nil {
+				return err
+			}
+			fresh = slices.DeleteFunc(fresh, func(n string) bool { return n == x })
+			others = slices.DeleteFunc(others, func(n string) bool { return strings.HasPrefix(n, x+".START") })
+		}
+	}
+	if len(fresh) > 0 {
+		m := 0
+		if complete {
+			m = rng.IntN(len(fresh) + 1)
+		}
+		if m < len(fresh) {
+			im.note("wal: %d of %d new segments survive", m, len(fresh))
+		}
+		for _, name := range fresh[:m] {
+			data, _, err := d.current("wal/" + name)
+			if err != nil {
+				return err
+			}
+			live[name], current[name] = data, true
+		}
+	}
+	files := slices.Sorted(maps.Keys(live))
+	lastSeg := ""
+	for _, name := range files {
+		if _, ok := segmentIndex(name); ok {
+			lastSeg = name
+		}
+	}
+	for _, name := range files {
+		data := live[name]
+		if name == lastSeg && current[name] {
+			data = d.cutTail(rng, im, "wal/"+name, data)
+		}
+		im.files = append(im.files, file{rel: "wal/" + name, data: data})
+	}
+	return d.otherFiles(rng, im, "wal", others)
+}
+
+// truncation replays a prefix of a front truncation's directory operations
+// onto live, the durable directory: create and fsync X.START.TEMP, rename it
+// to X.START, remove every segment before X and X itself, rename X.START to
+// X, where X is the first segment left (all is tidwall's truncateFront).
+// When X.START is already durable (recovery finishing an interrupted
+// truncation), the steps start at the removals. It returns X and whether
+// every step persisted.
+func (d *disk) truncation(rng *rand.Rand, im *crashImage, live map[string][]byte, current map[string]bool, segs, removed []string) (string, bool, error) {
+	slices.Sort(segs)
+	if len(segs) == 0 {
+		return "", false, errors.New("sim: a truncation left no segment")
+	}
+	x := segs[0]
+	temp, start := x+".START.TEMP", x+".START"
+	for _, name := range removed {
+		live[name] = d.files["wal/"+name].durable
+	}
+	xData, _, err := d.current("wal/" + x)
+	if err != nil {
+		return "", false, err
+	}
+	if rec := d.files["wal/"+x]; rec == nil || !rec.entry {
+		delete(live, x) // X exists only once START is renamed
+	}
+	move := func(from, to string) func() {
+		return func() {
+			if data, ok := live[from]; ok {
+				live[to] = data
+				current[to] = false
+			}
+			delete(live, from)
+		}
+	}
+	var ops []func()
+	if rec := d.files["wal/"+start]; rec != nil && rec.entry {
+		live[start] = rec.durable
+	} else {
+		ops = append(ops, func() { live[temp] = xData }, move(temp, start))
+	}
+	for _, name := range removed {
+		ops = append(ops, func() { delete(live, name) })
+	}
+	if _, ok := live[x]; ok {
+		ops = append(ops, func() { delete(live, x) })
+	}
+	ops = append(ops, move(start, x))
+	k := rng.IntN(len(ops) + 1)
+	if k < len(ops) {
+		im.note("wal: %d of %d truncation steps", k, len(ops))
+	}
+	for _, op := range ops[:k] {
+		op()
+	}
+	return x, k == len(ops), nil
+}
+
+// otherImage derives a directory of files that are written whole and synced
+// (snapshots, side files): durable entries stay, new ones may be missing, and
+// the unsynced part of any file may be cut.
+func (d *disk) otherImage(rng *rand.Rand, im *crashImage, sub string) error {
+	names, err := listFiles(filepath.Join(d.root, sub))
+	if err != nil {
+		return err
+	}
+	if err := d.otherFiles(rng, im, sub, names); err != nil {
+		return err
+	}
+	// Removed files whose removal is not durable come back with their durable
+	// contents.
+	var gone []string
+	for rel, rec := range d.files {
+		name, ok := strings.CutPrefix(rel, sub+"/")
+		if ok && rec.entry && !slices.Contains(names, name) {
+			gone = append(gone, name)
+		}
+	}
+	slices.Sort(gone)
+	for _, name := range gone {
+		if rng.IntN(2) == 0 {
+			im.note("%s: removal lost", traceName(sub+"/"+name))
+			im.files = append(im.files, file{rel: sub + "/" + name, data: d.files[sub+"/"+name].durable})
+		}
+	}
+	return nil
+}
+
+func (d *disk) otherFiles(rng *rand.Rand, im *crashImage, sub string, names []string) error {
+	for _, name := range names {
+		rel := sub + "/" + name
+		rec := d.files[rel]
+		if rec == nil || !rec.entry {
+			if rng.IntN(2) == 0 {
+				im.note("%s: new file missing", traceName(rel))
+				continue
+			}
+		}
+		data, ok, err := d.current(rel)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		im.files = append(im.files, file{rel: rel, data: d.cutTail(rng, im, rel, data)})
+	}
+	return nil
+}
+
+// cutTail returns the contents a crash could leave of a file that holds cur
+// now: its durable bytes, then any cut of the unsynced rest, which may be cut
+// short (at any byte, or a 512-byte or 4 KiB boundary), extended with zeros,
+// garbage or stale bytes, or written back sector by sector in any order. A
+// file shrunk since its fsync (a truncation) is either length.
+func (d *disk) cutTail(rng *rand.Rand, im *crashImage, rel string, cur []byte) []byte {
+	rec := d.files[rel]
+	var durable []byte
+	if rec != nil {
+		durable = rec.durable
+	}
+	if bytes.Equal(durable, cur) {
+		return cur
+	}
+	if !bytes.HasPrefix(cur, durable) {
+		// Shrunk or rewritten since its fsync: metadata changes are atomic.
+		if rng.IntN(2) == 0 {
+			im.note("%s: change since fsync lost (%d bytes, not %d)", traceName(rel), len(durable), len(cur))
+			return durable
+		}
+		return cur
+	}
+	lo, hi := len(durable), len(cur)
+	mode := rng.IntN(6)
+	if mode == 0 {
+		c := pickOffset(rng, lo, hi)
+		im.note("%s: cut at %d (durable %d, written %d)", traceName(rel), c, lo, hi)
+		return slices.Clone(cur[:c])
+	}
+	// The rest keep a prefix of the unsynced bytes and fill [c, end) with
+	// what the disk may hold instead of the data: the file's size reached end.
+	c := pickOffset(rng, lo, hi-1)
+	end := hi
+	if rng.IntN(3) == 0 {
+		end = pickOffset(rng, c+1, hi)
+	}
+	out := slices.Clone(cur[:c])
+	switch mode {
+	case 1:
+		out = append(out, make([]byte, end-c)...)
+		im.note("%s: cut at %d, zeros to %d (durable %d, written %d)", traceName(rel), c, end, lo, hi)
+	case 2:
+		out = append(out, garbage(rng, end-c)...)
+		im.note("%s: cut at %d, garbage to %d (durable %d, written %d)", traceName(rel), c, end, lo, hi)
+	case 3:
+		out = append(out, stale(rng, cur, end-c)...)
+		im.note("%s: cut at %d, stale bytes to %d (durable %d, written %d)", traceName(rel), c, end, lo, hi)
+	default:
+		out = sectors(rng, cur, lo, end)
+		im.note("%s: sectors of [%d,%d) written back at random (written %d)", traceName(rel), lo, end, hi)
+	}
+	return out
+}
+
+// pickOffset picks an offset in [lo, hi]: an end, any byte, or a 512-byte or
+// 4 KiB boundary.
+func pickOffset(rng *rand.Rand, lo, hi int) int {
+	if lo >= hi {
+		return lo
+	}
+	switch rng.IntN(5) {
+	case 0:
+		return lo
+	case 1:
+		return hi
+	case 2:
+		return align(rng, lo, hi, 512)
+	case 3:
+		return align(rng, lo, hi, 4096)
+	}
+	return lo + rng.IntN(hi-lo+1)
+}
+
+// align picks a multiple of unit in [lo, hi], or an end if there is none.
+func align(rng *rand.Rand, lo, hi, unit int) int {
+	first := (lo + unit - 1) / unit * unit
+	if first > hi {
+		return []int{lo, hi}[rng.IntN(2)]
+	}
+	n := (hi-first)/unit + 1
+	return first + rng.IntN(n)*unit
+}
+
+func garbage(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// stale returns n bytes copied from elsewhere in data, as a reused block
+// would hold: old, well-formed entries with the wrong index.
+func stale(rng *rand.Rand, data []byte, n int) []byte {
+	b := make([]byte, n)
+	if len(data) == 0 {
+		return b
+	}
+	src := rng.IntN(len(data))
+	for i := range b {
+		b[i] = data[(src+i)%len(data)]
+	}
+	return b
+}
+
+// sectors writes back the 512-byte sectors of cur[lo:end) in any order: each
+// one is on disk as written, zeros, or garbage.
+func sectors(rng *rand.Rand, cur []byte, lo, end int) []byte {
+	out := slices.Clone(cur[:end])
+	for s := lo / 512 * 512; s < end; s += 512 {
+		from, to := max(s, lo), min(s+512, end)
+		switch rng.IntN(4) {
+		case 0:
+			clear(out[from:to])
+		case 1:
+			copy(out[from:to], garbage(rng, to-from))
+		}
+	}
+	return out
+}
+
+// write materializes the image as a store directory at dir.
+func (im *crashImage) write(dir string) error {
+	for _, sub := range trackedDirs {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o750); err != nil {
+			return err
+		}
+	}
+	for _, f := range im.files {
+		if err := os.WriteFile(filepath.Join(dir, filepath.FromSlash(f.rel)), f.data, 0o640); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyStore copies the tracked directories of a store directory, as they are
+// now, to dst.
+func copyStore(src, dst string) error {
+	for _, sub := range trackedDirs {
+		names, err := listFiles(filepath.Join(src, sub))
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dst, sub), 0o750); err != nil {
+			return err
+		}
+		for _, name := range names {
+			data, err := os.ReadFile(filepath.Join(src, sub, name))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dst, sub, name), data, 0o640); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

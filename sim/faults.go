@@ -1,0 +1,144 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/execstore/execstore/wal"
+)
+
+// Errors the hooks return to the store. errCrash stands for the machine
+// losing power at that instant: the store's answer no longer matters, only
+// the crash image taken before returning it.
+var (
+	errCrash = errors.New("sim: crash")
+	errFault = errors.New("sim: injected storage error")
+)
+
+// hookEvent names a point in the log's write path where a hook runs.
+type hookEvent struct {
+	kind string // "before-write", "before-sync" or "after-sync"
+	path string // after-sync: what was synced, relative to the store directory
+}
+
+func (e hookEvent) String() string {
+	if e.path == "" {
+		return e.kind
+	}
+	return e.kind + " " + e.path
+}
+
+// traceName drops the part of a file name that is not deterministic: a torn
+// tail's side file is named after the wall clock.
+func traceName(rel string) string {
+	if i := strings.LastIndexByte(rel, '-'); i > 0 && strings.Contains(rel, "/torn-") {
+		return rel[:i] + "-*.bin"
+	}
+	return rel
+}
+
+// plan is an armed crash or storage fault: it fires at the at-th hook event
+// (counting from 1) after it is armed.
+type plan struct {
+	at    int
+	crash bool // crash: take an image, then fail the operation; fault: only fail it
+
+	events int
+	fired  *hookEvent
+	image  *crashImage
+	err    error // taking the image failed
+}
+
+// hooks connects the log's fault hooks to the durability tracker and to the
+// armed plan. The hooks run in the store's writer goroutine, its snapshot
+// goroutine, or in Open; the driver reads the outcome only after a barrier.
+type hooks struct {
+	mu   sync.Mutex
+	disk *disk
+	plan *plan
+	rng  *rand.Rand // for the image; the driver does not draw while armed
+}
+
+func (h *hooks) faults() *wal.Faults {
+	return &wal.Faults{
+		BeforeWrite: func() error { return h.event(hookEvent{kind: "before-write"}, "") },
+		BeforeSync:  func() error { return h.event(hookEvent{kind: "before-sync"}, "") },
+		AfterSync: func(path string) error {
+			return h.event(hookEvent{kind: "after-sync"}, path)
+		},
+	}
+}
+
+// event records a hook call. An after-sync first makes what was synced
+// durable: the fsync happened, whatever the hook answers.
+func (h *hooks) event(ev hookEvent, synced string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.disk
+	if d == nil {
+		return nil
+	}
+	if synced != "" {
+		if err := d.synced(synced); err != nil {
+			return fmt.Errorf("sim: tracking an fsync: %w", err)
+		}
+		if rel, ok := d.rel(synced); ok {
+			ev.path = traceName(rel)
+		} else {
+			ev.path = filepath.Base(synced)
+		}
+	}
+	p := h.plan
+	if p == nil || p.fired != nil {
+		return nil
+	}
+	p.events++
+	if p.events < p.at {
+		return nil
+	}
+	p.fired = &ev
+	if !p.crash {
+		return errFault
+	}
+	if err := d.snapshotsDurable(); err != nil {
+		p.err = err
+		return errCrash
+	}
+	p.image, p.err = d.image(h.rng)
+	return errCrash
+}
+
+// arm installs a plan; disarm removes it and returns it.
+func (h *hooks) arm(p *plan) {
+	h.mu.Lock()
+	h.plan = p
+	h.mu.Unlock()
+}
+
+func (h *hooks) disarm() *plan {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.plan
+	h.plan = nil
+	return p
+}
+
+func (h *hooks) setDisk(d *disk) {
+	h.mu.Lock()
+	h.disk = d
+	h.mu.Unlock()
+}
+
+// quiescentImage takes a crash image while no hook can run (the store is idle).
+func (h *hooks) quiescentImage() (*crashImage, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.disk.snapshotsDurable(); err != nil {
+		return nil, err
+	}
+	return h.disk.image(h.rng)
+}

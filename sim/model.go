@@ -1,0 +1,601 @@
+package sim
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// model is the reference: API.md's semantics in plain maps and slices, written
+// from the contract and not from the state machine. The simulator applies
+// every acknowledged operation to it and compares the store with it.
+//
+// Times are nanoseconds since the Unix epoch; 0 means none.
+type model struct {
+	lim execstore.Limits
+
+	last    int64 // the latest time the store stamped (the store's clock never goes back)
+	execs   map[string]*mexec
+	order   []string // execution IDs in admission order, to choose from deterministically
+	kv      map[string]string
+	watches []*mwatch // in registration order
+	touched []string  // executions the latest operation may have changed
+}
+
+// mexec is one execution in the model.
+type mexec struct {
+	id, workflow string
+	params       []byte            // nil: no params
+	context      map[string]string // nil: no context
+	status       execstore.Status
+	outcome      *execstore.Outcome
+	parent       *execstore.Parent
+	admittedAt   int64
+	updatedAt    int64
+
+	due       int64  // earliest pending wake not covered by the current lease
+	covered   int64  // earliest pending wake the current lease covers
+	token     uint64 // the current lease's token; 0: no current lease
+	expires   int64  // the current lease's expiry
+	lastToken uint64 // the highest token issued
+	attempts  int    // deliveries claimed
+
+	steps  map[string]string
+	starts map[string]mstart // by step key
+}
+
+// mstart is a recorded child start: a repeat must match workflow and params
+// (params compared by their class, which the workload's catalog assigns so
+// that the same object written differently has the same class).
+type mstart struct {
+	child, workflow, class string
+}
+
+type mwatch struct {
+	exec string
+	keys []string
+}
+
+func newModel(lim execstore.Limits) *model {
+	return &model{lim: lim, execs: map[string]*mexec{}, kv: map[string]string{}}
+}
+
+// clone returns an independent copy, for the candidates of an unacknowledged
+// operation.
+func (m *model) clone() *model {
+	c := *m
+	c.execs = make(map[string]*mexec, len(m.execs))
+	for id, e := range m.execs {
+		ce := *e
+		ce.steps = maps.Clone(e.steps)
+		ce.starts = maps.Clone(e.starts)
+		c.execs[id] = &ce
+	}
+	c.order = slices.Clone(m.order)
+	c.kv = maps.Clone(m.kv)
+	c.watches = slices.Clone(m.watches)
+	c.touched = nil
+	return &c
+}
+
+// stamp is the time of a command that reaches the store's writer: never
+// earlier than any earlier command's.
+func (m *model) stamp(clock int64) int64 {
+	m.last = max(m.last, clock)
+	return m.last
+}
+
+func (m *model) touch(ids ...string) { m.touched = append(m.touched, ids...) }
+
+func (e *mexec) terminal() bool { return e.status.Terminal() }
+
+// claimable is when the execution can next be claimed: its lease's expiry
+// while a lease is current, else its earliest pending wake.
+func (e *mexec) claimable() (int64, bool) {
+	switch {
+	case e.terminal():
+		return 0, false
+	case e.token != 0:
+		return e.expires, true
+	case e.due != 0:
+		return e.due, true
+	}
+	return 0, false
+}
+
+// wakeAt requests a wake as RequestWake does; it reports whether the due time
+// moved.
+func (e *mexec) wakeAt(at, now int64) bool {
+	if e.due == 0 || at < e.due {
+		e.due = at
+		e.updatedAt = now
+		return true
+	}
+	return false
+}
+
+func earliest(a, b int64) int64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+func addClamped(a int64, d time.Duration) int64 {
+	if d > 0 && a > maxNanos-int64(d) {
+		return maxNanos
+	}
+	return a + int64(d)
+}
+
+const maxNanos = int64(^uint64(0) >> 1)
+
+// result is what an operation returned, in a form both the model and the store
+// produce and go-cmp can diff.
+type result struct {
+	Code   string // execstore.ErrorCode of the error, "" without one
+	ID     string
+	Wake   execstore.WakeResult
+	Leases []execstore.Lease
+	Lease  *execstore.Lease
+	Record *execstore.Record
+	Value  json.RawMessage
+	Found  bool
+	Batch  []result
+}
+
+func fail(code string) result { return result{Code: code} }
+
+const (
+	codeInvalidEvent = "INVALID_EXECUTION_EVENT"
+	codeInvalidArg   = "INVALID_ARGUMENT"
+	codeConflict     = "EXECUTION_ID_CONFLICT"
+	codeNotFound     = "EXECUTION_NOT_FOUND"
+	codeLeaseLost    = "LEASE_LOST"
+	codeMismatch     = "START_REQUEST_MISMATCH"
+	codeStorage      = "STORAGE_FAILED"
+	codeCanceled     = "CANCELED"
+	// codeBadGenerated is the model's answer when the store generated an ID
+	// that is invalid or already used; the store never answers it.
+	codeBadGenerated = "GENERATED_ID_NOT_NEW"
+)
+
+// ---- Validation, from API.md and the configured limits ---------------------
+
+// validID is the rule for execution and workflow IDs.
+func validID(id string) bool {
+	if id == "" || len(id) > execstore.IDBytes || !utf8Valid(id) {
+		return false
+	}
+	return !strings.ContainsFunc(id, isControl)
+}
+
+func (m *model) validKey(k string) bool {
+	return k != "" && len(k) <= m.lim.KeyBytes && utf8Valid(k)
+}
+
+func (m *model) validValue(v value) bool {
+	return v.json && len(v.data) <= m.lim.ValueBytes
+}
+
+// ---- Operations ------------------------------------------------------------
+
+func (m *model) admit(a admitArgs, clock int64, generated string) result {
+	if (a.id != "" && !validID(a.id)) || !validID(a.workflow) || !a.params.valid || !a.context.valid ||
+		len(a.params.data)+a.context.size() > m.lim.EventBytes {
+		return fail(codeInvalidEvent)
+	}
+	now := m.stamp(clock)
+	id := a.id
+	if id == "" {
+		if !m.fresh(generated) {
+			return fail(codeBadGenerated)
+		}
+		id = generated
+	} else if m.execs[id] != nil {
+		return fail(codeConflict)
+	}
+	m.create(&mexec{
+		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
+		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now,
+	})
+	return result{ID: id}
+}
+
+// fresh reports whether id can be an ID the store generated: valid, and
+// never used.
+func (m *model) fresh(id string) bool {
+	return validID(id) && m.execs[id] == nil
+}
+
+func (m *model) create(e *mexec) {
+	e.steps, e.starts = map[string]string{}, map[string]mstart{}
+	m.execs[e.id] = e
+	m.order = append(m.order, e.id)
+	m.touch(e.id)
+}
+
+func (m *model) wake(id string, at time.Time, clock int64) result {
+	if at.After(time.Unix(0, maxNanos)) {
+		return fail(codeInvalidArg)
+	}
+	if !validID(id) {
+		return fail(codeNotFound)
+	}
+	now := m.stamp(clock)
+	e := m.execs[id]
+	switch {
+	case e == nil:
+		return fail(codeNotFound)
+	case e.terminal():
+		return result{Wake: execstore.WakeIgnored}
+	}
+	ns := int64(1) // a time before the epoch is in the past
+	if at.After(time.Unix(0, 1)) {
+		ns = at.UnixNano()
+	}
+	e.wakeAt(ns, now)
+	m.touch(id)
+	return result{Wake: execstore.WakeRequested}
+}
+
+func (m *model) claim(limit int, d time.Duration, clock int64) result {
+	if limit < 1 || limit > m.lim.ClaimLimit || d <= 0 || d > m.lim.LeaseDuration {
+		return fail(codeInvalidArg)
+	}
+	now := m.stamp(clock)
+	type cand struct {
+		at int64
+		id string
+	}
+	var due []cand
+	for _, id := range m.order {
+		if at, ok := m.execs[id].claimable(); ok && at <= now {
+			due = append(due, cand{at, id})
+		}
+	}
+	slices.SortFunc(due, func(a, b cand) int {
+		if a.at != b.at {
+			return compare(a.at, b.at)
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	leases := []execstore.Lease{}
+	for _, c := range due[:min(limit, len(due))] {
+		e := m.execs[c.id]
+		e.covered = earliest(e.covered, e.due)
+		e.due = 0
+		e.lastToken++
+		e.attempts++
+		e.token = e.lastToken
+		e.expires = addClamped(now, d)
+		e.updatedAt = now
+		m.touch(e.id)
+		leases = append(leases, execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)})
+	}
+	return result{Leases: leases}
+}
+
+func compare(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// current looks up a lease's execution; code is "" when the lease is current.
+func (m *model) current(l execstore.Lease) (*mexec, string) {
+	e := m.execs[l.ExecutionID]
+	switch {
+	case e == nil:
+		return nil, codeNotFound
+	case e.token == 0 || e.token != l.Token:
+		return e, codeLeaseLost
+	}
+	return e, ""
+}
+
+func (m *model) renew(l execstore.Lease, d time.Duration, clock int64) result {
+	if !validID(l.ExecutionID) {
+		return fail(codeNotFound)
+	}
+	if d <= 0 || d > m.lim.LeaseDuration {
+		return fail(codeInvalidArg)
+	}
+	now := m.stamp(clock)
+	e, code := m.current(l)
+	if code != "" {
+		return fail(code)
+	}
+	e.expires = addClamped(now, d)
+	e.updatedAt = now
+	m.touch(e.id)
+	return result{Lease: &execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)}}
+}
+
+func (m *model) release(l execstore.Lease, retry time.Duration, clock int64) result {
+	if !validID(l.ExecutionID) {
+		return fail(codeNotFound)
+	}
+	if retry < 0 || retry > m.lim.RetryAfter {
+		return fail(codeInvalidArg)
+	}
+	now := m.stamp(clock)
+	e, code := m.current(l)
+	if code != "" {
+		return fail(code)
+	}
+	e.due = max(earliest(e.covered, e.due), addClamped(now, retry))
+	e.covered, e.token, e.expires = 0, 0, 0
+	e.updatedAt = now
+	m.touch(e.id)
+	return result{}
+}
+
+func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
+	if !validID(l.ExecutionID) {
+		return fail(codeNotFound)
+	}
+	if !o.valid() {
+		return fail(codeInvalidArg)
+	}
+	now := m.stamp(clock)
+	e, code := m.current(l)
+	switch {
+	case code != "" && e != nil && e.terminal():
+		rec := m.record(e)
+		return result{Record: &rec}
+	case code != "":
+		return fail(code)
+	}
+	e.covered, e.token, e.expires = 0, 0, 0
+	e.updatedAt = now
+	m.touch(e.id)
+	if o.status == execstore.StatusSuspended {
+		e.status = execstore.StatusSuspended
+	} else {
+		out := o.recorded(m.lim)
+		e.status, e.outcome, e.due = out.Status, out, 0
+		m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
+		if e.parent != nil {
+			if p := m.execs[e.parent.ExecutionID]; p != nil && !p.terminal() {
+				p.wakeAt(now, now)
+				m.touch(p.id)
+			}
+		}
+	}
+	rec := m.record(e)
+	return result{Record: &rec}
+}
+
+func (m *model) saveStep(l execstore.Lease, key string, v value, clock int64) result {
+	if !validID(l.ExecutionID) {
+		return fail(codeNotFound)
+	}
+	if !m.validKey(key) || !m.validValue(v) {
+		return fail(codeInvalidArg)
+	}
+	m.stamp(clock)
+	e, code := m.current(l)
+	if code != "" {
+		return fail(code)
+	}
+	if _, saved := e.steps[key]; !saved {
+		e.steps[key] = string(v.data)
+	}
+	return result{}
+}
+
+func (m *model) step(id, key string) result {
+	e := m.execs[id]
+	if e == nil {
+		return fail(codeNotFound)
+	}
+	v, ok := e.steps[key]
+	if !ok {
+		return result{}
+	}
+	return result{Value: json.RawMessage(v), Found: true}
+}
+
+func (m *model) start(l execstore.Lease, key, workflow string, p params, clock int64, generated string) result {
+	if !validID(l.ExecutionID) {
+		return fail(codeNotFound)
+	}
+	if !m.validKey(key) {
+		return fail(codeInvalidArg)
+	}
+	if !validID(workflow) || !p.valid || len(p.data) > m.lim.EventBytes {
+		return fail(codeInvalidEvent)
+	}
+	now := m.stamp(clock)
+	caller, code := m.current(l)
+	if code != "" {
+		return fail(code)
+	}
+	if prev, ok := caller.starts[key]; ok {
+		if prev.workflow == workflow && prev.class == p.class {
+			return result{ID: prev.child}
+		}
+		return fail(codeMismatch)
+	}
+	if !m.fresh(generated) {
+		return fail(codeBadGenerated)
+	}
+	caller.starts[key] = mstart{child: generated, workflow: workflow, class: p.class}
+	m.create(&mexec{
+		id: generated, workflow: workflow, params: p.bytes(), context: maps.Clone(caller.context),
+		parent: &execstore.Parent{ExecutionID: caller.id, StepKey: key},
+		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now,
+	})
+	return result{ID: generated}
+}
+
+func (m *model) commit(writes []write, clock int64) result {
+	if len(writes) > m.lim.WritesPerCommit {
+		return fail(codeInvalidArg)
+	}
+	for _, w := range writes {
+		if !m.validKey(w.key) || (!w.del && !m.validValue(w.value)) {
+			return fail(codeInvalidArg)
+		}
+	}
+	now := m.stamp(clock)
+	written := map[string]bool{}
+	for _, w := range writes {
+		if w.del {
+			delete(m.kv, w.key)
+		} else {
+			m.kv[w.key] = string(w.value.data)
+		}
+		written[w.key] = true
+	}
+	var fired []*mwatch
+	m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool {
+		if slices.ContainsFunc(w.keys, func(k string) bool { return written[k] }) {
+			fired = append(fired, w)
+			return true
+		}
+		return false
+	})
+	for _, w := range fired {
+		if e := m.execs[w.exec]; e != nil && !e.terminal() {
+			e.wakeAt(now, now)
+			m.touch(e.id)
+		}
+	}
+	return result{}
+}
+
+func (m *model) read(key string) result {
+	v, ok := m.kv[key]
+	if !ok {
+		return result{}
+	}
+	return result{Value: json.RawMessage(v), Found: true}
+}
+
+func (m *model) watch(id string, keys []string, clock int64) result {
+	if len(keys) == 0 || len(keys) > m.lim.KeysPerWatch || slices.ContainsFunc(keys, func(k string) bool { return !m.validKey(k) }) {
+		return fail(codeInvalidArg)
+	}
+	if !validID(id) {
+		return fail(codeNotFound)
+	}
+	m.stamp(clock)
+	e := m.execs[id]
+	switch {
+	case e == nil:
+		return fail(codeNotFound)
+	case e.terminal():
+		return result{Wake: execstore.WakeIgnored}
+	}
+	m.watches = append(m.watches, &mwatch{exec: id, keys: slices.Clone(keys)})
+	return result{Wake: execstore.WakeRequested}
+}
+
+func (m *model) get(id string) result {
+	e := m.execs[id]
+	if e == nil {
+		return fail(codeNotFound)
+	}
+	rec := m.record(e)
+	return result{Record: &rec}
+}
+
+// await answers at once for a terminal or unknown execution; the simulator
+// awaits a running one with a cancelled context.
+func (m *model) await(id string) result {
+	e := m.execs[id]
+	switch {
+	case e == nil:
+		return fail(codeNotFound)
+	case !e.terminal():
+		return fail(codeCanceled)
+	}
+	rec := m.record(e)
+	return result{Record: &rec}
+}
+
+// record is the execution as Get returns it.
+func (m *model) record(e *mexec) execstore.Record {
+	r := execstore.Record{
+		ExecutionID: e.id,
+		WorkflowID:  e.workflow,
+		Params:      json.RawMessage(slices.Clone(e.params)),
+		Context:     maps.Clone(e.context),
+		Status:      e.status,
+		Outcome:     e.outcome,
+		Parent:      e.parent,
+		AdmittedAt:  timeOf(e.admittedAt),
+		UpdatedAt:   timeOf(e.updatedAt),
+		DueAt:       timeOf(e.due),
+		Attempts:    e.attempts,
+	}
+	if e.params == nil {
+		r.Params = nil
+	}
+	if e.token != 0 {
+		r.Lease = &execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)}
+	}
+	return r
+}
+
+// timeOf is how the store reports a time: UTC, the zero time for none.
+func timeOf(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}
+
+// summary is what Stats reports about the state, for the cheap check after
+// every operation.
+type summary struct {
+	Executions, Terminal, Pending int
+	NextDue                       time.Time
+}
+
+func (m *model) summary() summary {
+	var s summary
+	next := int64(0)
+	for _, id := range m.order {
+		e := m.execs[id]
+		s.Executions++
+		if e.terminal() {
+			s.Terminal++
+		}
+		if at, ok := e.claimable(); ok {
+			s.Pending++
+			next = earliest(next, at)
+		}
+	}
+	s.NextDue = timeOf(next)
+	return s
+}
+
+// nextClaimable is the earliest time any execution can be claimed.
+func (m *model) nextClaimable() (int64, bool) {
+	s := m.summary()
+	if s.NextDue.IsZero() {
+		return 0, false
+	}
+	return s.NextDue.UnixNano(), true
+}
+
+// maxUpdated is the latest time any record was changed at: the store's time
+// can be no earlier.
+func (m *model) maxUpdated() int64 {
+	t := int64(0)
+	for _, e := range m.execs {
+		t = max(t, e.updatedAt)
+	}
+	return t
+}

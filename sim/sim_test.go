@@ -1,0 +1,187 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/execstore/execstore/internal/mutant"
+)
+
+// These tests are the quick share of the simulator that runs with every
+// `go test ./...`, under the race detector too; the full budget (thousands of
+// seeds) runs through `execstore sim`. None of them is parallel: the mutation
+// tests flip package-level switches that every store in the binary reads.
+
+func TestSeedsHoldEveryGuarantee(t *testing.T) {
+	s, err := Run(context.Background(), Config{FirstSeed: 1, Seeds: 30, Ops: 500, CheckEvery: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range s.Failed {
+		t.Errorf("seed %d: %v\nreplay: go run ./cmd/execstore sim -seed %d -seeds 1 -ops 500 -check-every 5 -lin 0 -v",
+			f.Seed, f.Violation, f.Seed)
+	}
+	if s.Crashes < s.Seeds*2 {
+		t.Errorf("%d crashes in %d seeds: the workload hardly crashes", s.Crashes, s.Seeds)
+	}
+	t.Log(s.Line())
+}
+
+func TestSameSeedGivesTheSameTraceByteForByte(t *testing.T) {
+	run := func(seed uint64) ([32]byte, string) {
+		var buf bytes.Buffer
+		r := RunSeed(seed, Config{Ops: 400, Trace: &buf}, t.TempDir())
+		if r.Violation != nil {
+			t.Fatalf("seed %d: %v", seed, r.Violation)
+		}
+		return r.Trace, buf.String()
+	}
+	for _, seed := range []uint64{3, 7} {
+		h1, t1 := run(seed)
+		h2, t2 := run(seed)
+		if h1 != h2 || t1 != t2 {
+			t.Fatalf("seed %d gave two different traces", seed)
+		}
+	}
+	if a, _ := run(3); a == func() [32]byte { h, _ := run(4); return h }() {
+		t.Fatal("seeds 3 and 4 gave the same trace")
+	}
+}
+
+func TestSummaryLineHasTheCIFormat(t *testing.T) {
+	s, err := Run(context.Background(), Config{FirstSeed: 11, Seeds: 2, Ops: 50, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`^sim: 2 seeds, \d+ ops, \d+ crashes, 0 violations, trace [0-9a-f]{16}$`)
+	if !re.MatchString(s.Line()) {
+		t.Fatalf("summary line %q does not match %s", s.Line(), re)
+	}
+}
+
+// mutations are the deliberate bugs of internal/mutant; each must be caught
+// within mutationSeeds seeds of mutationOps operations.
+var mutations = []struct {
+	name string
+	v    *bool
+}{
+	{"SkipCRC", &mutant.SkipCRC},
+	{"ApplyBeforeLog", &mutant.ApplyBeforeLog},
+	{"SkipFsync", &mutant.SkipFsync},
+	{"KeepCoveredWakes", &mutant.KeepCoveredWakes},
+	{"ReuseToken", &mutant.ReuseToken},
+}
+
+const (
+	mutationSeeds = 20
+	mutationOps   = 400
+)
+
+func TestEachMutationIsCaughtWithinTheSeedBound(t *testing.T) {
+	for _, m := range mutations {
+		t.Run(m.name, func(t *testing.T) {
+			cfg := Config{Ops: mutationOps}
+			caught := uint64(0)
+			var why error
+			reset := mutant.Set(m.v)
+			for seed := uint64(1); seed <= mutationSeeds && caught == 0; seed++ {
+				if r := RunSeed(seed, cfg, t.TempDir()); r.Violation != nil {
+					caught, why = seed, r.Violation
+				}
+			}
+			reset()
+			if caught == 0 {
+				t.Fatalf("%s went unnoticed by seeds 1..%d", m.name, mutationSeeds)
+			}
+			// The same seed without the mutation must pass: the violation was
+			// the mutation's doing.
+			if r := RunSeed(caught, cfg, t.TempDir()); r.Violation != nil {
+				t.Fatalf("seed %d fails without %s too: %v", caught, m.name, r.Violation)
+			}
+			t.Logf("%s caught by seed %d: %v", m.name, caught, firstLine(why))
+		})
+	}
+}
+
+func firstLine(err error) string {
+	s := err.Error()
+	if i := bytes.IndexByte([]byte(s), '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
+	for seed := uint64(1); seed <= 8; seed++ {
+		rep, err := CheckLinearizable(LinConfig{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Result != porcupine.Ok {
+			path := t.TempDir() + "/history.html"
+			if err := Visualize(rep, path); err == nil {
+				t.Logf("history written to %s", path)
+			}
+			t.Fatalf("seed %d: a history of %d operations is %s", seed, rep.Operations, rep.Result)
+		}
+	}
+}
+
+func TestLinearizabilityCheckRejectsAnAlteredHistory(t *testing.T) {
+	rep, err := CheckLinearizable(LinConfig{Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Result != porcupine.Ok {
+		t.Fatalf("the unaltered history is %s", rep.Result)
+	}
+	altered := 0
+	for i, op := range rep.History {
+		out := op.Output.(linOut)
+		if op.Input.(linIn).Kind != "claim" || out.Token == 0 {
+			continue
+		}
+		h := append([]porcupine.Operation(nil), rep.History...)
+		out.Token++ // a claim that skipped a token
+		h[i].Output = out
+		if res := Recheck(h, time.Minute); res != porcupine.Illegal {
+			t.Fatalf("a history whose claim returned token %d is %s, want %s", out.Token, res, porcupine.Illegal)
+		}
+		if altered++; altered == 3 {
+			return
+		}
+	}
+	t.Fatal("the history has no claim to alter")
+}
+
+// The durable bytes of a file are in every crash image; what follows them is
+// a cut of what was written, possibly filled with zeros, garbage or stale
+// bytes, never longer than what was written.
+func TestCrashImagesKeepEveryDurableByte(t *testing.T) {
+	dir := t.TempDir()
+	d, err := newDisk(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	durable := bytes.Repeat([]byte("durable."), 300)
+	written := append(bytes.Clone(durable), bytes.Repeat([]byte("unsynced"), 700)...)
+	d.files["wal/00000000000000000001"] = &fileRec{durable: durable, entry: true}
+	rng := rand.New(rand.NewPCG(1, 2))
+	cuts := map[bool]int{}
+	for range 2000 {
+		im := &crashImage{}
+		got := d.cutTail(rng, im, "wal/00000000000000000001", written)
+		if !bytes.HasPrefix(got, durable) || len(got) > len(written) {
+			t.Fatalf("image of %d bytes (%s) loses durable bytes or grows past the %d written", len(got), im.describe(), len(written))
+		}
+		cuts[bytes.Equal(got, written)]++
+	}
+	if cuts[false] == 0 || cuts[true] == 0 {
+		t.Fatalf("images: %d whole, %d cut; want both", cuts[true], cuts[false])
+	}
+}

@@ -1,0 +1,628 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/wal"
+)
+
+// clock is the store's injected clock. The simulator sets it; the store reads
+// it from its writer and callers' goroutines.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) Now() time.Time { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *clock) nanos() int64   { return c.ns.Load() }
+func (c *clock) set(ns int64)   { c.ns.Store(ns) }
+
+// violation is a broken guarantee: the run stops and reports it.
+type violation struct{ msg string }
+
+func (v *violation) Error() string { return v.msg }
+
+func violationf(format string, args ...any) error {
+	return &violation{msg: fmt.Sprintf(format, args...)}
+}
+
+// world is one seed's run: the store, its directory and clock, the model, the
+// durability tracker, and what the run has seen so far.
+type world struct {
+	cfg  Config
+	seed uint64
+	rng  *rand.Rand // drives the workload; the hooks draw from their own
+
+	clock clock
+	opts  execstore.Options
+	hooks *hooks
+	base  string // this seed's directory
+	gen   int    // store directories created so far
+	dir   string // the current store directory
+	store *execstore.Store
+	model *model
+	tr    *trace
+
+	userIDs  []string
+	stepKeys []string
+	kvKeys   []string
+	leases   []execstore.Lease           // every lease a claim returned, for stale use
+	maxToken map[string]uint64           // the highest token handed out, per execution
+	terminal map[string]execstore.Record // the first terminal record seen, per execution
+	millis   map[int64]bool              // milliseconds used for generated IDs
+	storeNow int64                       // the latest store time seen (Stats.Now)
+
+	ops, crashes int
+	checkDue     int // operations until the next full check
+}
+
+func newWorld(seed uint64, cfg Config, base string) *world {
+	w := &world{
+		cfg:      cfg,
+		seed:     seed,
+		rng:      rand.New(rand.NewPCG(seed, 0x5eed)),
+		base:     base,
+		model:    newModel(simLimits()),
+		tr:       newTrace(seed, cfg.Trace),
+		maxToken: map[string]uint64{},
+		terminal: map[string]execstore.Record{},
+		millis:   map[int64]bool{},
+	}
+	w.hooks = &hooks{rng: rand.New(rand.NewPCG(seed, 0xd15c))}
+	w.clock.set(simEpoch.UnixNano())
+	segment := []int{512, 1024, 2048, 4096, 16 << 10, 256 << 10}[w.rng.IntN(6)]
+	w.opts = execstore.Options{
+		Now:              w.clock.Now,
+		Limits:           simLimits(),
+		SegmentSize:      segment,
+		SnapshotEntries:  1 << 40, // snapshots only when the workload asks, so hooks fire in a known order
+		SnapshotWALBytes: 1 << 40,
+		WALFaults:        w.hooks.faults(),
+	}
+	for i := range 6 + w.rng.IntN(30) {
+		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
+	}
+	w.stepKeys = []string{"s1", "s2", "s3", "c1", "c2"}
+	w.kvKeys = []string{"k1", "k2", "k3", "k4", "k5"}
+	w.tr.line("segment size %d, %d user IDs", segment, len(w.userIDs))
+	return w
+}
+
+// run drives the seed: the workload with its crashes and faults, then the
+// liveness phase, then a clean close.
+func (w *world) run() error {
+	if err := w.openFresh(); err != nil {
+		return err
+	}
+	defer w.abandon()
+	for w.ops < w.cfg.Ops {
+		w.ops++
+		if err := w.step(); err != nil {
+			return w.fail(err)
+		}
+	}
+	if err := w.liveness(); err != nil {
+		return w.fail(err)
+	}
+	if err := w.cleanRestart(); err != nil {
+		return w.fail(err)
+	}
+	return nil
+}
+
+// fail adds the run's position to an error.
+func (w *world) fail(err error) error {
+	return fmt.Errorf("operation %d: %w", w.ops, err)
+}
+
+// ---- The store's lifecycle ---------------------------------------------------
+
+func (w *world) newDir() string {
+	w.gen++
+	return filepath.Join(w.base, fmt.Sprintf("s%03d", w.gen))
+}
+
+func (w *world) openFresh() error {
+	w.dir = w.newDir()
+	if err := os.MkdirAll(w.dir, 0o750); err != nil {
+		return err
+	}
+	d, err := newDisk(w.dir, w.cfg.StrictDirs)
+	if err != nil {
+		return err
+	}
+	w.hooks.setDisk(d)
+	s, err := execstore.Open(w.dir, w.opts)
+	if err != nil {
+		return violationf("a new store does not open: %v", err)
+	}
+	w.store = s
+	return w.afterOpen()
+}
+
+// abandon closes the current store, if any, and removes its directory. After
+// a crash the store's answers no longer matter: closing it only releases its
+// goroutine and files.
+func (w *world) abandon() {
+	if w.store != nil {
+		w.store.Close()
+		w.store = nil
+	}
+	if w.dir != "" {
+		os.RemoveAll(w.dir)
+		w.dir = ""
+	}
+}
+
+// barrier waits until the writer has finished everything queued before it: a
+// command that changes nothing still passes through the writer.
+func (w *world) barrier() {
+	_, err := w.store.RequestWake(context.Background(), "sim-barrier", w.clock.Now())
+	if execstore.ErrorCode(err) == codeNotFound {
+		w.model.stamp(w.clock.nanos())
+	}
+}
+
+// crashTo abandons the current store as a crash would (its directory is gone
+// with the machine; the image is what the disk kept) and recovers from the
+// image, crashing again during recovery at random.
+func (w *world) crashTo(im *crashImage, why string) error {
+	w.abandon()
+	w.crashes++
+	w.tr.line("crash (%s): %s", why, im.describe())
+	for attempt := 0; ; attempt++ {
+		w.dir = w.newDir()
+		if err := im.write(w.dir); err != nil {
+			return err
+		}
+		d, err := newDisk(w.dir, w.cfg.StrictDirs)
+		if err != nil {
+			return err
+		}
+		w.hooks.setDisk(d)
+		var p *plan
+		if attempt < 2 && w.rng.IntN(3) == 0 {
+			p = &plan{at: 1 + w.rng.IntN(6), crash: true}
+			w.hooks.arm(p)
+		}
+		s, err := execstore.Open(w.dir, w.opts)
+		w.hooks.disarm()
+		if p != nil && p.fired != nil {
+			if err == nil {
+				s.Close()
+				return violationf("recovery went on after a storage error at %s", p.fired)
+			}
+			if p.err != nil {
+				return p.err
+			}
+			w.crashes++
+			im = p.image
+			w.tr.line("crash during recovery at %s: %s", p.fired, im.describe())
+			os.RemoveAll(w.dir)
+			continue
+		}
+		if err != nil {
+			return violationf("the store does not open after a crash: %v", err)
+		}
+		w.store = s
+		return nil
+	}
+}
+
+func (im *crashImage) describe() string {
+	if len(im.desc) == 0 {
+		return "everything durable"
+	}
+	s := im.desc[0]
+	for _, d := range im.desc[1:] {
+		s += "; " + d
+	}
+	return s
+}
+
+// cleanRestart closes the store cleanly and reopens the same directory.
+func (w *world) cleanRestart() error {
+	w.barrier()
+	if err := w.store.Close(); err != nil {
+		return violationf("Close: %v", err)
+	}
+	w.store = nil
+	if err := w.hooks.disk.closed(); err != nil {
+		return err
+	}
+	w.tr.line("close and reopen")
+	s, err := execstore.Open(w.dir, w.opts)
+	if err != nil {
+		return violationf("the store does not reopen after a clean close: %v", err)
+	}
+	w.store = s
+	if err := w.afterOpen(); err != nil {
+		return err
+	}
+	return w.checkFull(w.store, "after a clean restart")
+}
+
+// afterOpen checks what must hold after any open: the invariants, and a
+// store time no earlier than any seen before or recorded in a record. Then
+// the model continues from the store's time.
+func (w *world) afterOpen() error {
+	if err := w.store.CheckInvariants(); err != nil {
+		return violationf("after recovery: %v", err)
+	}
+	st, err := w.store.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	now := st.Now.UnixNano()
+	if st.Now.IsZero() {
+		now = 0
+	}
+	switch {
+	case now < w.storeNow:
+		return violationf("store time went backwards across a restart: %s, had %s", simTime(st.Now), simTime(timeOf(w.storeNow)))
+	case now < w.model.maxUpdated():
+		return violationf("store time %s is earlier than a record's update at %s", simTime(st.Now), simTime(timeOf(w.model.maxUpdated())))
+	case now > w.model.last:
+		return violationf("store time %s is later than any time it stamped (%s)", simTime(st.Now), simTime(timeOf(w.model.last)))
+	}
+	w.storeNow = now
+	w.model.last = now
+	return nil
+}
+
+// ---- Crashes and faults during an operation --------------------------------
+
+// pending is an operation the store did not acknowledge before a crash or a
+// storage error: after recovery it must be whole or absent, and the
+// unacknowledged operations of one batch survive as a prefix.
+type pending struct {
+	op    *op
+	clock int64
+}
+
+// runArmed runs o with a plan armed and, when the plan fires, settles what
+// the store acknowledged, recovers, and checks that each unacknowledged
+// operation is whole or absent.
+func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
+	w.barrier()
+	st, err := w.store.Stats(context.Background())
+	if err != nil {
+		return false, err
+	}
+	before := st.WALLastIndex
+	m0 := w.model.clone()
+	w.prepare(o)
+	clock := w.clock.nanos()
+	w.hooks.arm(p)
+	got := o.call(w.store)
+	w.barrier()
+	w.hooks.disarm()
+	if p.fired == nil {
+		return false, w.settle(o, clock, got)
+	}
+	if p.err != nil {
+		return true, p.err
+	}
+	what := "crash"
+	if !p.crash {
+		what = "storage error"
+	}
+	w.tr.line("%d %s -> %s (%s at %s)", w.ops, o.describe(w.tr), got.describe(w.tr), what, p.fired)
+	w.model = m0
+	unacked, err := w.acknowledged(o, clock, got)
+	if err != nil {
+		return true, err
+	}
+	if p.crash {
+		if err := w.crashTo(p.image, fmt.Sprintf("during %s at %s", o.kind, p.fired)); err != nil {
+			return true, err
+		}
+	} else if err := w.failStopped(unacked); err != nil {
+		return true, err
+	}
+	return true, w.reconcile(before, unacked)
+}
+
+// acknowledged applies to the model the parts of o the store answered despite
+// the crash or fault (commands that changed nothing are answered without
+// being logged), and returns the unacknowledged parts.
+func (w *world) acknowledged(o *op, clock int64, got result) ([]pending, error) {
+	if o.kind != opAckBatch {
+		if got.Code == codeStorage {
+			return []pending{{o, clock}}, nil
+		}
+		return nil, w.compare(o, clock, got)
+	}
+	if got.Batch == nil {
+		if got.Code == codeStorage {
+			return nil, nil // refused before queueing: nothing was written
+		}
+		return nil, violationf("%s: %s", o.kind, got.Code)
+	}
+	var unacked []pending
+	for i, a := range o.acks {
+		one := &op{kind: opAck, lease: a.lease, out: a.out}
+		if got.Batch[i].Code == codeStorage {
+			unacked = append(unacked, pending{one, clock})
+			continue
+		}
+		if err := w.compare(one, clock, got.Batch[i]); err != nil {
+			return nil, err
+		}
+	}
+	return unacked, nil
+}
+
+// failStopped checks the fail-stop state after an injected storage error:
+// writes are refused, the applied state is the model's (nothing
+// unacknowledged was applied), and the store reopens.
+func (w *world) failStopped(unacked []pending) error {
+	err := w.store.Commit(context.Background(), execstore.Write{Key: "k1", Value: []byte(`"after a storage error"`)})
+	if execstore.ErrorCode(err) != codeStorage {
+		return violationf("a write after a storage error returned %v, want %s", err, codeStorage)
+	}
+	if err := w.checkFull(w.store, "in the fail-stop state"); err != nil {
+		return err
+	}
+	if err := w.store.Close(); err != nil {
+		return violationf("Close after a storage error: %v", err)
+	}
+	w.store = nil
+	if err := w.hooks.disk.closed(); err != nil {
+		return err
+	}
+	w.tr.line("reopen after a storage error (%d unacknowledged)", len(unacked))
+	s, err := execstore.Open(w.dir, w.opts)
+	if err != nil {
+		return violationf("the store does not reopen after a storage error: %v", err)
+	}
+	w.store = s
+	return nil
+}
+
+// reconcile rewinds the model to what recovery kept: the log's growth since
+// before the operation says how many unacknowledged commands survived, and
+// the state must then be exactly the model's.
+func (w *world) reconcile(before uint64, unacked []pending) error {
+	st, err := w.store.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	kept := int(st.WALLastIndex) - int(before)
+	switch {
+	case kept < 0:
+		return violationf("acknowledged commands lost: the log ends at entry %d after recovery, entries up to %d were acknowledged",
+			st.WALLastIndex, before)
+	case kept > len(unacked):
+		return violationf("phantom commands: the log ends at entry %d after recovery, %d entries were acknowledged and %d more written unacknowledged",
+			st.WALLastIndex, before, len(unacked))
+	}
+	var ids []string
+	if kept > 0 {
+		if ids, err = w.loggedIDs(before+1, st.WALLastIndex); err != nil {
+			return err
+		}
+	}
+	for i, p := range unacked[:kept] {
+		w.model.touched = nil
+		p.op.apply(w.model, p.clock, ids[i])
+	}
+	w.tr.line("recovered: %d of %d unacknowledged commands kept", kept, len(unacked))
+	if err := w.afterOpen(); err != nil {
+		return err
+	}
+	if err := w.checkFull(w.store, "after recovery"); err != nil {
+		return err
+	}
+	return w.replayTwice()
+}
+
+// loggedIDs reads log entries [from, to] of the recovered store from a copy of
+// its directory and returns, per entry, the execution ID it generated (an
+// admission without an ID, a child start), or "".
+func (w *world) loggedIDs(from, to uint64) ([]string, error) {
+	tmp := filepath.Join(w.base, "ids")
+	defer os.RemoveAll(tmp)
+	if err := copyStore(w.dir, tmp); err != nil {
+		return nil, err
+	}
+	l, err := wal.Open(filepath.Join(tmp, "wal"), wal.Options{NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	var ids []string
+	for i := from; i <= to; i++ {
+		payload, err := l.Read(i)
+		if err != nil {
+			return nil, err
+		}
+		var c fsm.Command
+		if err := fsm.DecodeInto(&c, payload); err != nil {
+			return nil, err
+		}
+		switch {
+		case c.Kind == fsm.KindAdmit && c.Generated:
+			ids = append(ids, c.ExecutionID)
+		case c.Kind == fsm.KindStart:
+			ids = append(ids, c.ChildID)
+		default:
+			ids = append(ids, "")
+		}
+	}
+	return ids, nil
+}
+
+// replayTwice opens a copy of the recovered directory as a second store: the
+// same log replayed again must give the same state.
+func (w *world) replayTwice() error {
+	tmp := filepath.Join(w.base, "replay")
+	defer os.RemoveAll(tmp)
+	if err := copyStore(w.dir, tmp); err != nil {
+		return err
+	}
+	opts := w.opts
+	opts.WALFaults = nil
+	s, err := execstore.Open(tmp, opts)
+	if err != nil {
+		return violationf("a second replay of the recovered log does not open: %v", err)
+	}
+	defer s.Close()
+	if err := w.checkFull(s, "on a second replay of the recovered log"); err != nil {
+		return err
+	}
+	a, err := w.store.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	b, err := s.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	if !a.Now.Equal(b.Now) || a.WALLastIndex != b.WALLastIndex {
+		return violationf("a second replay differs: time %s and last index %d, first replay %s and %d",
+			simTime(b.Now), b.WALLastIndex, simTime(a.Now), a.WALLastIndex)
+	}
+	return nil
+}
+
+// ---- Whole-store crashes -----------------------------------------------------
+
+// crashNow crashes while the store is idle.
+func (w *world) crashNow(why string) error {
+	w.barrier()
+	last := w.lastIndex()
+	im, err := w.hooks.quiescentImage()
+	if err != nil {
+		return err
+	}
+	if err := w.crashTo(im, why); err != nil {
+		return err
+	}
+	return w.reconcile(last, nil)
+}
+
+func (w *world) lastIndex() uint64 {
+	st, err := w.store.Stats(context.Background())
+	if err != nil {
+		return 0
+	}
+	return st.WALLastIndex
+}
+
+// snapshotCrash takes a snapshot and crashes in the middle of it: at a hook of
+// the log's front truncation when there is one, otherwise at a step of the
+// snapshot recipe rebuilt from the directory before and after.
+func (w *world) snapshotCrash() error {
+	w.barrier()
+	before, err := w.hooks.quiescentImage()
+	if err != nil {
+		return err
+	}
+	last := w.lastIndex()
+	p := &plan{at: 1 + w.rng.IntN(3), crash: true}
+	w.hooks.arm(p)
+	err = w.store.Snapshot(context.Background())
+	w.hooks.disarm()
+	if p.fired != nil {
+		if p.err != nil {
+			return p.err
+		}
+		if err == nil {
+			return violationf("Snapshot returned nil after a storage error at %s", p.fired)
+		}
+		if err := w.crashTo(p.image, "during a snapshot's log truncation at "+p.fired.String()); err != nil {
+			return err
+		}
+		return w.reconcile(last, nil)
+	}
+	if err != nil {
+		return violationf("Snapshot: %v", err)
+	}
+	after, err := w.hooks.quiescentImage()
+	if err != nil {
+		return err
+	}
+	im, why := snapshotStep(w.rng, before, after)
+	if err := w.crashTo(im, why); err != nil {
+		return err
+	}
+	return w.reconcile(last, nil)
+}
+
+// snapshotFault injects a storage error into a snapshot's log truncation:
+// the snapshot must fail, the store must fail-stop, and reopening must lose
+// nothing.
+func (w *world) snapshotFault() error {
+	w.barrier()
+	last := w.lastIndex()
+	p := &plan{at: 1 + w.rng.IntN(3)}
+	w.hooks.arm(p)
+	err := w.store.Snapshot(context.Background())
+	w.hooks.disarm()
+	switch {
+	case p.fired == nil && err != nil:
+		return violationf("Snapshot: %v", err)
+	case p.fired == nil:
+		w.tr.line("%d snapshot", w.ops)
+		return nil
+	case err == nil:
+		return violationf("Snapshot returned nil after a storage error at %s", p.fired)
+	}
+	w.tr.line("%d snapshot -> %s (storage error at %s)", w.ops, codeOf(err), p.fired)
+	if err := w.failStopped(nil); err != nil {
+		return err
+	}
+	return w.reconcile(last, nil)
+}
+
+func codeOf(err error) string {
+	if c := execstore.ErrorCode(err); c != "" {
+		return c
+	}
+	return "error"
+}
+
+// ---- Liveness ----------------------------------------------------------------
+
+// liveness stops every fault and delivers what is pending: each round moves
+// the clock to the next claimable time, claims everything due and completes
+// it (a child's completion wakes its parent for a later round). Every pending
+// wake must be delivered within the bound.
+func (w *world) liveness() error {
+	w.tr.line("liveness")
+	bound := 3 + len(w.model.order)
+	for round := 0; ; round++ {
+		at, ok := w.model.nextClaimable()
+		if !ok {
+			break
+		}
+		if round == bound {
+			return violationf("liveness: executions still pending after %d rounds (next at %s)", bound, simTime(timeOf(at)))
+		}
+		w.clock.set(max(w.clock.nanos(), at))
+		claim := &op{kind: opClaim, limit: simClaimLimit, dur: time.Second}
+		got, err := w.do(claim)
+		if err != nil {
+			return err
+		}
+		for _, l := range got.Leases {
+			if _, err := w.do(&op{kind: opAck, lease: l, out: outcomeCatalog[2]}); err != nil {
+				return err
+			}
+		}
+	}
+	st, err := w.store.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	if st.Pending != 0 || !st.NextDue.IsZero() {
+		return violationf("liveness: the store still has %d pending executions (next due %s)", st.Pending, simTime(st.NextDue))
+	}
+	return w.checkFull(w.store, "after the liveness phase")
+}
