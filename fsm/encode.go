@@ -323,13 +323,7 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 
 func (d *streamDecoder) execution(workflows map[string]string) *Execution {
 	e := &Execution{ID: d.Str()}
-	wf := d.Str()
-	if interned, ok := workflows[wf]; ok {
-		wf = interned
-	} else {
-		workflows[wf] = wf
-	}
-	e.WorkflowID = wf
+	e.WorkflowID = intern(workflows, d.Str())
 	e.Params, e.HasParams = d.Opt()
 	if n := d.Uvarint(); n > 0 && d.err == nil {
 		kvs := make([]KV, 0, min(n-1, 1024))
@@ -421,12 +415,7 @@ func (s *State) decodeRetired(d *streamDecoder) error {
 	workflows := map[string]string{}
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
 		id := d.Str()
-		r := &Retired{WorkflowID: d.Str()}
-		if interned, ok := workflows[r.WorkflowID]; ok {
-			r.WorkflowID = interned
-		} else {
-			workflows[r.WorkflowID] = r.WorkflowID
-		}
+		r := &Retired{WorkflowID: intern(workflows, d.Str())}
 		r.Result, r.HasRes = d.Opt()
 		r.Error = readErrorInfo(d)
 		r.AdmittedAt, r.UpdatedAt = d.int(), d.int()
@@ -451,4 +440,14 @@ func (s *State) decodeRetired(d *streamDecoder) error {
 		return decodeErr("state: retired count disagrees with the retired records")
 	}
 	return nil
+}
+
+// intern returns the one copy of s kept in seen: most records share a few
+// workflow IDs. (The map is only looked up, never iterated.)
+func intern(seen map[string]string, s string) string {
+	if v, ok := seen[s]; ok {
+		return v
+	}
+	seen[s] = s
+	return s
 }

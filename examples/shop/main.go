@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/execstore/execstore/examples/shop/chargeorder"
 )
@@ -19,25 +16,5 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("shop", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "", "the store's data directory (default: a temporary directory, removed afterwards)")
-	wait := fs.Duration("wait", 2*time.Second, "how long charge-order waits before charging (the story's ten minutes)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *wait <= 0 {
-		return fmt.Errorf("--wait %v must be positive", *wait)
-	}
-	dir := *data
-	if dir == "" {
-		tmp, err := os.MkdirTemp("", "shop-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(tmp)
-		dir = tmp
-	}
-	fmt.Fprintf(stdout, "The shop's story, with its store in %s.\n", dir)
-	return chargeorder.RunDemo(context.Background(), chargeorder.DemoOptions{Dir: dir, Wait: *wait, Out: stdout})
+	return chargeorder.Command("shop", args, stdout, stderr)
 }
