@@ -72,8 +72,17 @@ func (s *Store) Snapshot(ctx context.Context) error {
 // reached, unless one is in flight. Writer goroutine only.
 func (s *Store) snapshotTick() {
 	sn := &s.snaps
+	if err := s.failed(); err != nil && !sn.inFlight {
+		// A failed store takes no snapshot: its state may be ahead of no
+		// log, and its log refuses writes. Answer the callers at once.
+		for _, w := range sn.pending {
+			w <- err
+		}
+		sn.pending = nil
+		return
+	}
 	due := sn.entries >= s.opts.SnapshotEntries || sn.bytes >= s.opts.SnapshotWALBytes
-	if sn.inFlight || (len(sn.pending) == 0 && !due) || s.failed() != nil {
+	if sn.inFlight || (len(sn.pending) == 0 && !due) {
 		return
 	}
 	s.rw.Lock() // Copy touches the trees' bookkeeping; readers must not race it

@@ -1,6 +1,7 @@
 package execstore_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,10 +9,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/wal"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -278,5 +281,28 @@ func TestSnapshotAfterCloseIsClosed(t *testing.T) {
 	f.s = nil
 	if err := s.Snapshot(ctx); !errors.Is(err, execstore.ErrClosed) {
 		t.Fatalf("Snapshot after Close: %v", err)
+	}
+}
+
+func TestSnapshotOfAFailedStoreAnswersWithTheFailure(t *testing.T) {
+	f := newFixture(t)
+	f.s.Close()
+	var broken atomic.Bool
+	injected := errors.New("injected sync failure")
+	f.opts.NoSync = false
+	f.opts.WALFaults = &wal.Faults{BeforeSync: func() error {
+		if broken.Load() {
+			return injected
+		}
+		return nil
+	}}
+	f.open()
+	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	broken.Store(true)
+	f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "x", WorkflowID: "w"})
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := f.s.Snapshot(c); !errors.Is(err, execstore.ErrStorageFailed) {
+		t.Fatalf("Snapshot of a failed store: %v, want ErrStorageFailed", err)
 	}
 }
