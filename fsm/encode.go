@@ -3,6 +3,8 @@ package fsm
 import (
 	"encoding/binary"
 	"slices"
+
+	"github.com/tidwall/btree"
 )
 
 // StateVersion is the version of the state encoding. Part of the snapshot
@@ -309,15 +311,7 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 	if d.err != nil {
 		return d.err
 	}
-	slices.SortFunc(due, func(a, b dueKey) int {
-		if dueLess(a, b) {
-			return -1
-		}
-		return 1
-	})
-	for _, k := range due {
-		s.due.Load(k)
-	}
+	loadSorted(s.due, due, dueLess)
 	return nil
 }
 
@@ -399,15 +393,7 @@ func (s *State) decodeSides(d *streamDecoder) error {
 	if d.err != nil {
 		return d.err
 	}
-	slices.SortFunc(wkeys, func(a, b watchKey) int {
-		if watchKeyLess(a, b) {
-			return -1
-		}
-		return 1
-	})
-	for _, k := range wkeys {
-		s.wkeys.Load(k)
-	}
+	loadSorted(s.wkeys, wkeys, watchKeyLess)
 	return nil
 }
 
@@ -450,4 +436,21 @@ func intern(seen map[string]string, s string) string {
 	}
 	seen[s] = s
 	return s
+}
+
+// loadSorted sorts a derived index's items in the tree's order and bulk-loads
+// them.
+func loadSorted[T any](tr *btree.BTreeG[T], items []T, less func(a, b T) bool) {
+	slices.SortFunc(items, func(a, b T) int {
+		switch {
+		case less(a, b):
+			return -1
+		case less(b, a):
+			return 1
+		}
+		return 0
+	})
+	for _, it := range items {
+		tr.Load(it)
+	}
 }
