@@ -181,7 +181,9 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		e.LeaseExpiresAt = expires
 		e.UpdatedAt = now
 		s.putRecord(p, &e)
-		s.due.SetHint(dueKey{At: expires, ID: e.ID}, &s.dueSetHint)
+		// Lease expiries mostly come last in the index: Load appends
+		// without a search when the key is greater than every other.
+		s.due.Load(dueKey{At: expires, ID: e.ID})
 		if leases == nil {
 			leases = make([]Lease, 0, min(c.Limit, s.due.Len()+1))
 		}
@@ -271,12 +273,11 @@ func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
 		e.Status = StatusSuspended
 		r.Became.Due = e.DueAt != 0
 	} else {
-		out := c.Outcome
-		e.Status = out.Status
-		e.Outcome = &out
+		e.Status = c.Outcome.Status
+		e.Outcome = internOutcome(&c.Outcome)
 		e.DueAt = 0
 		s.meta.Terminal++
-		s.ended.Set(dueKey{At: now, ID: e.ID})
+		s.ended.Load(dueKey{At: now, ID: e.ID}) // time never goes backwards: mostly an append
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)

@@ -331,8 +331,9 @@ func (d *streamDecoder) execution(workflows map[string]string) *Execution {
 	}
 	e.Status = Status(d.Byte())
 	if e.Status.Terminal() {
-		e.Outcome = new(Outcome)
-		readOutcome(d, e.Outcome)
+		var out Outcome
+		readOutcome(d, &out)
+		e.Outcome = internOutcome(&out)
 	}
 	e.AdmittedAt, e.UpdatedAt, e.DueAt, e.CoveredAt, e.LeaseExpiresAt = d.int(), d.int(), d.int(), d.int(), d.int()
 	e.LeaseToken, e.LastToken = d.Uvarint(), d.Uvarint()

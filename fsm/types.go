@@ -35,6 +35,20 @@ type Outcome struct {
 	Error  *ErrorInfo // with StatusFailed
 }
 
+// completedNoResult is the outcome most acknowledgements record; records share
+// it instead of each holding a copy (outcomes are never changed).
+var completedNoResult = &Outcome{Status: StatusCompleted}
+
+// internOutcome returns a pointer to an outcome equal to *o that a record may
+// keep.
+func internOutcome(o *Outcome) *Outcome {
+	if *o == *completedNoResult {
+		return completedNoResult
+	}
+	out := *o
+	return &out
+}
+
 // KV is one context entry. Contexts are kept sorted by key.
 type KV struct {
 	Key, Value string
