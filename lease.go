@@ -165,8 +165,8 @@ type AckResult struct {
 // acknowledgements may still take effect).
 func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, error) {
 	results := make([]AckResult, len(acks))
-	cmds := make([]fsm.Command, 0, len(acks))
-	slot := make([]int, 0, len(acks)) // cmds[j] answers results[slot[j]]
+	reqs := make([]*request, 0, len(acks))
+	slot := make([]int, 0, len(acks)) // reqs[j] answers results[slot[j]]
 	for i, a := range acks {
 		if err := checkLease(a.Lease); err != nil {
 			results[i].Err = err
@@ -177,21 +177,23 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 			results[i].Err = err
 			continue
 		}
-		cmds = append(cmds, fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.Lease.ExecutionID, Token: a.Lease.Token, Outcome: out})
+		r := newRequest()
+		r.cmd = fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.Lease.ExecutionID, Token: a.Lease.Token, Outcome: out}
+		reqs = append(reqs, r)
 		slot = append(slot, i)
 	}
-	answers := make([]answer, len(cmds))
-	if err := s.doAll(ctx, cmds, answers); err != nil {
+	if err := s.submit(ctx, reqs); err != nil {
 		return nil, err
 	}
-	for j, a := range answers {
-		r := &results[slot[j]]
-		if r.Err = a.err; r.Err == nil {
-			r.Err = resultErr(&a.res, &cmds[j])
+	for j, r := range reqs {
+		res := &results[slot[j]]
+		if res.Err = r.err; res.Err == nil {
+			res.Err = resultErr(&r.res, &r.cmd)
 		}
-		if r.Err == nil {
-			r.Record = recordFromFSM(&a.res.Exec)
+		if res.Err == nil {
+			res.Record = recordFromFSM(&r.res.Exec)
 		}
+		r.free()
 	}
 	return results, nil
 }

@@ -237,43 +237,48 @@ func (s *Store) failed() error {
 // do queues a validated command and waits for its result. If ctx ends first,
 // do returns ctx's error; the command may still take effect.
 func (s *Store) do(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
-	var one [1]fsm.Command
-	one[0] = *c
-	var out [1]answer
-	if err := s.doAll(ctx, one[:], out[:]); err != nil {
+	r := newRequest()
+	r.cmd = *c
+	one := [1]*request{r}
+	if err := s.submit(ctx, one[:]); err != nil {
 		return fsm.Result{}, err
 	}
-	return out[0].res, out[0].err
+	res, err := r.res, r.err
+	r.free()
+	return res, err
 }
 
-// answer is one queued command's result.
-type answer struct {
-	res fsm.Result
-	err error
+// newRequest returns an empty request from the pool, for its caller to fill
+// in cmd and submit.
+func newRequest() *request { return requestPool.Get().(*request) }
+
+// free returns an answered request to the pool. The writer still owns an
+// unanswered one: it must not be freed.
+func (r *request) free() {
+	*r = request{done: r.done}
+	requestPool.Put(r)
 }
 
-// doAll queues several validated commands at once (so they share a batch)
-// and waits for every result, in order. It returns an error only when it
-// could not wait for the results: the store is closed or failed before
-// queueing, or ctx ended (then the commands may still take effect).
-func (s *Store) doAll(ctx context.Context, cmds []fsm.Command, out []answer) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	reqs := make([]*request, len(cmds))
-	for i := range cmds {
-		reqs[i] = requestPool.Get().(*request)
-		reqs[i].cmd = cmds[i]
-	}
+// submit queues several validated requests at once (so they share a batch)
+// and waits until every one is answered in its res and err. The caller then
+// reads the answers and frees the requests.
+//
+// The error is for the call as a whole: the store is closed or failed before
+// queueing (the requests are freed, none took effect), or ctx ended (the
+// commands may still take effect, and the requests must not be touched).
+func (s *Store) submit(ctx context.Context, reqs []*request) error {
+	err := ctx.Err()
 	s.qmu.Lock()
-	err := s.failed()
-	if s.closing {
+	if err == nil {
+		err = s.failed()
+	}
+	if err == nil && s.closing {
 		err = ErrClosed
 	}
 	if err != nil {
 		s.qmu.Unlock()
 		for _, r := range reqs {
-			requestPool.Put(r)
+			r.free()
 		}
 		return err
 	}
@@ -283,17 +288,12 @@ func (s *Store) doAll(ctx context.Context, cmds []fsm.Command, out []answer) err
 	if first {
 		s.signal()
 	}
-	for i, r := range reqs {
+	for _, r := range reqs {
 		select {
 		case <-r.done:
 		case <-ctx.Done():
-			// The writer still owns the unanswered requests: they are not
-			// returned to the pool.
 			return ctx.Err()
 		}
-		out[i] = answer{r.res, r.err}
-		*r = request{done: r.done}
-		requestPool.Put(r)
 	}
 	return nil
 }
@@ -581,13 +581,12 @@ func (s *Store) retireTick() bool {
 	if oldest >= cutoff {
 		return false
 	}
-	r := requestPool.Get().(*request)
+	r := newRequest()
 	r.cmd = fsm.Command{Kind: fsm.KindRetire, At: cutoff, Limit: retireLimit}
 	s.process([]*request{r})
 	<-r.done
 	more := r.err == nil && r.res.Count == retireLimit
-	*r = request{done: r.done}
-	requestPool.Put(r)
+	r.free()
 	return more
 }
 
