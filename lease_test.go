@@ -5,6 +5,7 @@ package execstore_test
 // Lease".
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -302,5 +303,20 @@ func TestAcknowledgeBatchGivesEachAcknowledgementItsOwnResult(t *testing.T) {
 	}
 	if rec := f.get("c"); rec.Lease == nil {
 		t.Fatalf("a refused acknowledgement ended c's lease")
+	}
+}
+
+func TestAcknowledgeBatchWithAnEndedContextChangesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"})
+	leases := f.claim(1, time.Minute)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	results, err := f.s.AcknowledgeBatch(cancelled, []execstore.Ack{{Lease: leases[0], Outcome: execstore.Completed(nil)}})
+	if !errors.Is(err, context.Canceled) || results != nil {
+		t.Fatalf("AcknowledgeBatch(cancelled) = %v, %v; want nil, context.Canceled", results, err)
+	}
+	if rec := f.get("a"); rec.Status != execstore.StatusAdmitted || rec.Lease == nil {
+		t.Fatalf("record after a cancelled batch: status %s, lease %v", rec.Status, rec.Lease)
 	}
 }

@@ -182,6 +182,7 @@ func TestClosedStoreRefusesEverything(t *testing.T) {
 	_, checks["RequestWake"] = s.RequestWake(ctx, "e", t0)
 	_, _, checks["Read"] = s.Read(ctx, "k")
 	_, checks["Await"] = s.Await(ctx, "e")
+	_, checks["AcknowledgeBatch"] = s.AcknowledgeBatch(ctx, []execstore.Ack{{Lease: execstore.Lease{ExecutionID: "e", Token: 1}, Outcome: execstore.Suspended()}})
 	for op, err := range checks {
 		if !errors.Is(err, execstore.ErrClosed) {
 			t.Errorf("%s after Close: err = %v, want ErrClosed", op, err)
