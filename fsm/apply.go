@@ -152,7 +152,7 @@ func (s *State) requestWake(id string, at, now int64) bool {
 }
 
 func (s *State) claim(c *Command, now int64, dry bool) Result {
-	first, ok := s.due.Min()
+	first, ok := s.nextClaimable()
 	if !ok || first.At > now || c.Limit <= 0 {
 		return Result{}
 	}
@@ -162,13 +162,17 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	var leases []Lease
 	expires := addSaturating(now, c.Duration)
 	for len(leases) < c.Limit {
-		k, ok := s.due.Min()
+		k, ok := s.nextClaimable()
 		if !ok || k.At > now {
 			break
 		}
-		// The earliest entry is this one: pop it instead of searching for it.
-		s.due.PopMin()
 		p := s.lookup(k.ID)
+		// The earliest entry is this one: pop it instead of searching for it.
+		if p.Leased() {
+			s.leases.PopMin()
+		} else {
+			s.due.PopMin()
+		}
 		e := *p
 		// The new lease covers every wake pending at the claim: those an
 		// expired, superseded lease covered and those requested since.
@@ -181,11 +185,11 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		e.LeaseExpiresAt = expires
 		e.UpdatedAt = now
 		s.putRecord(p, &e)
-		// Lease expiries mostly come last in the index: Load appends
+		// Lease expiries mostly come last in their index: Load appends
 		// without a search when the key is greater than every other.
-		s.due.Load(dueKey{At: expires, ID: e.ID})
+		s.leases.Load(dueKey{At: expires, ID: e.ID})
 		if leases == nil {
-			leases = make([]Lease, 0, min(c.Limit, s.due.Len()+1))
+			leases = make([]Lease, 0, min(c.Limit, s.DueLen()+1))
 		}
 		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: expires})
 	}

@@ -23,7 +23,8 @@
 // values that are never changed after they are recorded.
 //
 //	execs    ID                  → Execution
-//	due      (claimableAt, ID)   every execution with a pending wake or a current lease
+//	due      (DueAt, ID)         every execution with a pending wake and no current lease
+//	leases   (lease expiry, ID)  every execution with a current lease
 //	steps    (ID, step key)      → value
 //	starts   (caller, step key)  → child ID, workflow ID, SHA-256 of canonical params
 //	kv       key                 → value
@@ -33,7 +34,11 @@
 //
 // An execution's claimableAt is its lease expiry while a lease is current (so
 // an expired lease makes it due again: redelivery) and otherwise its earliest
-// pending wake. A terminal execution is in no index.
+// pending wake. A claim takes the earliest entries of the two claimable
+// indexes together, in (claimableAt, ID) order. They are kept apart because
+// leases come and go at the rate of deliveries: in their own small index,
+// the acknowledgement's removal costs little however many executions wait
+// for a wake. A terminal execution is in no index.
 //
 // # Wakes and leases
 //

@@ -285,7 +285,7 @@ func DecodeState(r Reader) (*State, error) {
 func (s *State) decodeExecs(d *streamDecoder) error {
 	n := d.count(maxCount)
 	workflows := map[string]string{} // interned: most records share a few
-	due := make([]dueKey, 0, min(n, 1<<20))
+	var due, leases []dueKey
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
 		e := d.execution(workflows)
@@ -301,7 +301,9 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 		prev = e.ID
 		e.gen = s.gen
 		s.execs.Load(execItem{ID: e.ID, e: e})
-		if at, ok := e.claimableAt(); ok {
+		if at, ok := e.claimableAt(); ok && e.Leased() {
+			leases = append(leases, dueKey{At: at, ID: e.ID})
+		} else if ok {
 			due = append(due, dueKey{At: at, ID: e.ID})
 		}
 		if e.Terminal() {
@@ -312,6 +314,7 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 		return d.err
 	}
 	loadSorted(s.due, due, dueLess)
+	loadSorted(s.leases, leases, dueLess)
 	return nil
 }
 

@@ -12,7 +12,7 @@ func (s *State) CheckInvariants() error {
 		err = errors.New("fsm: invariant violated: execution " + quote(id) + ": " + msg)
 		return false
 	}
-	terminal, dueWant := 0, 0
+	terminal, dueWant, leaseWant := 0, 0, 0
 	s.execs.Scan(func(it execItem) bool {
 		e := it.e
 		if e.ID != it.ID {
@@ -28,9 +28,14 @@ func (s *State) CheckInvariants() error {
 			return fail(e.ID, msg)
 		}
 		if at, ok := e.claimableAt(); ok {
-			dueWant++
-			if _, in := s.due.Get(dueKey{At: at, ID: e.ID}); !in {
-				return fail(e.ID, "missing from the due index at "+itoa(uint64(at)))
+			t, _ := s.claimIndex(e.Leased())
+			if e.Leased() {
+				leaseWant++
+			} else {
+				dueWant++
+			}
+			if _, in := t.Get(dueKey{At: at, ID: e.ID}); !in {
+				return fail(e.ID, "missing from the "+indexName(e.Leased())+" index at "+itoa(uint64(at)))
 			}
 		}
 		if e.UpdatedAt > s.meta.Now {
@@ -65,24 +70,31 @@ func (s *State) CheckInvariants() error {
 		return errors.New("fsm: invariant violated: terminal count " + itoa(uint64(s.meta.Terminal)) +
 			" but " + itoa(uint64(terminal)) + " terminal records")
 	}
-	// Every due entry belongs to a record that wants exactly that entry; with
-	// the count equal, each such record is in the index exactly once.
-	if s.due.Len() != dueWant {
-		return errors.New("fsm: invariant violated: due index has " + itoa(uint64(s.due.Len())) +
-			" entries, records want " + itoa(uint64(dueWant)))
-	}
-	s.due.Scan(func(k dueKey) bool {
-		e := s.lookup(k.ID)
-		if e == nil {
-			return fail(k.ID, "due entry of an unknown execution")
+	// Every entry belongs to a record that wants exactly that entry in that
+	// index; with the counts equal, each such record is indexed exactly once.
+	for _, leased := range []bool{false, true} {
+		t, _ := s.claimIndex(leased)
+		want := dueWant
+		if leased {
+			want = leaseWant
 		}
-		if at, want := e.claimableAt(); !want || at != k.At {
-			return fail(k.ID, "stale due entry at "+itoa(uint64(k.At)))
+		if t.Len() != want {
+			return errors.New("fsm: invariant violated: " + indexName(leased) + " index has " + itoa(uint64(t.Len())) +
+				" entries, records want " + itoa(uint64(want)))
 		}
-		return true
-	})
-	if err != nil {
-		return err
+		t.Scan(func(k dueKey) bool {
+			e := s.lookup(k.ID)
+			if e == nil {
+				return fail(k.ID, indexName(leased)+" entry of an unknown execution")
+			}
+			if at, ok := e.claimableAt(); !ok || at != k.At || e.Leased() != leased {
+				return fail(k.ID, "stale "+indexName(leased)+" entry at "+itoa(uint64(k.At)))
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return s.checkSideIndexes()
 }
@@ -170,3 +182,10 @@ func (s *State) checkSideIndexes() error {
 }
 
 func quote(s string) string { return "\"" + s + "\"" }
+
+func indexName(leased bool) string {
+	if leased {
+		return "lease"
+	}
+	return "due"
+}

@@ -125,7 +125,8 @@ type Meta struct {
 // keeps applying (the btrees are copy-on-write).
 type State struct {
 	execs   *btree.BTreeG[execItem]
-	due     *btree.BTreeG[dueKey]
+	due     *btree.BTreeG[dueKey] // (DueAt, ID) of executions without a current lease
+	leases  *btree.BTreeG[dueKey] // (LeaseExpiresAt, ID) of executions with one
 	steps   *btree.BTreeG[stepEntry]
 	starts  *btree.BTreeG[startEntry]
 	kv      *btree.BTreeG[kvEntry]
@@ -142,10 +143,13 @@ type State struct {
 	gen uint32
 
 	// Scratch reused by Apply; never part of the state's value.
-	execHint   btree.PathHint
-	dueDelHint btree.PathHint
-	dueSetHint btree.PathHint
+	execHint btree.PathHint
+	dueHint  [2]indexHints // due, leases
 }
+
+// indexHints are the search hints of one claimable index: deletions and
+// insertions each follow their own order.
+type indexHints struct{ del, set btree.PathHint }
 
 func newTree[T any](less func(a, b T) bool) *btree.BTreeG[T] {
 	// The state has one writer, so the btree's own locks are not needed.
@@ -157,6 +161,7 @@ func New() *State {
 	return &State{
 		execs:   newTree(execLess),
 		due:     newTree(dueLess),
+		leases:  newTree(dueLess),
 		steps:   newTree(stepLess),
 		starts:  newTree(startLess),
 		kv:      newTree(kvLess),
@@ -184,6 +189,7 @@ func (s *State) Copy() *State {
 		gen:     s.gen - 1,
 		execs:   s.execs.Copy(),
 		due:     s.due.Copy(),
+		leases:  s.leases.Copy(),
 		steps:   s.steps.Copy(),
 		starts:  s.starts.Copy(),
 		kv:      s.kv.Copy(),
@@ -248,13 +254,24 @@ func (s *State) Read(key string) (string, bool) {
 
 // NextDue returns the earliest time at which some execution can be claimed.
 func (s *State) NextDue() (int64, bool) {
-	k, ok := s.due.Min()
+	k, ok := s.nextClaimable()
 	return k.At, ok
 }
 
-// DueLen returns the number of executions in the due index (pending wakes or
-// current leases).
-func (s *State) DueLen() int { return s.due.Len() }
+// nextClaimable returns the first entry of the two claimable indexes in
+// (time, ID) order, and the index holding it.
+func (s *State) nextClaimable() (dueKey, bool) {
+	d, dok := s.due.Min()
+	l, lok := s.leases.Min()
+	if lok && (!dok || dueLess(l, d)) {
+		return l, true
+	}
+	return d, dok
+}
+
+// DueLen returns the number of executions that are claimable now or later:
+// those with a pending wake or a current lease.
+func (s *State) DueLen() int { return s.due.Len() + s.leases.Len() }
 
 // Ascend calls fn for each execution that is not retired, in ID order,
 // starting at from, until fn returns false. fn must not change or keep the
@@ -297,25 +314,37 @@ func (s *State) KVRange(prefix string, fn func(key, value string) bool) {
 	})
 }
 
-// put stores e as the record for e.ID and moves its due-index entry to where
-// e needs it. old is the stored record e replaces, nil when e is new.
+// put stores e as the record for e.ID and moves its claimable-index entry to
+// where e needs it. old is the stored record e replaces, nil when e is new.
 func (s *State) put(old, e *Execution) {
 	var oldAt int64
-	oldOK := false
+	oldOK, oldLeased := false, false
 	if old != nil {
 		oldAt, oldOK = old.claimableAt()
+		oldLeased = old.Leased()
 	}
 	newAt, newOK := e.claimableAt()
 	s.putRecord(old, e)
-	if oldOK && newOK && oldAt == newAt {
+	if oldOK && newOK && oldAt == newAt && oldLeased == e.Leased() {
 		return
 	}
 	if oldOK {
-		s.due.DeleteHint(dueKey{At: oldAt, ID: e.ID}, &s.dueDelHint)
+		t, h := s.claimIndex(oldLeased)
+		t.DeleteHint(dueKey{At: oldAt, ID: e.ID}, &h.del)
 	}
 	if newOK {
-		s.due.SetHint(dueKey{At: newAt, ID: e.ID}, &s.dueSetHint)
+		t, h := s.claimIndex(e.Leased())
+		t.SetHint(dueKey{At: newAt, ID: e.ID}, &h.set)
 	}
+}
+
+// claimIndex returns the claimable index an execution with or without a
+// current lease belongs in, and its search hints.
+func (s *State) claimIndex(leased bool) (*btree.BTreeG[dueKey], *indexHints) {
+	if leased {
+		return s.leases, &s.dueHint[1]
+	}
+	return s.due, &s.dueHint[0]
 }
 
 // putRecord stores e as the record for e.ID, leaving the due index to the
