@@ -157,16 +157,20 @@ type AckResult struct {
 	Err    error
 }
 
-// AcknowledgeBatch acknowledges several deliveries at once: they are queued
-// together, so they share one WAL batch and one fsync, but each gets its own
-// result exactly as Acknowledge would give it (one lost lease fails only its
-// own acknowledgement). The returned error is for the call as a whole: the
-// store is closed or failed, or ctx ended while waiting (then some of the
-// acknowledgements may still take effect).
+// AcknowledgeBatch acknowledges several deliveries at once: they are logged
+// together (as few WAL entries as their size allows, one fsync), but each
+// gets its own result exactly as Acknowledge would give it, in order (one
+// lost lease fails only its own acknowledgement). At most Limits.ClaimLimit
+// acknowledgements (ErrInvalidArgument). The returned error is for the call
+// as a whole: the store is closed or failed, or ctx ended while waiting (then
+// some of the acknowledgements may still take effect).
 func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, error) {
+	if len(acks) > s.limits.ClaimLimit {
+		return nil, invalidArg("%d acknowledgements, more than the limit of %d", len(acks), s.limits.ClaimLimit)
+	}
 	results := make([]AckResult, len(acks))
-	reqs := make([]*request, 0, len(acks))
-	slot := make([]int, 0, len(acks)) // reqs[j] answers results[slot[j]]
+	valid := make([]fsm.Ack, 0, len(acks))
+	slot := make([]int, 0, len(acks)) // valid[j] answers results[slot[j]]
 	for i, a := range acks {
 		if err := checkLease(a.Lease); err != nil {
 			results[i].Err = err
@@ -177,23 +181,80 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 			results[i].Err = err
 			continue
 		}
-		r := newRequest()
-		r.cmd = fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.Lease.ExecutionID, Token: a.Lease.Token, Outcome: out}
-		reqs = append(reqs, r)
+		valid = append(valid, fsm.Ack{ExecutionID: a.Lease.ExecutionID, Token: a.Lease.Token, Outcome: out})
 		slot = append(slot, i)
 	}
+	reqs := ackRequests(valid)
 	if err := s.submit(ctx, reqs); err != nil {
 		return nil, err
 	}
-	for j, r := range reqs {
-		res := &results[slot[j]]
-		if res.Err = r.err; res.Err == nil {
-			res.Err = resultErr(&r.res, &r.cmd)
-		}
-		if res.Err == nil {
-			res.Record = recordFromFSM(&r.res.Exec)
+	j := 0
+	for _, r := range reqs {
+		if r.cmd.Kind == fsm.KindAcknowledge {
+			setAckResult(&results[slot[j]], r.err, &r.res, &valid[j])
+			j++
+		} else {
+			for k := range r.cmd.Acks {
+				var res *fsm.Result
+				if r.err == nil {
+					res = &r.res.Acks[k]
+				}
+				setAckResult(&results[slot[j]], r.err, res, &valid[j])
+				j++
+			}
 		}
 		r.free()
 	}
 	return results, nil
+}
+
+// ackCommandBytes bounds the encoded size of one acknowledge-batch command,
+// so that large results do not make one WAL entry of everything.
+const ackCommandBytes = 1 << 20
+
+// ackRequests packs acknowledgements, in order, into as few commands as
+// fsm.MaxAcksPerCommand and ackCommandBytes allow. A lone acknowledgement is
+// an acknowledge command.
+func ackRequests(acks []fsm.Ack) []*request {
+	var reqs []*request
+	for len(acks) > 0 {
+		n, size := 0, 0
+		for n < len(acks) && n < fsm.MaxAcksPerCommand {
+			size += ackBytes(&acks[n])
+			if n > 0 && size > ackCommandBytes {
+				break
+			}
+			n++
+		}
+		r := newRequest()
+		if a := &acks[0]; n == 1 {
+			r.cmd = fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token, Outcome: a.Outcome}
+		} else {
+			r.cmd = fsm.Command{Kind: fsm.KindAcknowledgeBatch, Acks: acks[:n:n]}
+		}
+		reqs = append(reqs, r)
+		acks = acks[n:]
+	}
+	return reqs
+}
+
+// ackBytes is about the encoded size of an acknowledgement.
+func ackBytes(a *fsm.Ack) int {
+	n := 16 + len(a.ExecutionID) + len(a.Outcome.Result)
+	for e := a.Outcome.Error; e != nil; e = e.Cause {
+		n += 8 + len(e.Name) + len(e.Message) + len(e.Code)
+	}
+	return n
+}
+
+// setAckResult fills one acknowledgement's answer from its command's error
+// (the store failed) or its result.
+func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack) {
+	if out.Err = err; err != nil {
+		return
+	}
+	c := fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token}
+	if out.Err = resultErr(res, &c); out.Err == nil {
+		out.Record = recordFromFSM(&res.Exec)
+	}
 }

@@ -5,8 +5,11 @@ package execstore_test
 // Lease".
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -318,5 +321,74 @@ func TestAcknowledgeBatchWithAnEndedContextChangesNothing(t *testing.T) {
 	}
 	if rec := f.get("a"); rec.Status != execstore.StatusAdmitted || rec.Lease == nil {
 		t.Fatalf("record after a cancelled batch: status %s, lease %v", rec.Status, rec.Lease)
+	}
+}
+
+func TestAcknowledgeBatchRefusesMoreThanTheClaimLimit(t *testing.T) {
+	f := newFixture(t)
+	acks := make([]execstore.Ack, execstore.DefaultLimits.ClaimLimit+1)
+	for i := range acks {
+		acks[i] = execstore.Ack{Lease: execstore.Lease{ExecutionID: "e", Token: 1}, Outcome: execstore.Suspended()}
+	}
+	if _, err := f.s.AcknowledgeBatch(ctx, acks); !errors.Is(err, execstore.ErrInvalidArgument) {
+		t.Fatalf("AcknowledgeBatch(%d) err = %v, want ErrInvalidArgument", len(acks), err)
+	}
+}
+
+// A batch larger than one command may hold (by count, or by the size of its
+// results) is logged as several commands in one WAL batch; every
+// acknowledgement still gets its own result and survives a restart.
+func TestAcknowledgeBatchLargerThanOneCommand(t *testing.T) {
+	f := newFixture(t)
+	const n = 4100 // more than fsm.MaxAcksPerCommand
+	for i := 0; i < n+3; i++ {
+		f.admit(execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e%05d", i), WorkflowID: "w"})
+	}
+	leases := f.claim(n+3, time.Hour)
+	big := raw(`"` + strings.Repeat("x", 700<<10) + `"`) // two do not fit one command
+	acks := make([]execstore.Ack, len(leases))
+	for i, l := range leases {
+		out := execstore.Completed(raw(`1`))
+		if i >= n {
+			out = execstore.Completed(big)
+		}
+		acks[i] = execstore.Ack{Lease: l, Outcome: out}
+	}
+	acks[7].Lease.Token++ // one stale lease fails alone
+	before := f.stats()
+	results, err := f.s.AcknowledgeBatch(ctx, acks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := f.stats()
+	if got := after.WALBatches - before.WALBatches; got != 1 {
+		t.Errorf("%d WAL batches, want 1", got)
+	}
+	if got := after.WALLastIndex - before.WALLastIndex; got != 4 {
+		t.Errorf("%d WAL entries, want 4 (4096 acknowledgements; 4 and a big result; a big result; a big result)", got)
+	}
+	for i, r := range results {
+		if i == 7 {
+			if !errors.Is(r.Err, execstore.ErrLeaseLost) {
+				t.Errorf("stale lease: err = %v, want ErrLeaseLost", r.Err)
+			}
+			continue
+		}
+		if r.Err != nil || r.Record.ExecutionID != leases[i].ExecutionID || r.Record.Status != execstore.StatusCompleted {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+	}
+	f.reopen()
+	for i, l := range leases {
+		want := execstore.StatusCompleted
+		if i == 7 {
+			want = execstore.StatusAdmitted
+		}
+		if rec := f.get(l.ExecutionID); rec.Status != want {
+			t.Fatalf("%s after reopen: %s, want %s", l.ExecutionID, rec.Status, want)
+		}
+	}
+	if rec := f.get(leases[n+2].ExecutionID); !bytes.Equal(rec.Outcome.Result, big) {
+		t.Fatalf("big result not kept byte for byte")
 	}
 }

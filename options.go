@@ -67,7 +67,8 @@ type Limits struct {
 	WritesPerCommit int
 	// KeysPerWatch bounds the keys of one Watch. Default 64.
 	KeysPerWatch int
-	// ClaimLimit bounds ClaimDue's limit. Default 10,000.
+	// ClaimLimit bounds ClaimDue's limit and the acknowledgements of one
+	// AcknowledgeBatch. Default 10,000.
 	ClaimLimit int
 	// LeaseDuration bounds the lease duration of ClaimDue and Renew.
 	// Default 24 hours.

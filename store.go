@@ -410,7 +410,15 @@ func (s *Store) applyLogged() {
 	s.rw.Unlock()
 	if became.Terminal {
 		for _, r := range s.logged {
-			if r.res.Became.Terminal {
+			switch {
+			case !r.res.Became.Terminal:
+			case r.cmd.Kind == fsm.KindAcknowledgeBatch:
+				for i := range r.res.Acks {
+					if a := &r.res.Acks[i]; a.Became.Terminal {
+						s.awaits.notify(a.Exec.ID)
+					}
+				}
+			default:
 				s.awaits.notify(r.res.Exec.ID)
 			}
 		}

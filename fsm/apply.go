@@ -54,7 +54,9 @@ func (s *State) run(c *Command, dry bool) Result {
 	case KindRelease:
 		return s.release(c, now, dry)
 	case KindAcknowledge:
-		return s.acknowledge(c, now, dry)
+		return s.acknowledge(&Ack{ExecutionID: c.ExecutionID, Token: c.Token, Outcome: c.Outcome}, now, dry)
+	case KindAcknowledgeBatch:
+		return s.acknowledgeBatch(c.Acks, now, dry)
 	case KindSaveStep:
 		return s.saveStep(c, dry)
 	case KindStart:
@@ -251,7 +253,7 @@ func (s *State) release(c *Command, now int64, dry bool) Result {
 	return Result{Became: Transitions{Due: true}}
 }
 
-func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
+func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 	p, fail := s.current(c.ExecutionID, c.Token)
 	if fail != nil {
 		if p != nil && p.Terminal() {
@@ -295,6 +297,28 @@ func (s *State) acknowledge(c *Command, now int64, dry bool) Result {
 			r.Woken = []string{parent.ExecutionID}
 			r.Became.Due = true
 		}
+	}
+	return r
+}
+
+// acknowledgeBatch applies each acknowledgement in order as its own
+// acknowledge command. A dry run reports a mutation as soon as one of them
+// would change something; when none would, each is evaluated against the
+// unchanged state, which is then exactly what applying them would see.
+func (s *State) acknowledgeBatch(acks []Ack, now int64, dry bool) Result {
+	if dry {
+		for i := range acks {
+			if r := s.acknowledge(&acks[i], now, true); r.Code == mutatesCode {
+				return mutates
+			}
+		}
+	}
+	r := Result{Acks: make([]Result, len(acks))}
+	for i := range acks {
+		a := s.acknowledge(&acks[i], now, dry)
+		r.Acks[i] = a
+		r.Became.Due = r.Became.Due || a.Became.Due
+		r.Became.Terminal = r.Became.Terminal || a.Became.Terminal
 	}
 	return r
 }

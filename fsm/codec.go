@@ -36,6 +36,7 @@ var ErrDecode = errors.New("fsm: malformed command")
 //	commit       count:uv, then per write key:str value:opt
 //	watch        id:str count:uv, then key:str...
 //	retire       before:uv limit:uv
+//	acknowledge-batch  count:uv, then per acknowledgement id:str token:uv status:1B (as acknowledge)
 
 // AppendEncode appends c's encoding to dst. c must pass Check.
 func AppendEncode(dst []byte, c *Command) []byte {
@@ -62,6 +63,14 @@ func AppendEncode(dst []byte, c *Command) []byte {
 		dst = appendStr(dst, c.ExecutionID)
 		dst = binary.AppendUvarint(dst, c.Token)
 		dst = appendOutcome(dst, &c.Outcome)
+	case KindAcknowledgeBatch:
+		dst = binary.AppendUvarint(dst, uint64(len(c.Acks)))
+		for i := range c.Acks {
+			a := &c.Acks[i]
+			dst = appendStr(dst, a.ExecutionID)
+			dst = binary.AppendUvarint(dst, a.Token)
+			dst = appendOutcome(dst, &a.Outcome)
+		}
 	case KindSaveStep:
 		dst = appendStr(dst, c.ExecutionID)
 		dst = binary.AppendUvarint(dst, c.Token)
@@ -196,6 +205,20 @@ func DecodeInto(c *Command, b []byte) error {
 		c.ExecutionID = d.Str()
 		c.Token = d.Uvarint()
 		d.outcome(&c.Outcome)
+	case KindAcknowledgeBatch:
+		n := d.Count(3) // at least an ID length, a token and a status
+		if n > MaxAcksPerCommand {
+			return decodeErr("acknowledge-batch of " + itoa(uint64(n)) + " acknowledgements")
+		}
+		if n > 0 {
+			c.Acks = make([]Ack, n)
+		}
+		for i := range c.Acks {
+			a := &c.Acks[i]
+			a.ExecutionID = d.Str()
+			a.Token = d.Uvarint()
+			d.outcome(&a.Outcome)
+		}
 	case KindSaveStep:
 		c.ExecutionID = d.Str()
 		c.Token = d.Uvarint()
@@ -457,7 +480,16 @@ func (c *Command) Check() error {
 			return bad("empty execution ID or negative delay")
 		}
 	case KindAcknowledge:
-		return c.checkAcknowledge(bad)
+		return checkAck(c.ExecutionID, &c.Outcome, bad)
+	case KindAcknowledgeBatch:
+		if len(c.Acks) == 0 || len(c.Acks) > MaxAcksPerCommand {
+			return bad("acknowledgement count outside 1.." + itoa(MaxAcksPerCommand))
+		}
+		for i := range c.Acks {
+			if err := checkAck(c.Acks[i].ExecutionID, &c.Acks[i].Outcome, bad); err != nil {
+				return err
+			}
+		}
 	case KindSaveStep:
 		if c.ExecutionID == "" || c.Key == "" {
 			return bad("empty execution ID or step key")
@@ -486,11 +518,11 @@ func (c *Command) Check() error {
 	return nil
 }
 
-func (c *Command) checkAcknowledge(bad func(string) error) error {
-	if c.ExecutionID == "" {
+func checkAck(id string, o *Outcome, bad func(string) error) error {
+	if id == "" {
 		return bad("empty execution ID")
 	}
-	switch o := &c.Outcome; o.Status {
+	switch o.Status {
 	case StatusSuspended:
 		if o.HasRes || o.Error != nil {
 			return bad("suspended outcome with a result or error")

@@ -30,6 +30,12 @@ func sampleCommands() []Command {
 		{Kind: KindCommit, Now: 10, Writes: []Write{{Key: "k", Value: `1`, HasValue: true}, {Key: "gone"}}},
 		{Kind: KindCommit, Now: 10},
 		{Kind: KindWatch, Now: 11, ExecutionID: "e", Keys: []string{"a", "b"}},
+		{Kind: KindRetire, Now: 12, At: 5, Limit: 1024},
+		{Kind: KindAcknowledgeBatch, Now: 13, Acks: []Ack{
+			{ExecutionID: "a", Token: 1, Outcome: Outcome{Status: StatusCompleted}},
+			{ExecutionID: "b", Token: 300, Outcome: Outcome{Status: StatusSuspended}},
+			{ExecutionID: "a", Token: 2, Outcome: Outcome{Status: StatusFailed, Error: &ErrorInfo{Name: "E"}}},
+		}},
 	}
 }
 
@@ -69,6 +75,9 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 		"bad bool":       append(AppendEncode(nil, &Command{Kind: KindAdmit, Now: 1, ExecutionID: "e", WorkflowID: "w"})[:5], 7),
 		"unsorted watch": AppendEncode(nil, &Command{Kind: KindWatch, Now: 1, ExecutionID: "e", Keys: []string{"b", "a"}}),
 		"bad status":     {CodecVersion, byte(KindAcknowledge), 1, 1, 'e', 1, 9},
+		"no acks":        {CodecVersion, byte(KindAcknowledgeBatch), 1, 0},
+		"too many acks":  {CodecVersion, byte(KindAcknowledgeBatch), 1, 0x81, 0x20}, // 4097
+		"bad batch ack":  {CodecVersion, byte(KindAcknowledgeBatch), 1, 2, 1, 'e', 1, byte(StatusSuspended), 0, 1, byte(StatusSuspended)},
 	}
 	for name, b := range cases {
 		if _, err := Decode(b); !errors.Is(err, ErrDecode) {

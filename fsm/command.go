@@ -16,7 +16,11 @@ const (
 	KindCommit      Kind = 9
 	KindWatch       Kind = 10
 	KindRetire      Kind = 11
-	kindEnd         Kind = 12 // one past the last valid kind
+	// KindAcknowledgeBatch is several acknowledgements in one command (one
+	// WAL entry), applied in order, each exactly as its own acknowledge
+	// command would be and with its own result.
+	KindAcknowledgeBatch Kind = 12
+	kindEnd              Kind = 13 // one past the last valid kind
 )
 
 var kindNames = [...]string{
@@ -31,6 +35,8 @@ var kindNames = [...]string{
 	KindCommit:      "commit",
 	KindWatch:       "watch",
 	KindRetire:      "retire",
+
+	KindAcknowledgeBatch: "acknowledge-batch",
 }
 
 func (k Kind) String() string {
@@ -76,10 +82,22 @@ type Command struct {
 
 	Writes []Write  // commit
 	Keys   []string // watch: sorted, unique
+	Acks   []Ack    // acknowledge-batch: 1 to MaxAcksPerCommand
 
 	// retire: terminal executions last updated before At lose their params,
 	// context and steps; at most Limit of them, oldest first.
 }
+
+// Ack is one acknowledgement of an acknowledge-batch command: the fields an
+// acknowledge command would carry.
+type Ack struct {
+	ExecutionID string
+	Token       uint64
+	Outcome     Outcome
+}
+
+// MaxAcksPerCommand bounds an acknowledge-batch command.
+const MaxAcksPerCommand = 4096
 
 // Code classifies a command's result. Values are internal (results are never
 // logged) but stable for readability.
@@ -121,12 +139,13 @@ type Result struct {
 	Exec   Execution   // acknowledge: the record afterwards
 	Woken  []string    // acknowledge (parent), commit (watchers): executions woken, in order
 	Count  int         // retire: executions retired
+	Acks   []Result    // acknowledge-batch: each acknowledgement's result, in order
 	Became Transitions // what the command changed, for the Store's notifications
 }
 
 // Transitions summarises effects the Store reacts to after applying.
 type Transitions struct {
-	Terminal bool // acknowledge: the execution became terminal
+	Terminal bool // acknowledge: the execution became terminal (acknowledge-batch: some did)
 	Due      bool // something may have become due (admit, wake, release, start, commit, ack)
 }
 

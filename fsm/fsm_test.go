@@ -16,6 +16,7 @@ type dump struct {
 	Meta    Meta
 	Execs   []Execution
 	Due     []dueKey
+	Leases  []dueKey
 	Steps   []stepEntry
 	Starts  []startEntry
 	KV      []kvEntry
@@ -63,6 +64,7 @@ func dumpOf(s *State) dump {
 		Meta:    s.meta,
 		Execs:   records(s),
 		Due:     collect[dueKey](s.due),
+		Leases:  collect[dueKey](s.leases),
 		Steps:   collect[stepEntry](s.steps),
 		Starts:  collect[startEntry](s.starts),
 		KV:      collect[kvEntry](s.kv),
@@ -95,6 +97,18 @@ func (g *gen) token() uint64 {
 	return g.tokens[g.rng.IntN(len(g.tokens))]
 }
 
+func (g *gen) outcome() Outcome {
+	switch g.rng.IntN(4) {
+	case 0:
+		return Outcome{Status: StatusSuspended}
+	case 1:
+		return Outcome{Status: StatusCompleted, Result: `"r"`, HasRes: true}
+	case 2:
+		return Outcome{Status: StatusCompleted}
+	}
+	return Outcome{Status: StatusFailed, Error: &ErrorInfo{Name: "E", Message: "m", Cause: &ErrorInfo{Name: "C"}}}
+}
+
 func (g *gen) next() Command {
 	g.now += int64(g.rng.IntN(3)) * 1000
 	c := Command{Now: g.now, Kind: Kind(1 + g.rng.IntN(int(kindEnd)-1)), ExecutionID: g.id()}
@@ -125,13 +139,12 @@ func (g *gen) next() Command {
 		}
 	case KindAcknowledge:
 		c.Token = g.token()
-		switch g.rng.IntN(3) {
-		case 0:
-			c.Outcome = Outcome{Status: StatusSuspended}
-		case 1:
-			c.Outcome = Outcome{Status: StatusCompleted, Result: `"r"`, HasRes: true}
-		default:
-			c.Outcome = Outcome{Status: StatusFailed, Error: &ErrorInfo{Name: "E", Message: "m", Cause: &ErrorInfo{Name: "C"}}}
+		c.Outcome = g.outcome()
+	case KindAcknowledgeBatch:
+		c.ExecutionID = ""
+		c.Acks = make([]Ack, 1+g.rng.IntN(4)) // the same execution twice at times
+		for i := range c.Acks {
+			c.Acks[i] = Ack{ExecutionID: g.id(), Token: g.token(), Outcome: g.outcome()}
 		}
 	case KindSaveStep:
 		c.Token, c.Key, c.Value = g.token(), g.key(), `1`
@@ -194,6 +207,38 @@ func TestRandomCommandsKeepTheInvariantsAndPrecheckAgreesWithApply(t *testing.T)
 			}
 			if err := s.CheckInvariants(); err != nil {
 				t.Fatalf("seed %d op %d (%v): %v", seed, i, c.Kind, err)
+			}
+		}
+	}
+}
+
+// An acknowledge-batch command must be exactly its acknowledgements applied
+// one after the other as acknowledge commands: same state, same results.
+func TestAcknowledgeBatchIsItsAcknowledgementsInOrder(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		g := &gen{rng: rand.New(rand.NewPCG(seed, 3)), now: 1000}
+		batched, single := New(), New()
+		for i := 0; i < 400; i++ {
+			c := g.next()
+			if c.Kind != KindAcknowledgeBatch {
+				g.observe(batched.Apply(&c))
+				single.Apply(&c)
+				continue
+			}
+			got := batched.Apply(&c)
+			var want Result
+			for _, a := range c.Acks {
+				one := Command{Kind: KindAcknowledge, Now: c.Now, ExecutionID: a.ExecutionID, Token: a.Token, Outcome: a.Outcome}
+				r := single.Apply(&one)
+				want.Acks = append(want.Acks, r)
+				want.Became.Due = want.Became.Due || r.Became.Due
+				want.Became.Terminal = want.Became.Terminal || r.Became.Terminal
+			}
+			if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
+				t.Fatalf("seed %d op %d: results differ (-one by one +batched):\n%s", seed, i, diff)
+			}
+			if diff := cmp.Diff(dumpOf(single), dumpOf(batched), cmpOpts); diff != "" {
+				t.Fatalf("seed %d op %d: states differ (-one by one +batched):\n%s", seed, i, diff)
 			}
 		}
 	}

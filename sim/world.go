@@ -393,20 +393,23 @@ func (w *world) reconcile(before uint64, unacked []pending) error {
 	if err != nil {
 		return err
 	}
-	kept := int(st.WALLastIndex) - int(before)
-	switch {
-	case kept < 0:
+	entries := int(st.WALLastIndex) - int(before)
+	if entries < 0 {
 		return violationf("acknowledged commands lost: the log ends at entry %d after recovery, entries up to %d were acknowledged",
 			st.WALLastIndex, before)
-	case kept > len(unacked):
-		return violationf("phantom commands: the log ends at entry %d after recovery, %d entries were acknowledged and %d more written unacknowledged",
-			st.WALLastIndex, before, len(unacked))
 	}
+	// One entry may hold several unacknowledged operations (an
+	// acknowledge-batch command): count the commands the kept entries hold.
 	var ids []string
-	if kept > 0 {
+	if entries > 0 {
 		if ids, err = w.loggedIDs(before+1, st.WALLastIndex); err != nil {
 			return err
 		}
+	}
+	kept := len(ids)
+	if kept > len(unacked) {
+		return violationf("phantom commands: the log ends at entry %d after recovery, %d entries were acknowledged and %d more operations written unacknowledged",
+			st.WALLastIndex, before, len(unacked))
 	}
 	for i, p := range unacked[:kept] {
 		w.model.touched = nil
@@ -423,7 +426,8 @@ func (w *world) reconcile(before uint64, unacked []pending) error {
 }
 
 // loggedIDs reads log entries [from, to] of the recovered store from a copy of
-// its directory and returns, per entry, the execution ID it generated (an
+// its directory and returns, per operation they hold (an acknowledge-batch
+// entry holds one per acknowledgement), the execution ID it generated (an
 // admission without an ID, a child start), or "".
 func (w *world) loggedIDs(from, to uint64) ([]string, error) {
 	tmp := filepath.Join(w.base, "ids")
@@ -451,6 +455,10 @@ func (w *world) loggedIDs(from, to uint64) ([]string, error) {
 			ids = append(ids, c.ExecutionID)
 		case c.Kind == fsm.KindStart:
 			ids = append(ids, c.ChildID)
+		case c.Kind == fsm.KindAcknowledgeBatch:
+			for range c.Acks {
+				ids = append(ids, "")
+			}
 		default:
 			ids = append(ids, "")
 		}
