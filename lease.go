@@ -220,7 +220,7 @@ func ackRequests(acks []fsm.Ack) []*request {
 	for len(acks) > 0 {
 		n, size := 0, 0
 		for n < len(acks) && n < fsm.MaxAcksPerCommand {
-			size += ackBytes(&acks[n])
+			size += ackBytes(acks[n].ExecutionID, &acks[n].Outcome)
 			if n > 0 && size > ackCommandBytes {
 				break
 			}
@@ -239,9 +239,9 @@ func ackRequests(acks []fsm.Ack) []*request {
 }
 
 // ackBytes is about the encoded size of an acknowledgement.
-func ackBytes(a *fsm.Ack) int {
-	n := 16 + len(a.ExecutionID) + len(a.Outcome.Result)
-	for e := a.Outcome.Error; e != nil; e = e.Cause {
+func ackBytes(id string, o *fsm.Outcome) int {
+	n := 16 + len(id) + len(o.Result)
+	for e := o.Error; e != nil; e = e.Cause {
 		n += 8 + len(e.Name) + len(e.Message) + len(e.Code)
 	}
 	return n

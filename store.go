@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,10 +58,12 @@ type Store struct {
 	batches  atomic.Uint64 // WAL batches written since Open
 
 	// Writer-owned.
-	last    int64 // the latest time stamped, never decreasing
-	batch   wal.Batch
-	encoded []byte
-	logged  []*request
+	last       int64 // the latest time stamped, never decreasing
+	batch      wal.Batch
+	encoded    []byte
+	logged     []*request // this batch's requests that are logged
+	entries    []logEntry // their WAL entries
+	mergedAcks []fsm.Ack  // backing store of merged acknowledge-batch commands
 
 	applied uint64 // the last WAL index applied to state
 
@@ -351,7 +354,6 @@ func (s *Store) run() {
 // process runs one batch through precheck, the log, and apply.
 func (s *Store) process(batch []*request) {
 	now := s.stamp()
-	s.batch.Reset()
 	s.logged = s.logged[:0]
 	for _, r := range batch {
 		r.cmd.Now = now
@@ -366,14 +368,12 @@ func (s *Store) process(batch []*request) {
 			r.done <- struct{}{}
 			continue
 		}
-		s.encoded = fsm.AppendEncode(s.encoded[:0], &r.cmd)
-		s.batch.Add(s.encoded)
-		s.snaps.bytes += len(s.encoded)
 		s.logged = append(s.logged, r)
 	}
 	if len(s.logged) == 0 {
 		return
 	}
+	s.encodeLogged(now)
 	if mutant.ApplyBeforeLog {
 		s.applyLogged()
 	}
@@ -390,22 +390,78 @@ func (s *Store) process(batch []*request) {
 		}
 		return
 	}
-	s.applied = first + uint64(len(s.logged)) - 1
-	s.snaps.entries += len(s.logged)
+	s.applied = first + uint64(len(s.entries)) - 1
+	s.snaps.entries += len(s.entries)
 	if !mutant.ApplyBeforeLog {
 		s.applyLogged()
 	}
 }
 
-// applyLogged applies the logged commands of a batch, in order, and answers
+// logEntry is one logged command: one request's, or a run of consecutive
+// acknowledge requests merged into one acknowledge-batch command (which
+// applies each exactly as its own command would, with its own result), so
+// that concurrent workers' acknowledgements cost one WAL entry, not one each.
+type logEntry struct {
+	reqs   []*request  // the requests it answers, in order
+	merged fsm.Command // the acknowledge-batch command, when len(reqs) > 1
+}
+
+func (e *logEntry) command() *fsm.Command {
+	if len(e.reqs) == 1 {
+		return &e.reqs[0].cmd
+	}
+	return &e.merged
+}
+
+// encodeLogged groups the logged requests into entries and encodes them into
+// the WAL batch. Writer goroutine only.
+func (s *Store) encodeLogged(now int64) {
+	s.entries = s.entries[:0]
+	s.mergedAcks = slices.Grow(s.mergedAcks[:0], len(s.logged)) // never reallocated below
+	s.batch.Reset()
+	for i := 0; i < len(s.logged); {
+		j := i + 1
+		if s.logged[i].cmd.Kind == fsm.KindAcknowledge {
+			size := ackBytes(s.logged[i].cmd.ExecutionID, &s.logged[i].cmd.Outcome)
+			for ; j < len(s.logged) && j-i < fsm.MaxAcksPerCommand && s.logged[j].cmd.Kind == fsm.KindAcknowledge; j++ {
+				if size += ackBytes(s.logged[j].cmd.ExecutionID, &s.logged[j].cmd.Outcome); size > ackCommandBytes {
+					break
+				}
+			}
+		}
+		e := logEntry{reqs: s.logged[i:j]}
+		if j-i > 1 {
+			start := len(s.mergedAcks)
+			for _, r := range e.reqs {
+				s.mergedAcks = append(s.mergedAcks, fsm.Ack{ExecutionID: r.cmd.ExecutionID, Token: r.cmd.Token, Outcome: r.cmd.Outcome})
+			}
+			e.merged = fsm.Command{Kind: fsm.KindAcknowledgeBatch, Now: now, Acks: s.mergedAcks[start:len(s.mergedAcks):len(s.mergedAcks)]}
+		}
+		s.entries = append(s.entries, e)
+		s.encoded = fsm.AppendEncode(s.encoded[:0], e.command())
+		s.batch.Add(s.encoded)
+		s.snaps.bytes += len(s.encoded)
+		i = j
+	}
+}
+
+// applyLogged applies the logged entries of a batch, in order, and answers
 // their callers.
 func (s *Store) applyLogged() {
 	var became fsm.Transitions
 	s.rw.Lock()
-	for _, r := range s.logged {
-		r.res = s.state.Apply(&r.cmd)
-		became.Due = became.Due || r.res.Became.Due
-		became.Terminal = became.Terminal || r.res.Became.Terminal
+	for k := range s.entries {
+		e := &s.entries[k]
+		res := s.state.Apply(e.command())
+		if len(e.reqs) == 1 {
+			e.reqs[0].res = res
+		} else {
+			for i, r := range e.reqs {
+				r.res = res.Acks[i]
+			}
+		}
+		became.Due = became.Due || res.Became.Due
+		became.Terminal = became.Terminal || res.Became.Terminal
 	}
 	s.rw.Unlock()
 	if became.Terminal {
@@ -429,6 +485,7 @@ func (s *Store) applyLogged() {
 	for _, r := range s.logged {
 		r.done <- struct{}{}
 	}
+	clear(s.mergedAcks) // drop references to the callers' data
 }
 
 // stamp returns the time for the next batch: the clock, but never earlier
