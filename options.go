@@ -30,10 +30,13 @@ type Options struct {
 	// 16 MiB.
 	SegmentSize int
 	// SnapshotEntries: the store snapshots on its own after this many logged
-	// commands. Default 100,000 (DefaultSnapshotEntries).
+	// commands, or an eighth as many as it has records if that is more (a
+	// snapshot costs time in proportion to the state, so it is taken in
+	// proportion to the state too). Default 100,000 (DefaultSnapshotEntries).
 	SnapshotEntries int
 	// SnapshotWALBytes: the store snapshots on its own after this many bytes
-	// of logged commands. Default 64 MiB (DefaultSnapshotWALBytes).
+	// of logged commands, or half the last snapshot's size if that is more.
+	// Default 64 MiB (DefaultSnapshotWALBytes).
 	SnapshotWALBytes int
 	// Retention: a terminal execution last updated longer ago than this
 	// drops its params, context and saved steps; its ID, workflow, status,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -27,11 +28,27 @@ type snapshotter struct {
 	pending  []chan error // need a snapshot taken after the in-flight one
 	entries  int          // commands logged since the last capture
 	bytes    int          // WAL payload bytes logged since the last capture
+	size     int64        // bytes of the last snapshot written since Open; 0 if none
+}
+
+// snapshotDue reports whether the log written since the last capture warrants
+// another snapshot: Options.SnapshotEntries commands or
+// Options.SnapshotWALBytes bytes of it, but at least an eighth as many
+// commands as the state has records, or bytes half the last snapshot's size.
+// Writing a snapshot costs time in proportion to the whole state, so a
+// fixed cadence would spend ever more of the machine on snapshots as
+// terminal records accumulate; in proportion, the cost per logged command
+// stays bounded, and replaying the log at Open stays a fraction of loading
+// the snapshot.
+func snapshotDue(o *Options, entries, bytes, records int, lastSize int64) bool {
+	return entries >= max(o.SnapshotEntries, records/8) ||
+		int64(bytes) >= max(int64(o.SnapshotWALBytes), lastSize/2)
 }
 
 type snapshotOutcome struct {
 	info    snapshot.Info
 	records int
+	size    int64 // bytes of the snapshot file
 	took    time.Duration
 	err     error
 	walErr  error // compacting the WAL failed: the store must fail-stop
@@ -42,7 +59,8 @@ func (s *Store) snapshotDir() string { return filepath.Join(s.dir, "snapshots") 
 // Snapshot writes a point-in-time snapshot of the whole state and returns
 // once it is durable. It includes every write that returned before the call.
 // The store also snapshots on its own every Options.SnapshotEntries commands
-// or Options.SnapshotWALBytes of log. snapshots/ keeps the newest two; the
+// or Options.SnapshotWALBytes of log, or less often for a large state (see
+// Options.SnapshotEntries). snapshots/ keeps the newest two; the
 // WAL front is truncated only up to the older of them, so a corrupt newest
 // snapshot falls back to the older one plus the WAL, losing nothing.
 func (s *Store) Snapshot(ctx context.Context) error {
@@ -81,7 +99,7 @@ func (s *Store) snapshotTick() {
 		sn.pending = nil
 		return
 	}
-	due := sn.entries >= s.opts.SnapshotEntries || sn.bytes >= s.opts.SnapshotWALBytes
+	due := snapshotDue(&s.opts, sn.entries, sn.bytes, s.state.Len(), sn.size)
 	if sn.inFlight || (len(sn.pending) == 0 && !due) {
 		return
 	}
@@ -105,6 +123,12 @@ func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 	if out.err == nil {
 		// Read the new file back before anything older is removed.
 		_, out.err = snapshot.Verify(out.info.Path)
+	}
+	if out.err == nil {
+		var fi os.FileInfo
+		if fi, out.err = os.Stat(out.info.Path); out.err == nil {
+			out.size = fi.Size()
+		}
 	}
 	if out.err == nil {
 		var kept []snapshot.Info
@@ -131,8 +155,9 @@ func (s *Store) snapshotDone(out snapshotOutcome) {
 		s.logger.Error("execstore: snapshot failed; the log keeps everything and a later snapshot will retry", "err", err)
 		err = fmt.Errorf("execstore: snapshot: %w", err)
 	default:
+		sn.size = out.size
 		s.logger.Info("execstore: snapshot written", "path", out.info.Path, "index", out.info.Index,
-			"records", out.records, "took", out.took, "wal_first_index", s.wal.FirstIndex())
+			"records", out.records, "bytes", out.size, "took", out.took, "wal_first_index", s.wal.FirstIndex())
 	}
 	for _, w := range sn.waiters {
 		w <- err

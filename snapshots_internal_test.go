@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/execstore/execstore/snapshot"
 )
 
 // stateBytes is the encoding of the store's applied state: the encoding is
@@ -62,5 +64,58 @@ func TestStoreRestoredFromASnapshotEqualsTheStoreItWasTakenFrom(t *testing.T) {
 	}
 	if err := again.CheckInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSnapshotCadenceGrowsWithTheState(t *testing.T) {
+	o := Options{SnapshotEntries: 100_000, SnapshotWALBytes: 64 << 20}
+	tests := []struct {
+		name           string
+		entries, bytes int
+		records        int
+		lastSize       int64
+		want           bool
+	}{
+		{"small state, below both", 99_999, 1 << 20, 10_000, 0, false},
+		{"small state, entries reached", 100_000, 1 << 20, 10_000, 0, true},
+		{"small state, bytes reached", 10, 64 << 20, 10_000, 0, true},
+		{"8M records need 1M entries", 999_999, 1 << 20, 8_000_000, 0, false},
+		{"8M records, 1M entries", 1_000_000, 1 << 20, 8_000_000, 0, true},
+		{"1 GiB snapshot needs 512 MiB of log", 10, 511 << 20, 10, 1 << 30, false},
+		{"1 GiB snapshot, 512 MiB of log", 10, 512 << 20, 10, 1 << 30, true},
+	}
+	for _, tt := range tests {
+		if got := snapshotDue(&o, tt.entries, tt.bytes, tt.records, tt.lastSize); got != tt.want {
+			t.Errorf("%s: snapshotDue = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestStoreSnapshotsOnItsOwnAfterSnapshotEntries(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{NoSync: true, SnapshotEntries: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for i := 0; i < 49; i++ {
+		s.Admit(ctx, AdmitRequest{ExecutionID: fmt.Sprintf("e-%03d", i), WorkflowID: "w"})
+	}
+	if infos, _ := snapshot.List(s.snapshotDir()); len(infos) != 0 {
+		t.Fatalf("%d snapshots after 49 commands, want none", len(infos))
+	}
+	s.Admit(ctx, AdmitRequest{ExecutionID: "e-049", WorkflowID: "w"})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		infos, err := snapshot.List(s.snapshotDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) == 1 && infos[0].Index == 50 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot at index 50 after 50 commands: %+v", infos)
+		}
 	}
 }
