@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"slices"
 
+	"github.com/tidwall/btree"
+
 	"github.com/execstore/execstore/internal/jsonv"
 	"github.com/execstore/execstore/internal/mutant"
 )
@@ -161,20 +163,11 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	if dry {
 		return mutates
 	}
-	var leases []Lease
+	taken := s.takeClaimable(c.Limit, now)
+	leases := make([]Lease, 0, len(taken))
 	expires := addSaturating(now, c.Duration)
-	for len(leases) < c.Limit {
-		k, ok := s.nextClaimable()
-		if !ok || k.At > now {
-			break
-		}
-		p := s.lookup(k.ID)
-		// The earliest entry is this one: pop it instead of searching for it.
-		if p.Leased() {
-			s.leases.PopMin()
-		} else {
-			s.due.PopMin()
-		}
+	for _, k := range taken {
+		p := k.e
 		e := *p
 		// The new lease covers every wake pending at the claim: those an
 		// expired, superseded lease covered and those requested since.
@@ -186,16 +179,61 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		e.LeaseToken = e.LastToken
 		e.LeaseExpiresAt = expires
 		e.UpdatedAt = now
-		s.putRecord(p, &e)
+		stored := s.putRecord(p, &e)
 		// Lease expiries mostly come last in their index: Load appends
 		// without a search when the key is greater than every other.
-		s.leases.Load(dueKey{At: expires, ID: e.ID})
-		if leases == nil {
-			leases = make([]Lease, 0, min(c.Limit, s.DueLen()+1))
-		}
+		s.leases.Load(claimKey{At: expires, ID: e.ID, e: stored})
 		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: expires})
 	}
 	return Result{Leases: leases}
+}
+
+// takeClaimable removes and returns the earliest entries claimable at now,
+// at most limit of them, from the two claimable indexes together, in
+// (time, ID) order. The entries taken from each index are a prefix of it,
+// so each is cut with one bulk deletion instead of one search per entry.
+func (s *State) takeClaimable(limit int, now int64) []claimKey {
+	prefix := func(t *btree.BTreeG[claimKey], buf []claimKey) []claimKey {
+		t.Scan(func(k claimKey) bool {
+			if k.At > now || len(buf) == limit {
+				return false
+			}
+			buf = append(buf, k)
+			return true
+		})
+		return buf
+	}
+	due := prefix(s.due, s.claimScratch[0][:0])
+	leased := prefix(s.leases, s.claimScratch[1][:0])
+	taken := s.claimScratch[2][:0]
+	i, j := 0, 0
+	for len(taken) < limit && (i < len(due) || j < len(leased)) {
+		if j == len(leased) || (i < len(due) && claimLess(due[i], leased[j])) {
+			taken = append(taken, due[i])
+			i++
+		} else {
+			taken = append(taken, leased[j])
+			j++
+		}
+	}
+	cut := func(t *btree.BTreeG[claimKey], n int) {
+		if n == 0 {
+			return
+		}
+		t.DeleteAscend(claimKey{}, func(claimKey) btree.Action {
+			if n == 0 {
+				return btree.Stop
+			}
+			n--
+			return btree.Delete
+		})
+	}
+	cut(s.due, i)
+	cut(s.leases, j)
+	clear(due)
+	clear(leased)
+	s.claimScratch = [3][]claimKey{due[:0], leased[:0], taken[:0]}
+	return taken
 }
 
 var (

@@ -285,7 +285,7 @@ func DecodeState(r Reader) (*State, error) {
 func (s *State) decodeExecs(d *streamDecoder) error {
 	n := d.count(maxCount)
 	workflows := map[string]string{} // interned: most records share a few
-	var due, leases []dueKey
+	var due, leases []claimKey
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
 		e := d.execution(workflows)
@@ -302,9 +302,9 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 		e.gen = s.gen
 		s.execs.Load(execItem{ID: e.ID, e: e})
 		if at, ok := e.claimableAt(); ok && e.Leased() {
-			leases = append(leases, dueKey{At: at, ID: e.ID})
+			leases = append(leases, claimKey{At: at, ID: e.ID, e: e})
 		} else if ok {
-			due = append(due, dueKey{At: at, ID: e.ID})
+			due = append(due, claimKey{At: at, ID: e.ID, e: e})
 		}
 		if e.Terminal() {
 			s.ended.Set(dueKey{At: e.UpdatedAt, ID: e.ID})
@@ -313,8 +313,8 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 	if d.err != nil {
 		return d.err
 	}
-	loadSorted(s.due, due, dueLess)
-	loadSorted(s.leases, leases, dueLess)
+	loadSorted(s.due, due, claimLess)
+	loadSorted(s.leases, leases, claimLess)
 	return nil
 }
 

@@ -15,8 +15,8 @@ import (
 type dump struct {
 	Meta    Meta
 	Execs   []Execution
-	Due     []dueKey
-	Leases  []dueKey
+	Due     []claimKey
+	Leases  []claimKey
 	Steps   []stepEntry
 	Starts  []startEntry
 	KV      []kvEntry
@@ -63,8 +63,8 @@ func dumpOf(s *State) dump {
 	return dump{
 		Meta:    s.meta,
 		Execs:   records(s),
-		Due:     collect[dueKey](s.due),
-		Leases:  collect[dueKey](s.leases),
+		Due:     collect[claimKey](s.due),
+		Leases:  collect[claimKey](s.leases),
 		Steps:   collect[stepEntry](s.steps),
 		Starts:  collect[startEntry](s.starts),
 		KV:      collect[kvEntry](s.kv),
@@ -77,7 +77,7 @@ func dumpOf(s *State) dump {
 	}
 }
 
-var cmpOpts = cmp.AllowUnexported(dump{}, Execution{})
+var cmpOpts = cmp.AllowUnexported(dump{}, Execution{}, claimKey{})
 
 // gen produces random but structurally valid commands over a small space of
 // IDs, keys and times, so that conflicts, lost leases, merges and repeats are
@@ -302,8 +302,12 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		return s
 	}
 	breaks := map[string]func(s *State){
-		"due entry missing": func(s *State) { s.due.Delete(dueKey{At: 10, ID: "a"}) },
-		"stale due entry":   func(s *State) { s.due.Set(dueKey{At: 99, ID: "a"}) },
+		"due entry missing": func(s *State) { s.due.Delete(claimKey{At: 10, ID: "a"}) },
+		"stale due entry":   func(s *State) { s.due.Set(claimKey{At: 99, ID: "a", e: s.lookup("a")}) },
+		"due entry points elsewhere": func(s *State) {
+			e := *s.lookup("a")
+			s.due.Set(claimKey{At: 10, ID: "a", e: &e})
+		},
 		"terminal with wake": func(s *State) {
 			e := s.lookup("a")
 			e.Status = StatusCompleted

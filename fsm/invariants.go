@@ -34,7 +34,7 @@ func (s *State) CheckInvariants() error {
 			} else {
 				dueWant++
 			}
-			if _, in := t.Get(dueKey{At: at, ID: e.ID}); !in {
+			if _, in := t.Get(claimKey{At: at, ID: e.ID}); !in {
 				return fail(e.ID, "missing from the "+indexName(e.Leased())+" index at "+itoa(uint64(at)))
 			}
 		}
@@ -82,10 +82,13 @@ func (s *State) CheckInvariants() error {
 			return errors.New("fsm: invariant violated: " + indexName(leased) + " index has " + itoa(uint64(t.Len())) +
 				" entries, records want " + itoa(uint64(want)))
 		}
-		t.Scan(func(k dueKey) bool {
-			e := s.lookup(k.ID)
+		t.Scan(func(k claimKey) bool {
+			e := s.find(k.ID, nil)
 			if e == nil {
 				return fail(k.ID, indexName(leased)+" entry of an unknown execution")
+			}
+			if k.e != e {
+				return fail(k.ID, indexName(leased)+" entry points to another record than the stored one")
 			}
 			if at, ok := e.claimableAt(); !ok || at != k.At || e.Leased() != leased {
 				return fail(k.ID, "stale "+indexName(leased)+" entry at "+itoa(uint64(k.At)))

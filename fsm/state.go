@@ -19,6 +19,23 @@ func dueLess(a, b dueKey) bool {
 	return a.ID < b.ID
 }
 
+// claimKey is an entry of a claimable index: dueKey's order, and the stored
+// record, so that a claim reaches the records it takes without searching for
+// them. e is always the record stored for ID (CheckInvariants verifies it);
+// put replaces the entry when it replaces the record.
+type claimKey struct {
+	At int64
+	ID string
+	e  *Execution
+}
+
+func claimLess(a, b claimKey) bool {
+	if a.At != b.At {
+		return a.At < b.At
+	}
+	return a.ID < b.ID
+}
+
 // stepEntry is one saved step result.
 type stepEntry struct {
 	ExecutionID string
@@ -125,8 +142,8 @@ type Meta struct {
 // keeps applying (the btrees are copy-on-write).
 type State struct {
 	execs   *btree.BTreeG[execItem]
-	due     *btree.BTreeG[dueKey] // (DueAt, ID) of executions without a current lease
-	leases  *btree.BTreeG[dueKey] // (LeaseExpiresAt, ID) of executions with one
+	due     *btree.BTreeG[claimKey] // (DueAt, ID) of executions without a current lease
+	leases  *btree.BTreeG[claimKey] // (LeaseExpiresAt, ID) of executions with one
 	steps   *btree.BTreeG[stepEntry]
 	starts  *btree.BTreeG[startEntry]
 	kv      *btree.BTreeG[kvEntry]
@@ -143,8 +160,9 @@ type State struct {
 	gen uint32
 
 	// Scratch reused by Apply; never part of the state's value.
-	execHint btree.PathHint
-	dueHint  [2]indexHints // due, leases
+	execHint     btree.PathHint
+	dueHint      [2]indexHints // due, leases
+	claimScratch [3][]claimKey // claim's buffers (due prefix, lease prefix, taken)
 }
 
 // indexHints are the search hints of one claimable index: deletions and
@@ -160,8 +178,8 @@ func newTree[T any](less func(a, b T) bool) *btree.BTreeG[T] {
 func New() *State {
 	return &State{
 		execs:   newTree(execLess),
-		due:     newTree(dueLess),
-		leases:  newTree(dueLess),
+		due:     newTree(claimLess),
+		leases:  newTree(claimLess),
 		steps:   newTree(stepLess),
 		starts:  newTree(startLess),
 		kv:      newTree(kvLess),
@@ -260,10 +278,10 @@ func (s *State) NextDue() (int64, bool) {
 
 // nextClaimable returns the first entry of the two claimable indexes in
 // (time, ID) order, and the index holding it.
-func (s *State) nextClaimable() (dueKey, bool) {
+func (s *State) nextClaimable() (claimKey, bool) {
 	d, dok := s.due.Min()
 	l, lok := s.leases.Min()
-	if lok && (!dok || dueLess(l, d)) {
+	if lok && (!dok || claimLess(l, d)) {
 		return l, true
 	}
 	return d, dok
@@ -324,39 +342,44 @@ func (s *State) put(old, e *Execution) {
 		oldLeased = old.Leased()
 	}
 	newAt, newOK := e.claimableAt()
-	s.putRecord(old, e)
+	stored := s.putRecord(old, e)
 	if oldOK && newOK && oldAt == newAt && oldLeased == e.Leased() {
+		if stored != old { // same place in the index, new record
+			t, h := s.claimIndex(oldLeased)
+			t.SetHint(claimKey{At: newAt, ID: e.ID, e: stored}, &h.set)
+		}
 		return
 	}
 	if oldOK {
 		t, h := s.claimIndex(oldLeased)
-		t.DeleteHint(dueKey{At: oldAt, ID: e.ID}, &h.del)
+		t.DeleteHint(claimKey{At: oldAt, ID: e.ID}, &h.del)
 	}
 	if newOK {
 		t, h := s.claimIndex(e.Leased())
-		t.SetHint(dueKey{At: newAt, ID: e.ID}, &h.set)
+		t.SetHint(claimKey{At: newAt, ID: e.ID, e: stored}, &h.set)
 	}
 }
 
 // claimIndex returns the claimable index an execution with or without a
 // current lease belongs in, and its search hints.
-func (s *State) claimIndex(leased bool) (*btree.BTreeG[dueKey], *indexHints) {
+func (s *State) claimIndex(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
 	if leased {
 		return s.leases, &s.dueHint[1]
 	}
 	return s.due, &s.dueHint[0]
 }
 
-// putRecord stores e as the record for e.ID, leaving the due index to the
-// caller. A record no copy can see is changed in place (no allocation, no
-// tree search); a shared one is replaced.
-func (s *State) putRecord(old, e *Execution) {
+// putRecord stores e as the record for e.ID, leaving the claimable indexes
+// to the caller, and returns the stored record. A record no copy can see is
+// changed in place (no allocation, no tree search); a shared one is replaced.
+func (s *State) putRecord(old, e *Execution) *Execution {
 	if old != nil && old.gen == s.gen {
 		*old = *e
-		return
+		return old
 	}
 	n := new(Execution)
 	*n = *e
 	n.gen = s.gen
 	s.execs.SetHint(execItem{ID: n.ID, e: n}, &s.execHint)
+	return n
 }
