@@ -250,11 +250,13 @@ func ackBytes(id string, o *fsm.Outcome) int {
 // setAckResult fills one acknowledgement's answer from its command's error
 // (the store failed) or its result.
 func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack) {
-	if out.Err = err; err != nil {
-		return
-	}
-	c := fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token}
-	if out.Err = resultErr(res, &c); out.Err == nil {
+	switch {
+	case err != nil:
+		out.Err = err
+	case res.Code == fsm.CodeOK:
 		out.Record = recordFromFSM(&res.Exec)
+	default:
+		c := fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token}
+		out.Err = resultErr(res, &c)
 	}
 }
