@@ -25,7 +25,7 @@ type AdmitRequest struct {
 func (s *Store) Admit(ctx context.Context, req AdmitRequest) (string, error) {
 	var gen string
 	if req.ExecutionID == "" {
-		gen = newID(s.opts.Now())
+		gen = newID(s.opts.Now(), s.opts.IDRand)
 	}
 	c, err := admitCommand(&req, &s.limits, gen)
 	if err != nil {

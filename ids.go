@@ -3,6 +3,7 @@ package execstore
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"io"
 	"time"
 )
 
@@ -11,14 +12,18 @@ import (
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 // newID returns a 26-character ULID: 48 bits of milliseconds, then 80 random
-// bits. IDs sort by creation time, and a collision is not a practical
-// concern; if a caller happened to choose the same string, the state machine
-// derives a different unused ID (see fsm), so a generated ID is never a
-// conflict.
-func newID(now time.Time) string {
+// bits from bits (crypto/rand when nil). IDs sort by creation time, and a
+// collision is not a practical concern; if a caller happened to choose the
+// same string, the state machine derives a different unused ID (see fsm), so
+// a generated ID is never a conflict.
+func newID(now time.Time, bits io.Reader) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
-	_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails (Go 1.24+)
+	if bits == nil {
+		_, _ = rand.Read(b[6:]) // crypto/rand.Read never fails (Go 1.24+)
+	} else {
+		_, _ = io.ReadFull(bits, b[6:])
+	}
 	var out [26]byte
 	// 128 bits as 26 base32 digits: the first digit carries 3 bits.
 	hi := binary.BigEndian.Uint64(b[:8])

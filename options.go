@@ -1,6 +1,7 @@
 package execstore
 
 import (
+	"io"
 	"log/slog"
 	"time"
 
@@ -49,6 +50,12 @@ type Options struct {
 	// WALFaults injects storage errors into the write-ahead log. For tests and
 	// the crash simulator only; nil in production.
 	WALFaults *wal.Faults
+	// IDRand supplies the random bits of generated execution IDs. Nil means
+	// crypto/rand. It is read in the callers' goroutines: it must be safe for
+	// the concurrent calls the store gets. For tests and the crash simulator
+	// only (a seeded source makes the log reproducible byte for byte); nil in
+	// production.
+	IDRand io.Reader
 }
 
 // Limits is the one place every size and count limit is defined. A zero field

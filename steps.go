@@ -84,7 +84,7 @@ func (s *Store) Start(ctx context.Context, lease Lease, stepKey, workflowID stri
 		Token:       lease.Token,
 		Key:         stepKey,
 		WorkflowID:  workflowID,
-		ChildID:     newID(s.opts.Now()),
+		ChildID:     newID(s.opts.Now(), s.opts.IDRand),
 	}
 	if params != nil {
 		c.Params, c.HasParams = string(params), true

@@ -22,7 +22,10 @@
 // Generated execution IDs are a millisecond timestamp and random bits, and
 // claims order ties by ID: the simulator gives every operation that generates
 // an ID a millisecond of its own, so IDs sort by creation, and the trace names
-// them g1, g2, ... in order of appearance. A torn tail's side file is named
+// them g1, g2, ... in order of appearance. The random bits are written to the
+// log, where a crash image's stale or garbage tail could repeat them by chance
+// and keep an unacknowledged entry whole in some runs only: the simulator
+// draws them from the seed (Options.IDRand). A torn tail's side file is named
 // after the wall clock: the trace leaves that part of the name out.
 //
 // # The workload

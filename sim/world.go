@@ -2,10 +2,13 @@ package sim
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +79,13 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 	w.hooks = &hooks{rng: rand.New(rand.NewPCG(seed, 0xd15c))}
 	w.clock.set(simEpoch.UnixNano())
 	segment := []int{512, 1024, 2048, 4096, 16 << 10, 256 << 10}[w.rng.IntN(6)]
+	// Generated IDs' random bits are written to the log, and a crash image's
+	// stale or garbage tail may repeat them by chance, keeping an entry whole:
+	// drawn from the seed, the log and its crash images are the same on every
+	// run.
+	var idKey [32]byte
+	binary.LittleEndian.PutUint64(idKey[:], seed)
+	copy(idKey[8:], "sim-ids")
 	w.opts = execstore.Options{
 		Now:              w.clock.Now,
 		Limits:           simLimits(),
@@ -83,6 +93,7 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		SnapshotEntries:  1 << 40, // snapshots only when the workload asks, so hooks fire in a known order
 		SnapshotWALBytes: 1 << 40,
 		WALFaults:        w.hooks.faults(),
+		IDRand:           &lockedReader{r: rand.NewChaCha8(idKey)},
 	}
 	for i := range 6 + w.rng.IntN(30) {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
@@ -633,4 +644,16 @@ func (w *world) liveness() error {
 		return violationf("liveness: the store still has %d pending executions (next due %s)", st.Pending, simTime(st.NextDue))
 	}
 	return w.checkFull(w.store, "after the liveness phase")
+}
+
+// lockedReader makes a reader safe for the concurrent calls a store may make.
+type lockedReader struct {
+	mu sync.Mutex
+	r  io.Reader
+}
+
+func (l *lockedReader) Read(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Read(p)
 }
