@@ -285,7 +285,8 @@ func DecodeState(r Reader) (*State, error) {
 func (s *State) decodeExecs(d *streamDecoder) error {
 	n := d.count(maxCount)
 	workflows := map[string]string{} // interned: most records share a few
-	var due, leases []claimKey
+	due := make([]claimKey, 0, min(n, 1<<20))
+	var leases []claimKey
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
 		e := d.execution(workflows)
