@@ -218,14 +218,7 @@ const ackCommandBytes = 1 << 20
 func ackRequests(acks []fsm.Ack) []*request {
 	var reqs []*request
 	for len(acks) > 0 {
-		n, size := 0, 0
-		for n < len(acks) && n < fsm.MaxAcksPerCommand {
-			size += ackBytes(acks[n].ExecutionID, &acks[n].Outcome)
-			if n > 0 && size > ackCommandBytes {
-				break
-			}
-			n++
-		}
+		n := ackRunLen(len(acks), func(i int) (string, *fsm.Outcome) { return acks[i].ExecutionID, &acks[i].Outcome })
 		r := newRequest()
 		if a := &acks[0]; n == 1 {
 			r.cmd = fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token, Outcome: a.Outcome}
@@ -236,6 +229,20 @@ func ackRequests(acks []fsm.Ack) []*request {
 		acks = acks[n:]
 	}
 	return reqs
+}
+
+// ackRunLen returns how many of n acknowledgements, the first ones, one
+// acknowledge-batch command holds: at least one, at most
+// fsm.MaxAcksPerCommand, and no more than about ackCommandBytes of them.
+// ack returns the i-th one's ID and outcome.
+func ackRunLen(n int, ack func(i int) (string, *fsm.Outcome)) int {
+	size := 0
+	for i := 0; i < min(n, fsm.MaxAcksPerCommand); i++ {
+		if size += ackBytes(ack(i)); i > 0 && size > ackCommandBytes {
+			return i
+		}
+	}
+	return min(n, fsm.MaxAcksPerCommand)
 }
 
 // ackBytes is about the encoded size of an acknowledgement.

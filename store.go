@@ -422,12 +422,13 @@ func (s *Store) encodeLogged(now int64) {
 	for i := 0; i < len(s.logged); {
 		j := i + 1
 		if s.logged[i].cmd.Kind == fsm.KindAcknowledge {
-			size := ackBytes(s.logged[i].cmd.ExecutionID, &s.logged[i].cmd.Outcome)
-			for ; j < len(s.logged) && j-i < fsm.MaxAcksPerCommand && s.logged[j].cmd.Kind == fsm.KindAcknowledge; j++ {
-				if size += ackBytes(s.logged[j].cmd.ExecutionID, &s.logged[j].cmd.Outcome); size > ackCommandBytes {
-					break
-				}
+			for j < len(s.logged) && s.logged[j].cmd.Kind == fsm.KindAcknowledge {
+				j++
 			}
+			run := s.logged[i:j]
+			j = i + ackRunLen(len(run), func(k int) (string, *fsm.Outcome) {
+				return run[k].cmd.ExecutionID, &run[k].cmd.Outcome
+			})
 		}
 		e := logEntry{reqs: s.logged[i:j]}
 		if j-i > 1 {
