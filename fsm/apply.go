@@ -185,6 +185,7 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		s.leases.Load(claimKey{At: expires, ID: e.ID, e: stored})
 		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: expires})
 	}
+	clear(taken) // the scratch buffer must not keep records alive
 	return Result{Leases: leases}
 }
 

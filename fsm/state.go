@@ -277,7 +277,7 @@ func (s *State) NextDue() (int64, bool) {
 }
 
 // nextClaimable returns the first entry of the two claimable indexes in
-// (time, ID) order, and the index holding it.
+// (time, ID) order.
 func (s *State) nextClaimable() (claimKey, bool) {
 	d, dok := s.due.Min()
 	l, lok := s.leases.Min()
