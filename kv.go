@@ -18,15 +18,21 @@ type Write struct {
 // the commit's time) for every execution with a watch on any written key, and
 // removes those watches. After a crash either the writes and every resulting
 // wake are present, or none of them. Writes apply in order (a later write of
-// the same key wins). Values must be JSON (ErrInvalidArgument).
+// the same key wins). Values must be JSON (ErrInvalidArgument). At most
+// Limits.WritesPerCommit writes of at most Limits.CommitBytes of keys and
+// values in all (ErrInvalidArgument, and nothing is written).
 func (s *Store) Commit(ctx context.Context, writes ...Write) error {
 	if len(writes) > s.limits.WritesPerCommit {
 		return invalidArg("%d writes, more than the limit of %d", len(writes), s.limits.WritesPerCommit)
 	}
 	c := fsm.Command{Kind: fsm.KindCommit, Writes: make([]fsm.Write, len(writes))}
+	size := 0
 	for i, w := range writes {
 		if err := checkKey("key", w.Key, &s.limits); err != nil {
 			return err
+		}
+		if size += len(w.Key) + len(w.Value); size > s.limits.CommitBytes {
+			return invalidArg("writes of more than %d bytes in all, the limit of one commit", s.limits.CommitBytes)
 		}
 		if w.Value != nil {
 			if err := checkValue("value of "+w.Key, w.Value, &s.limits); err != nil {

@@ -161,7 +161,8 @@ type AckResult struct {
 // together (as few WAL entries as their size allows, one fsync), but each
 // gets its own result exactly as Acknowledge would give it, in order (one
 // lost lease fails only its own acknowledgement). At most Limits.ClaimLimit
-// acknowledgements (ErrInvalidArgument). The returned error is for the call
+// acknowledgements of at most Limits.AcknowledgeBatchBytes in all
+// (ErrInvalidArgument, and none is written). The returned error is for the call
 // as a whole: the store is closed or failed, or ctx ended while waiting (then
 // some of the acknowledgements may still take effect).
 func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, error) {
@@ -171,6 +172,7 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 	results := make([]AckResult, len(acks))
 	valid := make([]fsm.Ack, 0, len(acks))
 	slot := make([]int, 0, len(acks)) // valid[j] answers results[slot[j]]
+	size := 0
 	for i, a := range acks {
 		if err := checkLease(a.Lease); err != nil {
 			results[i].Err = err
@@ -183,6 +185,9 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 		}
 		valid = append(valid, fsm.Ack{ExecutionID: a.Lease.ExecutionID, Token: a.Lease.Token, Outcome: out})
 		slot = append(slot, i)
+		if size += ackBytes(a.Lease.ExecutionID, &out); size > s.limits.AcknowledgeBatchBytes {
+			return nil, invalidArg("acknowledgements of more than %d bytes in all, the limit of one batch", s.limits.AcknowledgeBatchBytes)
+		}
 	}
 	reqs := ackRequests(valid)
 	if err := s.submit(ctx, reqs); err != nil {
@@ -245,13 +250,10 @@ func ackRunLen(n int, ack func(i int) (string, *fsm.Outcome)) int {
 	return min(n, fsm.MaxAcksPerCommand)
 }
 
-// ackBytes is about the encoded size of an acknowledgement.
+// ackBytes is the encoded size of an acknowledgement inside a command, with
+// its token counted at its widest.
 func ackBytes(id string, o *fsm.Outcome) int {
-	n := 16 + len(id) + len(o.Result)
-	for e := o.Error; e != nil; e = e.Cause {
-		n += 8 + len(e.Name) + len(e.Message) + len(e.Code)
-	}
-	return n
+	return fsm.AckLen(id, 1<<63, o)
 }
 
 // setAckResult fills one acknowledgement's answer from its command's error

@@ -25,8 +25,15 @@ type Options struct {
 	// their defaults (see Limits).
 	Limits Limits
 	// MaxBatch is the most commands written as one WAL batch (one fsync).
-	// Default 4096.
+	// Default 4096; at most wal.MaxBatchEntries (Open refuses more).
 	MaxBatch int
+	// MaxBatchBytes is the most bytes of encoded commands written as one WAL
+	// batch: the writer cuts batches by bytes as well as by count, so that
+	// many large commands queued at once never make a batch the log refuses.
+	// It also bounds one command: Open refuses Limits under which some
+	// command could encode to more than MaxBatchBytes (or than one WAL entry
+	// holds, wal.MaxPayloadBytes). Default 64 MiB; at most wal.MaxBatchBytes.
+	MaxBatchBytes int
 	// SegmentSize is the WAL's target segment file size in bytes. Default
 	// 16 MiB.
 	SegmentSize int
@@ -62,6 +69,12 @@ type Options struct {
 // means its default. Exceeding a limit is an error that changes nothing:
 // ErrInvalidExecutionEvent for an admission or child start, ErrInvalidArgument
 // otherwise, ErrLimitExceeded for the per-execution counts.
+//
+// Every limit is checked in the caller's goroutine, before the command is
+// queued, so one caller's oversized request is that caller's error alone.
+// Together they bound every command's encoded size; Open refuses Limits under
+// which a command could be larger than one WAL batch (Options.MaxBatchBytes)
+// or entry (wal.MaxPayloadBytes) holds.
 type Limits struct {
 	// EventBytes bounds an admission's params and context together (the
 	// lengths of params plus every context key and value). Default 1 MiB.
@@ -75,11 +88,18 @@ type Limits struct {
 	ContextEntries int
 	// WritesPerCommit bounds the writes of one Commit. Default 1024.
 	WritesPerCommit int
+	// CommitBytes bounds one Commit as a whole: the lengths of its keys and
+	// values together. Default 8 MiB.
+	CommitBytes int
 	// KeysPerWatch bounds the keys of one Watch. Default 64.
 	KeysPerWatch int
 	// ClaimLimit bounds ClaimDue's limit and the acknowledgements of one
 	// AcknowledgeBatch. Default 10,000.
 	ClaimLimit int
+	// AcknowledgeBatchBytes bounds one AcknowledgeBatch as a whole: the
+	// encoded size of all its acknowledgements (IDs, results, recorded
+	// errors) together. Default 64 MiB.
+	AcknowledgeBatchBytes int
 	// LeaseDuration bounds the lease duration of ClaimDue and Renew.
 	// Default 24 hours.
 	LeaseDuration time.Duration
@@ -107,17 +127,19 @@ const (
 
 // DefaultLimits are the limits a zero Limits field takes.
 var DefaultLimits = Limits{
-	EventBytes:        1 << 20,
-	ValueBytes:        1 << 20,
-	KeyBytes:          1024,
-	ContextEntries:    1024,
-	WritesPerCommit:   1024,
-	KeysPerWatch:      64,
-	ClaimLimit:        10_000,
-	LeaseDuration:     24 * time.Hour,
-	RetryAfter:        365 * 24 * time.Hour,
-	ErrorMessageBytes: 16 << 10,
-	ErrorCauseDepth:   8,
+	EventBytes:            1 << 20,
+	ValueBytes:            1 << 20,
+	KeyBytes:              1024,
+	ContextEntries:        1024,
+	WritesPerCommit:       1024,
+	CommitBytes:           8 << 20,
+	KeysPerWatch:          64,
+	ClaimLimit:            10_000,
+	AcknowledgeBatchBytes: 64 << 20,
+	LeaseDuration:         24 * time.Hour,
+	RetryAfter:            365 * 24 * time.Hour,
+	ErrorMessageBytes:     16 << 10,
+	ErrorCauseDepth:       8,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -132,6 +154,8 @@ func (l Limits) withDefaults() Limits {
 	pick(&l.KeyBytes, d.KeyBytes)
 	pick(&l.ContextEntries, d.ContextEntries)
 	pick(&l.WritesPerCommit, d.WritesPerCommit)
+	pick(&l.CommitBytes, d.CommitBytes)
+	pick(&l.AcknowledgeBatchBytes, d.AcknowledgeBatchBytes)
 	pick(&l.KeysPerWatch, d.KeysPerWatch)
 	pick(&l.ClaimLimit, d.ClaimLimit)
 	pick(&l.ErrorMessageBytes, d.ErrorMessageBytes)

@@ -152,16 +152,18 @@ func clean(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
-	const mark = "…(truncated)"
-	cut := max - len(mark)
+	cut := max - len(truncatedMark)
 	if cut < 0 {
 		cut = 0
 	}
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + mark
+	return s[:cut] + truncatedMark
 }
+
+// truncatedMark ends a recorded message cut to its limit.
+const truncatedMark = "…(truncated)"
 
 func workflowErrorFromInfo(info *fsm.ErrorInfo) *WorkflowError {
 	if info == nil {

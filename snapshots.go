@@ -165,6 +165,21 @@ func (s *Store) snapshotDone(out snapshotOutcome) {
 	sn.waiters = nil
 }
 
+// pollSnapshots takes, without waiting, every pending Snapshot request and a
+// finished background snapshot. Writer goroutine only.
+func (s *Store) pollSnapshots() {
+	for {
+		select {
+		case req := <-s.snaps.requests:
+			s.snaps.pending = append(s.snaps.pending, req)
+		case out := <-s.snaps.done:
+			s.snapshotDone(out)
+		default:
+			return
+		}
+	}
+}
+
 // finishSnapshots waits for an in-flight snapshot at Close and refuses the
 // requests still pending. Writer goroutine only.
 func (s *Store) finishSnapshots() {

@@ -2,6 +2,7 @@ package execstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,8 +63,13 @@ type Store struct {
 	batch      wal.Batch
 	encoded    []byte
 	logged     []*request // this batch's requests that are logged
+	deferred   []*request // this batch's requests answered after it is applied
+	view       batchView  // what the logged requests will do
 	entries    []logEntry // their WAL entries
 	mergedAcks []fsm.Ack  // backing store of merged acknowledge-batch commands
+	batchBytes int        // encoded bytes of the batch being written
+
+	maxCommand int // the largest encoded command queued (see checkOptions)
 
 	applied uint64 // the last WAL index applied to state
 
@@ -75,9 +81,13 @@ type Store struct {
 // request is one queued command and, once done is signalled, its answer.
 type request struct {
 	cmd  fsm.Command
-	res  fsm.Result
-	err  error
-	done chan struct{} // capacity 1
+	size int // fsm.EncodedLen(&cmd), computed in the caller's goroutine
+	// logNext: the writer deferred this request once and then found it does
+	// change the state; it is logged in the next batch, never deferred again.
+	logNext bool
+	res     fsm.Result
+	err     error
+	done    chan struct{} // capacity 1
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
@@ -90,6 +100,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 4096
+	}
+	if opts.MaxBatchBytes <= 0 {
+		opts.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	if opts.SnapshotEntries <= 0 {
 		opts.SnapshotEntries = DefaultSnapshotEntries
@@ -110,6 +123,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		stopped: make(chan struct{}),
 		snaps:   snapshotter{requests: make(chan chan error), done: make(chan snapshotOutcome, 1)},
 	}
+	maxCommand, err := checkOptions(&s.opts, &s.limits)
+	if err != nil {
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
+	}
+	s.maxCommand = maxCommand
 	s.awaits.init()
 	s.due.init()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
@@ -266,11 +284,19 @@ func (r *request) free() {
 // and waits until every one is answered in its res and err. The caller then
 // reads the answers and frees the requests.
 //
-// The error is for the call as a whole: the store is closed or failed before
-// queueing (the requests are freed, none took effect), or ctx ended (the
-// commands may still take effect, and the requests must not be touched).
+// The error is for the call as a whole: a command is larger than one WAL
+// entry or batch holds, the store is closed or failed before queueing (the
+// requests are freed, none took effect), or ctx ended (the commands may still
+// take effect, and the requests must not be touched).
 func (s *Store) submit(ctx context.Context, reqs []*request) error {
 	err := ctx.Err()
+	for _, r := range reqs {
+		// Sized here, in the caller's goroutine: the limits bound every
+		// command (checkOptions), so this refuses only what they missed.
+		if r.size = fsm.EncodedLen(&r.cmd); r.size > s.maxCommand && err == nil {
+			err = invalidArg("a %s command of %d bytes, more than the %d one write-ahead log batch holds", r.cmd.Kind, r.size, s.maxCommand)
+		}
+	}
 	s.qmu.Lock()
 	if err == nil {
 		err = s.failed()
@@ -312,12 +338,18 @@ func (s *Store) run() {
 		retireTicker = t.C
 	}
 	for {
+		// Snapshot requests and a finished background snapshot are taken on
+		// every round, so that a steady stream of writes never starves them.
+		s.pollSnapshots()
 		s.qmu.Lock()
-		n := min(len(s.queue), s.opts.MaxBatch)
+		n := takeBatch(s.queue, s.opts.MaxBatch, s.opts.MaxBatchBytes)
 		taken = append(taken[:0], s.queue[:n]...)
 		rest := copy(s.queue, s.queue[n:])
 		clear(s.queue[rest:])
 		s.queue = s.queue[:rest]
+		if rest == 0 && cap(s.queue) > queueCapMax {
+			s.queue = nil // a burst's backing array is not kept for ever
+		}
 		closing := s.closing
 		s.qmu.Unlock()
 		// Retire what is due first, so that a write that follows the
@@ -326,6 +358,9 @@ func (s *Store) run() {
 		if n > 0 {
 			s.process(taken)
 			clear(taken)
+			if cap(taken) > queueCapMax {
+				taken = nil
+			}
 		}
 		s.snapshotTick()
 		if more {
@@ -351,12 +386,83 @@ func (s *Store) run() {
 	}
 }
 
+// queueCapMax bounds the request slices the writer keeps between batches, so
+// that one burst does not pin its memory for the life of the store.
+const queueCapMax = 1 << 14
+
 // process runs one batch through precheck, the log, and apply.
 func (s *Store) process(batch []*request) {
 	now := s.stamp()
 	s.logged = s.logged[:0]
+	s.deferred = s.deferred[:0]
+	s.view.reset()
 	for _, r := range batch {
 		r.cmd.Now = now
+		if err := s.failed(); err != nil {
+			r.err = err
+			r.done <- struct{}{}
+			continue
+		}
+		res, mutates := s.state.Precheck(&r.cmd)
+		switch {
+		case !mutates:
+			r.res = res
+			r.done <- struct{}{}
+		case !r.logNext && s.view.settles(&r.cmd):
+			s.deferred = append(s.deferred, r)
+		default:
+			s.view.note(&r.cmd, s.state)
+			s.logged = append(s.logged, r)
+		}
+	}
+	if len(s.logged) > 0 {
+		s.writeLogged(now)
+	}
+	s.settleDeferred()
+	s.shrinkBuffers()
+}
+
+// writeLogged logs the batch's logged requests, applies them and answers
+// their callers.
+func (s *Store) writeLogged(now int64) {
+	s.encodeLogged(now)
+	if mutant.ApplyBeforeLog {
+		s.applyLogged()
+	}
+	first, err := s.wal.Write(&s.batch)
+	s.batches.Add(1)
+	if err != nil {
+		if !errors.Is(err, wal.ErrFailed) {
+			// The log refused the batch before writing a byte: a command the
+			// budget should have kept out (a programming error, not a storage
+			// failure). Those callers get the error; the store goes on.
+			s.logger.Error("execstore: the write-ahead log refused a batch; nothing was written", "err", err)
+			err = invalidArg("the write-ahead log refused the batch: %v", err)
+		} else {
+			s.failStop(err)
+			err = s.failed()
+		}
+		if mutant.ApplyBeforeLog {
+			return // already answered
+		}
+		for _, r := range s.logged {
+			r.err = err
+			r.done <- struct{}{}
+		}
+		return
+	}
+	s.applied = first + uint64(len(s.entries)) - 1
+	s.snaps.entries += len(s.entries)
+	if !mutant.ApplyBeforeLog {
+		s.applyLogged()
+	}
+}
+
+// settleDeferred answers the batch's deferred requests from the applied
+// state, or queues again, at the front, those that turn out to change it.
+func (s *Store) settleDeferred() {
+	var again []*request
+	for _, r := range s.deferred {
 		if err := s.failed(); err != nil {
 			r.err = err
 			r.done <- struct{}{}
@@ -368,34 +474,39 @@ func (s *Store) process(batch []*request) {
 			r.done <- struct{}{}
 			continue
 		}
-		s.logged = append(s.logged, r)
+		r.logNext = true
+		again = append(again, r)
 	}
-	if len(s.logged) == 0 {
-		return
-	}
-	s.encodeLogged(now)
-	if mutant.ApplyBeforeLog {
-		s.applyLogged()
-	}
-	first, err := s.wal.Write(&s.batch)
-	s.batches.Add(1)
-	if err != nil {
-		s.failStop(err)
-		if mutant.ApplyBeforeLog {
-			return // already answered
-		}
-		for _, r := range s.logged {
-			r.err = s.failed()
-			r.done <- struct{}{}
-		}
-		return
-	}
-	s.applied = first + uint64(len(s.entries)) - 1
-	s.snaps.entries += len(s.entries)
-	if !mutant.ApplyBeforeLog {
-		s.applyLogged()
+	clear(s.deferred)
+	if len(again) > 0 {
+		s.qmu.Lock()
+		s.queue = append(again, s.queue...)
+		s.qmu.Unlock()
+		s.signal() // the writer must go round again even if nothing else arrives
 	}
 }
+
+// shrinkBuffers drops the writer's batch buffers after a large batch, so that
+// one burst of large commands does not pin its memory for the life of the
+// store.
+func (s *Store) shrinkBuffers() {
+	if s.batchBytes > reusedBytesMax {
+		s.batch = wal.Batch{}
+	}
+	if cap(s.encoded) > reusedBytesMax {
+		s.encoded = nil
+	}
+	if cap(s.logged) > queueCapMax {
+		s.logged, s.entries, s.mergedAcks = nil, nil, nil
+	}
+	if cap(s.deferred) > queueCapMax {
+		s.deferred = nil
+	}
+}
+
+// reusedBytesMax bounds the encoded bytes the writer's buffers keep between
+// batches.
+const reusedBytesMax = 4 << 20
 
 // logEntry is one logged command: one request's, or a run of consecutive
 // acknowledge requests merged into one acknowledge-batch command (which
@@ -419,6 +530,12 @@ func (s *Store) encodeLogged(now int64) {
 	s.entries = s.entries[:0]
 	s.mergedAcks = slices.Grow(s.mergedAcks[:0], len(s.logged)) // never reallocated below
 	s.batch.Reset()
+	s.batchBytes = 0
+	size := 0
+	for _, r := range s.logged {
+		size += r.size
+	}
+	s.batch.Grow(size) // an upper bound: merged acknowledgements take less
 	for i := 0; i < len(s.logged); {
 		j := i + 1
 		if s.logged[i].cmd.Kind == fsm.KindAcknowledge {
@@ -441,6 +558,7 @@ func (s *Store) encodeLogged(now int64) {
 		s.entries = append(s.entries, e)
 		s.encoded = fsm.AppendEncode(s.encoded[:0], e.command())
 		s.batch.Add(s.encoded)
+		s.batchBytes += len(s.encoded)
 		s.snaps.bytes += len(s.encoded)
 		i = j
 	}

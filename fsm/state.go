@@ -383,3 +383,18 @@ func (s *State) putRecord(old, e *Execution) *Execution {
 	s.execs.SetHint(execItem{ID: n.ID, e: n}, &s.execHint)
 	return n
 }
+
+// ExpiredLeases calls fn for the current leases that have expired by now, in
+// (expiry, ID) order, at most limit of them: the leases a claim at now may
+// supersede.
+func (s *State) ExpiredLeases(now int64, limit int, fn func(id string, token uint64)) {
+	n := 0
+	s.leases.Scan(func(k claimKey) bool {
+		if k.At > now || n == limit {
+			return false
+		}
+		fn(k.ID, k.e.LeaseToken)
+		n++
+		return true
+	})
+}

@@ -1,6 +1,9 @@
 package wal
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // Batch collects payloads for one Write. It is reusable (Reset) so the hot path does not
 // allocate once its buffers have grown. A Batch is not safe for concurrent use.
@@ -33,6 +36,10 @@ func (b *Batch) Add(payload []byte) {
 	b.data = append(b.data, payload...)
 	b.ends = append(b.ends, len(b.data))
 }
+
+// Grow makes room for n more payload bytes, so that adding a batch whose
+// size is known does not copy the buffer as it grows.
+func (b *Batch) Grow(n int) { b.data = slices.Grow(b.data, n) }
 
 // Len is the number of payloads added.
 func (b *Batch) Len() int { return len(b.ends) }
