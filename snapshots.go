@@ -121,8 +121,14 @@ func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 	opts := snapshot.Options{NoSync: s.opts.NoSync}
 	out.info, out.err = snapshot.Write(s.snapshotDir(), st, hdr, opts)
 	if out.err == nil {
-		// Read the new file back before anything older is removed.
-		_, out.err = snapshot.Verify(out.info.Path)
+		// Read the new file back, decoding all of it, before anything older
+		// is removed.
+		if out.err = snapshot.Check(out.info.Path, hdr, st); out.err != nil {
+			// Recovery would skip it too; removed, it cannot count as one
+			// of the two kept. (An unlink lost in a crash leaves it to
+			// recovery to skip.)
+			os.Remove(out.info.Path)
+		}
 	}
 	if out.err == nil {
 		var fi os.FileInfo

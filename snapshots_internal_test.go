@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/execstore/execstore/internal/mutant"
 	"github.com/execstore/execstore/snapshot"
 )
 
@@ -161,5 +163,59 @@ func TestSnapshotIsServedUnderASteadyLoad(t *testing.T) {
 	// The second snapshot came well before the last of the admissions.
 	if newest := infos[0].Index; newest+n/2 > st.WALLastIndex {
 		t.Fatalf("the snapshots cover up to index %d of %d: they waited for the queue to drain", newest, st.WALLastIndex)
+	}
+}
+
+// A snapshot the state encoder got wrong passes its own checksum; the
+// read-back decodes it whole and refuses it BEFORE the older snapshots and
+// the log behind them are removed, so nothing is lost.
+func TestASnapshotThatDoesNotDecodeDeletesNothingOlder(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 2048}
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	admit := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := s.Admit(ctx, AdmitRequest{ExecutionID: fmt.Sprintf("e%03d", i), WorkflowID: "w", Params: []byte(`{"n":1}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	admit(0, 40)
+	if err := s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admit(40, 80)
+	if err := s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admit(80, 120)
+	good, _ := snapshot.List(filepath.Join(dir, "snapshots"))
+	walFirst := s.wal.FirstIndex()
+
+	reset := mutant.Set(&mutant.EncodeSkipsLastRecord)
+	err = s.Snapshot(ctx)
+	reset()
+	if !errors.Is(err, snapshot.ErrCorrupt) {
+		t.Fatalf("Snapshot with a broken encoder: %v, want snapshot.ErrCorrupt", err)
+	}
+	if kept, _ := snapshot.List(filepath.Join(dir, "snapshots")); !reflect.DeepEqual(kept, good) {
+		t.Fatalf("snapshots after the refused one: %v, want %v", kept, good)
+	}
+	if got := s.wal.FirstIndex(); got != walFirst {
+		t.Fatalf("the log was compacted from %d to %d", walFirst, got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(dir, opts); err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	defer s.Close()
+	if st, _ := s.Stats(ctx); st.Executions != 120 {
+		t.Fatalf("%d executions after reopening, want 120", st.Executions)
 	}
 }

@@ -180,6 +180,34 @@ func cmpUint(a, b uint64) int {
 // the state decoder only ever sees bytes that were written whole. Any problem
 // is an error wrapping ErrCorrupt (or the I/O error).
 func Read(path string) (*fsm.State, Header, error) {
+	return read(path, false)
+}
+
+// Check reads back a snapshot that was just written from st with header
+// want, BEFORE anything older is deleted: its checksum, then its whole state,
+// decoded as recovery would decode it, which must agree with what was
+// encoded: the same last index, clock and record count, the same counters
+// and the same number of due executions. A checksum is computed over the
+// bytes the encoder wrote, so it cannot catch an encoder that wrote the wrong
+// state; decoding can. The decoding is paced like the encoder (a pause after
+// each chunk read), so that it keeps to a fraction of a core.
+func Check(path string, want Header, st *fsm.State) error {
+	got, h, err := read(path, true)
+	if err != nil {
+		return err
+	}
+	switch {
+	case h != want:
+		return corrupt(path, "header %+v, written as %+v", h, want)
+	case got.Len() != st.Len() || got.Meta() != st.Meta() || got.DueLen() != st.DueLen():
+		return corrupt(path, "decodes to %d records (%+v, %d due), encoded from %d (%+v, %d due)",
+			got.Len(), got.Meta(), got.DueLen(), st.Len(), st.Meta(), st.DueLen())
+	}
+	return nil
+}
+
+// read is Read, optionally paced.
+func read(path string, paced bool) (*fsm.State, Header, error) {
 	h, err := Verify(path)
 	if err != nil {
 		return nil, Header{}, err
@@ -193,7 +221,11 @@ func Read(path string) (*fsm.State, Header, error) {
 	if err != nil {
 		return nil, Header{}, fmt.Errorf("snapshot: %w", err)
 	}
-	r := bufio.NewReaderSize(io.LimitReader(f, fi.Size()-4), 256<<10)
+	var in io.Reader = io.LimitReader(f, fi.Size()-4)
+	if paced {
+		in = yieldingReader{in}
+	}
+	r := bufio.NewReaderSize(in, 256<<10)
 	if _, err := r.Discard(headerSize); err != nil {
 		return nil, Header{}, fmt.Errorf("snapshot: read %s: %w", path, err)
 	}
@@ -343,6 +375,24 @@ const snapshotPause = 500 * time.Microsecond
 
 func (y yielding) Write(p []byte) (int, error) {
 	n, err := y.w.Write(p)
+	time.Sleep(snapshotPause)
+	return n, err
+}
+
+// yieldingReader passes reads on, at most readChunk bytes each, and pauses
+// after each, as yielding does for writes, so that the read-back of a
+// snapshot just written keeps to a fraction of a core.
+type yieldingReader struct{ r io.Reader }
+
+// readChunk is what the decoder gets between pauses: about half a
+// millisecond of decoding.
+const readChunk = 64 << 10
+
+func (y yieldingReader) Read(p []byte) (int, error) {
+	if len(p) > readChunk {
+		p = p[:readChunk]
+	}
+	n, err := y.r.Read(p)
 	time.Sleep(snapshotPause)
 	return n, err
 }

@@ -26,6 +26,10 @@ var (
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken bool
+	// EncodeSkipsLastRecord makes the state encoder count every record but
+	// write all of them except the last: a snapshot whose checksum is right
+	// and whose state is not.
+	EncodeSkipsLastRecord bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.
