@@ -210,13 +210,16 @@ func (s *Store) finishSnapshots() {
 
 // loadSnapshot returns the newest snapshot that reads back whole and that the
 // WAL continues, or an empty state at index 0 when the WAL still starts at
-// its first entry. A snapshot that fails is skipped with a loud log line.
-func (s *Store) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, error) {
+// its first entry. A snapshot that fails is skipped with a loud log line. It
+// also returns what recovery would fall back on if the loaded snapshot were
+// lost: the next older snapshot the log continues (or the log from its
+// start), with the entries between them, which this Open does not read.
+func (s *Store) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, fallback, error) {
 	infos, err := snapshot.List(s.snapshotDir())
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fallback{}, err
 	}
-	for _, info := range infos {
+	for i, info := range infos {
 		st, hdr, err := snapshot.Read(info.Path)
 		if err != nil {
 			s.logger.Error("execstore: skipping unreadable snapshot; falling back to an older one", "path", info.Path, "err", err)
@@ -228,14 +231,14 @@ func (s *Store) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, erro
 			continue
 		}
 		if hdr.Index > walLast {
-			return nil, 0, fmt.Errorf("execstore: snapshot %s covers up to index %d but the write-ahead log ends at %d: "+
+			return nil, 0, fallback{}, fmt.Errorf("execstore: snapshot %s covers up to index %d but the write-ahead log ends at %d: "+
 				"logged commands were lost (was the store run with NoSync?)", info.Path, hdr.Index, walLast)
 		}
-		return st, hdr.Index, nil
+		return st, hdr.Index, fallbackOf(infos[i+1:], hdr.Index, walFirst), nil
 	}
 	if walFirst > 1 {
-		return nil, 0, errors.New("execstore: no valid snapshot covers the write-ahead log, which starts at index " +
+		return nil, 0, fallback{}, errors.New("execstore: no valid snapshot covers the write-ahead log, which starts at index " +
 			fmt.Sprint(walFirst) + "; refusing to open with the earlier commands missing")
 	}
-	return fsm.New(), 0, nil
+	return fsm.New(), 0, fallback{}, nil
 }

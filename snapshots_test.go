@@ -306,3 +306,143 @@ func TestSnapshotOfAFailedStoreAnswersWithTheFailure(t *testing.T) {
 		t.Fatalf("Snapshot of a failed store: %v, want ErrStorageFailed", err)
 	}
 }
+
+// fallbackFixture leaves a closed store with two kept snapshots and the log
+// between them in several segments, and returns the two snapshots' indexes.
+func fallbackFixture(t *testing.T) (f *fixture, older, newest uint64) {
+	t.Helper()
+	f = snapshotFixture(t)
+	f.load("a", 40)
+	if err := f.s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.load("b", 40)
+	if err := f.s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.load("c", 20)
+	f.s.Close()
+	f.s = nil
+	names := snapshotFiles(t, f.dir)
+	if len(names) != 2 {
+		t.Fatalf("snapshots %v, want two", names)
+	}
+	index := func(name string) uint64 {
+		n, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, "snapshot-"), ".snap"), 10, 64)
+		return n
+	}
+	return f, index(names[0]), index(names[1])
+}
+
+// damageSegmentBetween flips a byte in the middle of a WAL segment that lies
+// wholly between the two snapshots, so that recovery from the newest never
+// reads it, and returns the segment's name.
+func damageSegmentBetween(t *testing.T, dir string, older, newest uint64) string {
+	t.Helper()
+	entries, _ := os.ReadDir(filepath.Join(dir, "wal"))
+	var starts []uint64
+	for _, e := range entries {
+		if n, err := strconv.ParseUint(e.Name(), 10, 64); err == nil && len(e.Name()) == 20 {
+			starts = append(starts, n)
+		}
+	}
+	slices.Sort(starts)
+	for i := 0; i+1 < len(starts); i++ {
+		if starts[i] > older && starts[i+1] <= newest {
+			path := filepath.Join(dir, "wal", fmt.Sprintf("%020d", starts[i]))
+			b, _ := os.ReadFile(path)
+			b[len(b)/2] ^= 0xff
+			os.WriteFile(path, b, 0o640)
+			return filepath.Base(path)
+		}
+	}
+	t.Fatalf("no segment lies wholly between indexes %d and %d (segments %v)", older, newest, starts)
+	return ""
+}
+
+// waitFallbackChecked polls Stats until the background check of the fallback
+// path has finished.
+func (f *fixture) waitFallbackChecked() execstore.Stats {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := f.stats()
+		if st.FallbackChecked {
+			return st
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatal("the fallback check did not finish")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The path recovery would fall back on is checked after Open: a clean one is
+// reported clean.
+func TestOpenChecksTheFallbackPath(t *testing.T) {
+	f, _, _ := fallbackFixture(t)
+	f.open()
+	if st := f.waitFallbackChecked(); st.FallbackErr != nil {
+		t.Fatalf("FallbackErr = %v on an undamaged store", st.FallbackErr)
+	}
+}
+
+// A damaged entry in the log between the two kept snapshots is never read by
+// a recovery from the newest; the check finds it at once, reports it, and the
+// store takes a snapshot after which that part of the log is not needed. Had
+// nobody looked, a lost newest snapshot would meet the damage only when
+// falling back: Open then refuses, naming the entry.
+func TestADamagedFallbackIsFoundAfterOpenNotWhenItIsNeeded(t *testing.T) {
+	f, older, newest := fallbackFixture(t)
+	want := func() map[string]any {
+		f.open()
+		defer func() { f.s.Close(); f.s = nil }()
+		return f.everything()
+	}()
+	segment := damageSegmentBetween(t, f.dir, older, newest)
+
+	f.open()
+	st := f.waitFallbackChecked()
+	var corrupt *wal.CorruptionError
+	if !errors.As(st.FallbackErr, &corrupt) || corrupt.Segment != segment || corrupt.Index <= older || corrupt.Index > newest {
+		t.Fatalf("FallbackErr = %v, want the damaged entry in segment %s, between %d and %d", st.FallbackErr, segment, older, newest)
+	}
+	if diff := cmp.Diff(want, f.everything()); diff != "" {
+		t.Fatalf("state (-want +got):\n%s", diff)
+	}
+	// The snapshot taken on finding it makes the damaged part unneeded.
+	deadline := time.Now().Add(10 * time.Second)
+	for f.stats().WALFirstIndex <= corrupt.Index {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log still starts at %d, before the damaged entry %d", f.stats().WALFirstIndex, corrupt.Index)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	f.reopen()
+	if st := f.waitFallbackChecked(); st.FallbackErr != nil {
+		t.Fatalf("after the repairing snapshot: FallbackErr = %v", st.FallbackErr)
+	}
+	if diff := cmp.Diff(want, f.everything()); diff != "" {
+		t.Fatalf("state after the repairing snapshot (-want +got):\n%s", diff)
+	}
+}
+
+// Without the repairing snapshot, losing the newest snapshot as well makes
+// recovery meet the damaged entry: Open refuses, naming it, rather than
+// opening with commands missing.
+func TestFallingBackOntoADamagedLogRefusesToOpen(t *testing.T) {
+	f, older, newest := fallbackFixture(t)
+	damageSegmentBetween(t, f.dir, older, newest)
+	path := filepath.Join(f.dir, "snapshots", fmt.Sprintf("snapshot-%020d.snap", newest))
+	b, _ := os.ReadFile(path)
+	b[len(b)/2] ^= 0xff
+	os.WriteFile(path, b, 0o640)
+	s, err := execstore.Open(f.dir, f.opts)
+	if err == nil {
+		s.Close()
+		t.Fatal("Open succeeded on a damaged fallback")
+	}
+	if !wal.IsCorruption(err) {
+		t.Fatalf("Open: %v, want a WAL corruption error", err)
+	}
+}

@@ -19,6 +19,15 @@ type Stats struct {
 	WALLastIndex  uint64    // last entry written (the number of logged commands, before truncation)
 	WALBatches    uint64    // WAL batches (writes, each with one fsync) since Open
 	Failed        error     // the fail-stop cause, or nil
+
+	// FallbackChecked: the background check after Open has read every byte
+	// recovery would fall back on if the newest snapshot were lost (the
+	// older kept snapshot and the log between the two).
+	FallbackChecked bool
+	// FallbackErr is what that check found damaged, or nil. The store takes a
+	// snapshot at once, after which the damaged part is no longer needed;
+	// the error stays until the next Open checks again.
+	FallbackErr error
 }
 
 // Stats returns a summary of the applied state.
@@ -39,6 +48,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.WALBatches = s.batches.Load()
 	})
 	st.Failed = s.failed()
+	st.FallbackChecked, st.FallbackErr = s.checks.result()
 	return st, err
 }
 

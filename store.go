@@ -76,6 +76,9 @@ type Store struct {
 	awaits awaiters
 	due    dueSignal
 	snaps  snapshotter
+
+	fallback fallback      // what recovery would fall back on; checked in the background
+	checks   fallbackCheck // that check
 }
 
 // request is one queued command and, once done is signalled, its answer.
@@ -149,6 +152,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	go s.run()
+	s.checks.start(s)
 	return s, nil
 }
 
@@ -190,10 +194,11 @@ func (s *Store) recover() error {
 		return fmt.Errorf("execstore: open write-ahead log: %w", err)
 	}
 	s.wal = w
-	state, applied, err := s.loadSnapshot(w.FirstIndex(), w.LastIndex())
+	state, applied, fb, err := s.loadSnapshot(w.FirstIndex(), w.LastIndex())
 	if err != nil {
 		return err
 	}
+	s.fallback = fb
 	var cmd fsm.Command
 	replayed := 0
 	err = w.Replay(applied+1, func(index uint64, payload []byte) error {
@@ -226,6 +231,7 @@ func (s *Store) Close() error {
 	s.qmu.Unlock()
 	s.signal()
 	<-s.stopped
+	s.checks.stop()
 	s.awaits.closeAll()
 	err := s.wal.Close()
 	if s.lockf != nil {
