@@ -157,18 +157,18 @@ type watchBody struct {
 }
 
 type claimBody struct {
-	Limit           int   `json:"limit"`
-	LeaseDurationMs int64 `json:"leaseDurationMs"`
+	Limit           int    `json:"limit"`
+	LeaseDurationMs millis `json:"leaseDurationMs"`
 }
 
 type renewBody struct {
 	Lease           leaseJSON `json:"lease"`
-	LeaseDurationMs int64     `json:"leaseDurationMs"`
+	LeaseDurationMs millis    `json:"leaseDurationMs"`
 }
 
 type releaseBody struct {
 	Lease        leaseJSON `json:"lease"`
-	RetryAfterMs int64     `json:"retryAfterMs"`
+	RetryAfterMs millis    `json:"retryAfterMs"`
 }
 
 type acknowledgeBody struct {
@@ -298,7 +298,7 @@ func (a *api) claim(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	leases, err := a.store.ClaimDue(r.Context(), body.Limit, time.Duration(body.LeaseDurationMs)*time.Millisecond)
+	leases, err := a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -315,7 +315,7 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	l, err := a.store.Renew(r.Context(), body.Lease.lease(), time.Duration(body.LeaseDurationMs)*time.Millisecond)
+	l, err := a.store.Renew(r.Context(), body.Lease.lease(), body.LeaseDurationMs.duration())
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -328,7 +328,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	if err := a.store.Release(r.Context(), body.Lease.lease(), time.Duration(body.RetryAfterMs)*time.Millisecond); err != nil {
+	if err := a.store.Release(r.Context(), body.Lease.lease(), body.RetryAfterMs.duration()); err != nil {
 		a.fail(w, err)
 		return
 	}

@@ -38,13 +38,26 @@ import (
 //     README's route table marks the same fields with "?".
 //   - A value has the kind its field holds, in JSON terms: a string, an
 //     integer within the field's range, an object, an array, an RFC 3339
-//     time.
+//     time, a whole number of milliseconds that fits a time.Duration (millis).
 //   - null is a value only where Go has a nil: a json.RawMessage, whose
 //     meaning is the store's to judge (a null store value deletes), and a
 //     pointer (an absent error or cause).
 //
 // An error names the field by its path in the body ("outcome.error.cause",
 // "writes[1].value") and what it must be.
+
+// millis is a body field that counts milliseconds of a time.Duration.
+// decodeBody admits only 0 to maxMillis, so that the duration, which counts
+// nanoseconds in an int64, neither overflows nor goes negative. A zero
+// that the store refuses (a lease of no time) is the store's to refuse.
+type millis int64
+
+// maxMillis is the largest whole number of milliseconds a time.Duration
+// holds: about 292 years.
+const maxMillis = math.MaxInt64 / int64(time.Millisecond)
+
+// duration converts a checked millis.
+func (m millis) duration() time.Duration { return time.Duration(m) * time.Millisecond }
 
 // bodyError is a request body that breaks a rule; its message is for the
 // client.
@@ -71,6 +84,7 @@ var (
 	rawType     = reflect.TypeFor[json.RawMessage]()
 	timeType    = reflect.TypeFor[time.Time]()
 	timePtrType = reflect.TypeFor[*time.Time]()
+	millisType  = reflect.TypeFor[millis]()
 )
 
 // value checks the next value in the body against t; path names it.
@@ -95,6 +109,9 @@ func (w *walker) value(t reflect.Type, path string) error {
 	n, isNumber := tok.(json.Number)
 	ok := false
 	switch k := t.Kind(); {
+	case t == millisType:
+		ms, err := strconv.ParseInt(string(n), 10, 64)
+		ok = isNumber && err == nil && ms >= 0 && ms <= maxMillis
 	case k == reflect.Struct && tok == json.Delim('{'):
 		return w.object(t, path)
 	case k == reflect.Map && tok == json.Delim('{'):
@@ -241,7 +258,10 @@ func unknownField(path, key string, fields bodyFields) error {
 
 // kindOf says, in JSON terms, what a value for a field of type t must be.
 func kindOf(t reflect.Type) string {
-	if t == timeType {
+	switch t {
+	case millisType:
+		return fmt.Sprintf("a whole number of milliseconds from 0 to %d", maxMillis)
+	case timeType:
 		return "an RFC 3339 time"
 	}
 	switch t.Kind() {

@@ -149,6 +149,31 @@ func TestHTTPCommitWriteWithoutAValueIsRefusedAndNullDeletes(t *testing.T) {
 	f.expect("GET", "/v1/store/k", "", http.StatusNotFound, "KEY_NOT_FOUND")
 }
 
+// A millisecond field is read into a time.Duration, which counts
+// nanoseconds in an int64: a value past that range must be refused, never
+// wrapped around into some other duration. 18446744074710 ms is 2^64 ns
+// plus about one second, so a wrapping multiplication reads it as 1s.
+func TestHTTPMillisecondFieldsOutsideADurationAreRefused(t *testing.T) {
+	routes := []struct{ name, path, body, field string }{
+		{"claim", "/v1/claims", `{"limit":1,"leaseDurationMs":MS}`, "leaseDurationMs"},
+		{"renew", "/v1/leases/renew", `{"lease":LEASE,"leaseDurationMs":MS}`, "leaseDurationMs"},
+		{"release", "/v1/leases/release", `{"lease":LEASE,"retryAfterMs":MS}`, "retryAfterMs"},
+	}
+	for _, r := range routes {
+		var cases []bodyCase
+		for _, ms := range []string{"18446744074710", "9223372036855", "99999999999999999999", "-1", "1.5", "1e3", `"1000"`, "null"} {
+			cases = append(cases, bodyCase{r.name + " " + ms, r.path, strings.Replace(r.body, "MS", ms, 1),
+				`"` + r.field + `" must be a whole number of milliseconds from 0 to 9223372036854`})
+		}
+		refuseAll(t, cases)
+	}
+	// The largest value the decoder takes reaches the store, whose own
+	// limit then refuses it.
+	f := newBodyFixture(t)
+	f.refuses(t, "POST", "/v1/claims", `{"limit":1,"leaseDurationMs":9223372036854}`, "INVALID_ARGUMENT", "longer than the limit")
+	f.refuses(t, "POST", "/v1/leases/release", `{"lease":LEASE,"retryAfterMs":9223372036854}`, "INVALID_ARGUMENT", "longer than the limit")
+}
+
 // A value of the wrong kind is refused with a message in terms of the JSON
 // the client sent and the path to the field, never Go's types.
 func TestHTTPBodyOfTheWrongShapeIsRefusedInJSONTerms(t *testing.T) {
