@@ -481,8 +481,14 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, invalid erro
 }
 
 // fail answers with the error's code and the HTTP status that fits it.
+// A lease on an execution that does not exist is not current either, so
+// its error matches both ErrExecutionNotFound and ErrLeaseLost; the README
+// promises 404 for it, whichever code the error carries itself.
 func (a *api) fail(w http.ResponseWriter, err error) {
 	code := execstore.ErrorCode(err)
+	if errors.Is(err, execstore.ErrExecutionNotFound) {
+		code = "EXECUTION_NOT_FOUND"
+	}
 	status := http.StatusInternalServerError
 	switch code {
 	case "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT":

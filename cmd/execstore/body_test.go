@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/execstore/execstore"
 )
 
 // bodyFixture is a server holding execution "e" under a current lease,
@@ -207,6 +211,32 @@ func TestHTTPBodyOfTheWrongShapeIsRefusedInJSONTerms(t *testing.T) {
 	})
 }
 
+// A lease names its execution; when there is no such execution the lease
+// cannot be current, and every lease route answers 404
+// EXECUTION_NOT_FOUND (the README lists it) rather than 409 LEASE_LOST.
+func TestHTTPLeaseForAnUnknownExecutionIs404(t *testing.T) {
+	ghost := `{"executionId":"ghost","token":1,"expiresAt":"2026-01-02T12:00:30Z"}`
+	for _, c := range []struct{ path, body string }{
+		{"/v1/leases/renew", `{"lease":GHOST,"leaseDurationMs":1000}`},
+		{"/v1/leases/release", `{"lease":GHOST,"retryAfterMs":0}`},
+		{"/v1/leases/acknowledge", `{"lease":GHOST,"outcome":{"status":"completed","result":1}}`},
+		{"/v1/leases/steps", `{"lease":GHOST,"key":"s","value":1}`},
+		{"/v1/leases/start", `{"lease":GHOST,"stepKey":"s","workflowId":"c"}`},
+	} {
+		t.Run(c.path, func(t *testing.T) {
+			f := newBodyFixture(t)
+			before := f.state()
+			out := f.expect("POST", c.path, strings.Replace(c.body, "GHOST", ghost, 1), http.StatusNotFound, "EXECUTION_NOT_FOUND")
+			if msg, _ := out["message"].(string); !strings.Contains(msg, `"ghost"`) {
+				t.Errorf("message %q does not name the execution", msg)
+			}
+			if after := f.state(); after != before {
+				t.Errorf("a lease on an unknown execution changed the store:\nbefore %s\nafter  %s", before, after)
+			}
+		})
+	}
+}
+
 // without returns body (a JSON object) without the member at path, whose
 // steps are keys and array indexes joined by dots ("writes.0.value").
 func without(t *testing.T, body, path string) string {
@@ -343,5 +373,29 @@ func TestHTTPBodyOver4MiBIs413(t *testing.T) {
 	f.expect("POST", "/v1/executions", `{"workflowId":"w","params":{"a":`+value+`}}`, http.StatusRequestEntityTooLarge, "INVALID_EXECUTION_EVENT")
 	if f.state() != before {
 		t.Fatal("a refused body changed the store")
+	}
+}
+
+// leaseLostAndNotFound is an error that matches both sentinels but carries
+// LEASE_LOST as its own code: the answer must not hang on which of the two
+// an error happens to name first.
+type leaseLostAndNotFound struct{}
+
+func (leaseLostAndNotFound) Error() string { return "execstore: lease lost: no such execution" }
+func (leaseLostAndNotFound) Code() string  { return "LEASE_LOST" }
+func (leaseLostAndNotFound) Unwrap() []error {
+	return []error{execstore.ErrLeaseLost, execstore.ErrExecutionNotFound}
+}
+
+func TestHTTPAnErrorMatchingExecutionNotFoundIs404EvenIfTheLeaseIsLostToo(t *testing.T) {
+	a := &api{logger: slog.New(slog.DiscardHandler)}
+	rec := httptest.NewRecorder()
+	a.fail(rec, leaseLostAndNotFound{})
+	var out map[string]string
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Code != http.StatusNotFound || out["code"] != "EXECUTION_NOT_FOUND" {
+		t.Fatalf("answered %d %v, want 404 EXECUTION_NOT_FOUND", rec.Code, out)
 	}
 }
