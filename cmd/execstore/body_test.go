@@ -143,6 +143,19 @@ func TestHTTPBodyFieldNamesMatchExactly(t *testing.T) {
 	})
 }
 
+// jsonv's rules, like the field rules, hold inside nested objects.
+func TestHTTPBodyRulesHoldInsideNestedObjects(t *testing.T) {
+	refuseAll(t, []bodyCase{
+		{"invalid UTF-8 in a lease", "/v1/leases/renew", "{\"lease\":{\"executionId\":\"e\xff\",\"token\":1,\"expiresAt\":\"2026-01-02T12:00:30Z\"},\"leaseDurationMs\":1000}",
+			"invalid UTF-8"},
+		{"duplicate key in a lease", "/v1/leases/renew", `{"lease":{"executionId":"e","token":1,"token":2,"expiresAt":"2026-01-02T12:00:30Z"},"leaseDurationMs":1000}`,
+			`duplicate object key "token"`},
+		{"duplicate key in a cause", "/v1/leases/acknowledge", `{"lease":LEASE,"outcome":{"status":"failed","error":{"name":"E","message":"m","cause":{"name":"C","name":"D","message":"c"}}}}`,
+			`duplicate object key "name"`},
+		{"duplicate key in a store value", "/v1/store/commit", `{"writes":[{"key":"k","value":{"a":1,"a":2}}]}`, `duplicate object key "a"`},
+	})
+}
+
 // The store's Write says a nil value deletes; over HTTP a forgotten field
 // must not: deleting takes an explicit null.
 func TestHTTPCommitWriteWithoutAValueIsRefusedAndNullDeletes(t *testing.T) {
