@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,15 +138,73 @@ func recordOut(r execstore.Record) recordJSON {
 	return out
 }
 
+// Request bodies. decodeBody reads them: a field is required unless its tag
+// says omitempty (the README's "?"), and names match exactly.
+
+type admitBody struct {
+	ExecutionID string            `json:"executionId,omitempty"`
+	WorkflowID  string            `json:"workflowId"`
+	Params      json.RawMessage   `json:"params,omitempty"`
+	Context     map[string]string `json:"context,omitempty"`
+}
+
+type wakeBody struct {
+	At time.Time `json:"at"`
+}
+
+type watchBody struct {
+	Keys []string `json:"keys"`
+}
+
+type claimBody struct {
+	Limit           int    `json:"limit"`
+	LeaseDurationMs millis `json:"leaseDurationMs"`
+}
+
+type renewBody struct {
+	Lease           leaseJSON `json:"lease"`
+	LeaseDurationMs millis    `json:"leaseDurationMs"`
+}
+
+type releaseBody struct {
+	Lease        leaseJSON `json:"lease"`
+	RetryAfterMs millis    `json:"retryAfterMs"`
+}
+
+type acknowledgeBody struct {
+	Lease   leaseJSON   `json:"lease"`
+	Outcome outcomeJSON `json:"outcome"`
+}
+
+type saveStepBody struct {
+	Lease leaseJSON       `json:"lease"`
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+type startBody struct {
+	Lease      leaseJSON       `json:"lease"`
+	StepKey    string          `json:"stepKey"`
+	WorkflowID string          `json:"workflowId"`
+	Params     json.RawMessage `json:"params,omitempty"`
+}
+
+type commitBody struct {
+	Writes []storeWriteJSON `json:"writes"`
+}
+
+// storeWriteJSON's Value is required like any field without omitempty: a
+// write that leaves it out is refused rather than read as a delete, which
+// takes an explicit null.
+type storeWriteJSON struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
 // ---- handlers ----------------------------------------------------------------
 
 func (a *api) admit(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		ExecutionID string            `json:"executionId"`
-		WorkflowID  string            `json:"workflowId"`
-		Params      json.RawMessage   `json:"params"`
-		Context     map[string]string `json:"context"`
-	}
+	var body admitBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidExecutionEvent) {
 		return
 	}
@@ -198,17 +255,11 @@ func (a *api) await(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) wake(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		At *time.Time `json:"at"`
-	}
+	var body wakeBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	if body.At == nil {
-		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", `"at" (an RFC 3339 time) is required`)
-		return
-	}
-	res, err := a.store.RequestWake(r.Context(), r.PathValue("id"), *body.At)
+	res, err := a.store.RequestWake(r.Context(), r.PathValue("id"), body.At)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -217,9 +268,7 @@ func (a *api) wake(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) watch(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Keys []string `json:"keys"`
-	}
+	var body watchBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
@@ -245,14 +294,11 @@ func (a *api) step(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) claim(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Limit           int   `json:"limit"`
-		LeaseDurationMs int64 `json:"leaseDurationMs"`
-	}
+	var body claimBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	leases, err := a.store.ClaimDue(r.Context(), body.Limit, time.Duration(body.LeaseDurationMs)*time.Millisecond)
+	leases, err := a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -265,14 +311,11 @@ func (a *api) claim(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Lease           leaseJSON `json:"lease"`
-		LeaseDurationMs int64     `json:"leaseDurationMs"`
-	}
+	var body renewBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	l, err := a.store.Renew(r.Context(), body.Lease.lease(), time.Duration(body.LeaseDurationMs)*time.Millisecond)
+	l, err := a.store.Renew(r.Context(), body.Lease.lease(), body.LeaseDurationMs.duration())
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -281,14 +324,11 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) release(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Lease        leaseJSON `json:"lease"`
-		RetryAfterMs int64     `json:"retryAfterMs"`
-	}
+	var body releaseBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	if err := a.store.Release(r.Context(), body.Lease.lease(), time.Duration(body.RetryAfterMs)*time.Millisecond); err != nil {
+	if err := a.store.Release(r.Context(), body.Lease.lease(), body.RetryAfterMs.duration()); err != nil {
 		a.fail(w, err)
 		return
 	}
@@ -296,10 +336,7 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) acknowledge(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Lease   leaseJSON   `json:"lease"`
-		Outcome outcomeJSON `json:"outcome"`
-	}
+	var body acknowledgeBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
@@ -316,11 +353,7 @@ func (a *api) acknowledge(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) saveStep(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Lease leaseJSON       `json:"lease"`
-		Key   string          `json:"key"`
-		Value json.RawMessage `json:"value"`
-	}
+	var body saveStepBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
@@ -332,12 +365,7 @@ func (a *api) saveStep(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) start(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Lease      leaseJSON       `json:"lease"`
-		StepKey    string          `json:"stepKey"`
-		WorkflowID string          `json:"workflowId"`
-		Params     json.RawMessage `json:"params"`
-	}
+	var body startBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
@@ -350,12 +378,7 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) commit(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		Writes []struct {
-			Key   string          `json:"key"`
-			Value json.RawMessage `json:"value"`
-		} `json:"writes"`
-	}
+	var body commitBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
@@ -363,7 +386,7 @@ func (a *api) commit(w http.ResponseWriter, r *http.Request) {
 	for i, wr := range body.Writes {
 		writes[i] = execstore.Write{Key: wr.Key, Value: wr.Value}
 		if string(wr.Value) == "null" {
-			writes[i].Value = nil // null deletes, as a nil Value does
+			writes[i].Value = nil // an explicit null deletes, as a nil Value does
 		}
 	}
 	if err := a.store.Commit(r.Context(), writes...); err != nil {
@@ -421,10 +444,12 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 
 // ---- plumbing ----------------------------------------------------------------
 
-// decode reads a JSON body strictly: at most maxBody bytes, valid JSON with no
-// duplicate keys or invalid UTF-8 (which encoding/json would silently drop
-// or replace), no unknown fields, one value. A bad body answers 400 with the
-// code of invalid (the admission route's is INVALID_EXECUTION_EVENT).
+// decode reads a JSON body strictly: at most maxBody bytes, one JSON object
+// with no duplicate keys or invalid UTF-8 (which encoding/json would
+// silently drop or replace), then the rules of decodeBody (exact field
+// names, required fields, values of the right kind). A bad body answers 400
+// with the code of invalid (the admission route's is
+// INVALID_EXECUTION_EVENT).
 func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, invalid error) bool {
 	code := execstore.ErrorCode(invalid)
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
@@ -441,23 +466,29 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, invalid erro
 		writeError(w, http.StatusBadRequest, code, "request body: "+err.Error())
 		return false
 	}
-	if err := strictUnmarshal(b, v); err != nil {
-		writeError(w, http.StatusBadRequest, code, "request body: "+err.Error())
+	if err := decodeBody(b, v); err != nil {
+		var bad *bodyError
+		if !errors.As(err, &bad) {
+			// jsonv passed the body, so its reader cannot fail: a bug.
+			a.logger.Error("execstore: decoding a checked request body", "err", err)
+			writeError(w, http.StatusInternalServerError, "INTERNAL", "request body could not be decoded")
+			return false
+		}
+		writeError(w, http.StatusBadRequest, code, "request body: "+bad.msg)
 		return false
 	}
 	return true
 }
 
-// strictUnmarshal decodes one JSON value, refusing unknown fields.
-func strictUnmarshal(b []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	return d.Decode(v)
-}
-
 // fail answers with the error's code and the HTTP status that fits it.
+// A lease on an execution that does not exist is not current either, so
+// its error matches both ErrExecutionNotFound and ErrLeaseLost; the README
+// promises 404 for it, whichever code the error carries itself.
 func (a *api) fail(w http.ResponseWriter, err error) {
 	code := execstore.ErrorCode(err)
+	if errors.Is(err, execstore.ErrExecutionNotFound) {
+		code = "EXECUTION_NOT_FOUND"
+	}
 	status := http.StatusInternalServerError
 	switch code {
 	case "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT":

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/execstore/execstore/internal/jsonv"
+)
+
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// Whatever a client sends, the body decoder either fills the body or
+// refuses it with a *bodyError in JSON terms: it never panics, and once its
+// rules pass encoding/json never fails (a failure there would answer 500).
+func FuzzDecodeBody(f *testing.F) {
+	lease := `{"executionId":"e","token":1,"expiresAt":"2026-01-02T12:00:30Z"}`
+	for _, seed := range []string{
+		`{"executionId":"x","workflowId":"w","params":{"a":[1,{"b":null}]},"context":{"k":"v"}}`,
+		`{"workflowId":"a","WorkflowID":"b"}`,
+		`{"at":"2026-01-02T12:10:00Z"}`, `{"at":"2026-01-02T12:10:00\u005a"}`, `{"at":"2026-01-02T12:10:00.123456789+01:00"}`,
+		`{"keys":["k","\u006b"]}`,
+		`{"limit":1,"leaseDurationMs":1000}`, `{"limit":-0,"leaseDurationMs":9223372036854}`, `{"limit":1e3,"leaseDurationMs":18446744074710}`,
+		`{"lease":` + lease + `,"leaseDurationMs":1000}`,
+		`{"lease":` + lease + `,"retryAfterMs":0}`,
+		`{"lease":` + lease + `,"outcome":{"status":"failed","error":{"name":"E","message":"m","cause":{"name":"C","message":"c","cause":null}}}}`,
+		`{"lease":` + lease + `,"key":"s","value":null}`,
+		`{"lease":` + lease + `,"stepKey":"s","workflowId":"c","params":{}}`,
+		`{"writes":[{"key":"k","value":1},{"key":"k","value":null}]}`,
+		`{"writes":[{"key":"k","Value":1}]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	types := make([]reflect.Type, 0, len(routeBodies))
+	for _, t := range routeBodies {
+		types = append(types, t)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if jsonv.ValidateObject(b) != nil {
+			return
+		}
+		for _, typ := range types {
+			err := decodeBody(b, reflect.New(typ).Interface())
+			var bad *bodyError
+			if err != nil && !errors.As(err, &bad) {
+				t.Fatalf("%s: %s: not a body error: %v", typ, b, err)
+			}
+			if bad == nil {
+				continue
+			}
+			// The client's own keys are quoted back; the rest is ours.
+			ours := quoted.ReplaceAllString(bad.msg, `""`)
+			for _, g := range goSpeak {
+				if strings.Contains(ours, g) {
+					t.Fatalf("%s: %s: message %q speaks Go (%q)", typ, b, bad.msg, g)
+				}
+			}
+		}
+	})
+}
