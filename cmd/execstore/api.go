@@ -425,11 +425,25 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 	if st.Failed != nil {
 		out["failed"] = st.Failed.Error()
 	}
+	out["fallback"] = fallbackStatus(st)
 	writeJSON(w, http.StatusOK, out)
 }
 
+// fallbackStatus says what the check of the fallback recovery path found:
+// "checking", "ok", or what is damaged.
+func fallbackStatus(st execstore.Stats) string {
+	switch {
+	case st.FallbackErr != nil:
+		return st.FallbackErr.Error()
+	case !st.FallbackChecked:
+		return "checking"
+	}
+	return "ok"
+}
+
 // health answers 200 while the store accepts writes, 503 once it has failed
-// or closed.
+// or closed. A store whose fallback recovery path is damaged still accepts
+// writes: it answers 200 with status "degraded" and what is damaged.
 func (a *api) health(w http.ResponseWriter, r *http.Request) {
 	st, err := a.store.Stats(r.Context())
 	if err == nil {
@@ -439,7 +453,11 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	out := map[string]string{"status": "ok", "fallback": fallbackStatus(st)}
+	if st.FallbackErr != nil {
+		out["status"] = "degraded"
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // ---- plumbing ----------------------------------------------------------------
