@@ -74,7 +74,10 @@
 // its name, message, code and causes. An error from a step function fails
 // the step: the error is saved, and Run returns it on this run and every
 // rerun as the *execstore.WorkflowError it is recorded as, so that both runs
-// take the same path. A RetryableError from a step function retries the step
+// take the same path. Read back from a record (Result, the ChildError of
+// Await, a failed step on a rerun), a recorded error matches with errors.Is
+// every error that has its code, and execstore.ErrorCode returns the code,
+// as they did for the error that was recorded. A RetryableError from a step function retries the step
 // up to its attempts, suspending between attempts. Errors that are not the
 // workflow's doing (a lost lease, a store that is closed or failed, a
 // workflow ID nobody registered) are not outcomes: the worker returns them
