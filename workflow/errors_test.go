@@ -114,7 +114,8 @@ func TestThisPackagesCodesAreFoundOnTheRecordWithErrorCode(t *testing.T) {
 		}
 		return "", nil
 	})
-	for id, want := range map[string]string{"panics": workflow.CodeWorkflowPanic, "swallows": workflow.CodeSuspensionSwallowed} {
+	for _, c := range []struct{ id, want string }{{"panics", workflow.CodeWorkflowPanic}, {"swallows", workflow.CodeSuspensionSwallowed}} {
+		id, want := c.id, c.want
 		h.trigger(id, id, nil)
 		failure(t, h.deliver(id))
 		_, err := workflow.Result[string](h.await(id))
