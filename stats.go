@@ -19,6 +19,14 @@ type Stats struct {
 	WALLastIndex  uint64    // last entry written (the number of logged commands, before truncation)
 	WALBatches    uint64    // WAL batches (writes, each with one fsync) since Open
 	Failed        error     // the fail-stop cause, or nil
+
+	// Clock trouble since Open. Each batch of commands is stamped with
+	// max(latest stamped time, clock); a clock reading earlier than that (it
+	// was stepped back, or an earlier jump ahead was corrected) holds the
+	// store's time still until the clock catches up.
+	ClockBehindStamps uint64        // batches stamped with the store's time because the clock read earlier
+	ClockBehindMax    time.Duration // the largest such gap between the store's time and the clock
+	ClockBehind       time.Duration // the gap at the latest stamp; zero once the clock has caught up
 }
 
 // Stats returns a summary of the applied state.
@@ -38,6 +46,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.WALLastIndex = s.wal.LastIndex()
 		st.WALBatches = s.batches.Load()
 	})
+	st.ClockBehindStamps = s.clock.heldBack.Load()
+	st.ClockBehindMax = time.Duration(s.clock.behindMax.Load())
+	st.ClockBehind = time.Duration(s.clock.behind.Load())
 	st.Failed = s.failed()
 	return st, err
 }
