@@ -66,6 +66,21 @@
 // reserved key, a key used twice in one run, an operation called inside a
 // step function), so the mistake fails the execution with a message at once.
 //
+// # Time
+//
+// Every time an operation computes or compares (Sleep's wake time, a retry's,
+// Poll's) is the store's time, execstore.Store.Now: the store's clock, never
+// earlier than the latest time the store stamped on a command. The store
+// decides with the same time when a wake is due, so a rerun it delivered
+// because a wake fell due finds that wake reached and goes on; it never asks
+// for the same wake again and suspends. With a clock of the worker's own, one
+// reading behind the store's time (as after the store's clock jumped ahead
+// and back) would make the store deliver, and the rerun suspend, again and
+// again until the clocks agreed. So the worker has no clock: set the clock
+// with execstore.Options.Now. While the clock reads behind the store's time,
+// the store's time stands still, and wakes wait for it (execstore.Stats
+// counts those stamps, and the store logs a warning).
+//
 // # Failures
 //
 // A panic in workflow code becomes a failed outcome whose error is a
