@@ -52,7 +52,11 @@ var (
 )
 
 // ErrorCode returns the stable code of err (see the Err variables), or "" if
-// err carries none.
+// err carries none: the Code() of the first error in err's chain that has
+// one, as errors.As finds it. A *WorkflowError read back from a record
+// counts as having a Code method when its recorded Code is not empty (see
+// WorkflowError.As), so the code of a failed outcome's error is its recorded
+// code, or else that of its nearest recorded cause with one.
 func ErrorCode(err error) string {
 	var c interface{ Code() string }
 	if errors.As(err, &c) {

@@ -86,3 +86,74 @@ func ExampleStore_RequestWake() {
 	// Output:
 	// suspended due at 12:10:00
 }
+
+// stockError is an application's error with a stable code.
+type stockError struct{ sku string }
+
+func (e *stockError) Error() string { return "out of stock: " + e.sku }
+func (e *stockError) Code() string  { return "OUT_OF_STOCK" }
+
+// errOutOfStock is the application's sentinel for every stockError.
+var errOutOfStock = &stockError{}
+
+// A failed outcome's error, read back from the record, matches the errors
+// its code identifies: errors.Is and ErrorCode work on it as they did on the
+// error the workflow failed with, in this process or after a restart.
+func ExampleWorkflowError_Is() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, _ := execstore.Open(dir, execstore.Options{Now: func() time.Time { return now }})
+	defer store.Close()
+	ctx := context.Background()
+
+	store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-42", WorkflowID: "charge-order"})
+	leases, _ := store.ClaimDue(ctx, 1, time.Minute)
+	failure := fmt.Errorf("reserving order 42: %w", &stockError{sku: "sku-7"})
+	store.Acknowledge(ctx, leases[0], execstore.Failed(failure))
+
+	rec, _ := store.Await(ctx, "order-42")
+	err := rec.Outcome.Error // an *execstore.WorkflowError
+	fmt.Println(err)
+	fmt.Println("out of stock:", errors.Is(err, errOutOfStock))
+	fmt.Println("lease lost:", errors.Is(err, execstore.ErrLeaseLost))
+	fmt.Println("code:", execstore.ErrorCode(err))
+	// Output:
+	// reserving order 42: out of stock: sku-7
+	// out of stock: true
+	// lease lost: false
+	// code: OUT_OF_STOCK
+}
+
+// The store's time never goes backwards: after its clock jumped ahead (and a
+// command was stamped then) and back, Now stays at the store's time, and
+// Stats shows the stamps held back until the clock catches up. Decide
+// whether a wake has come with Now, as the store does.
+func ExampleStore_Now() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	clock := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, _ := execstore.Open(dir, execstore.Options{Now: func() time.Time { return clock }})
+	defer store.Close()
+	ctx := context.Background()
+
+	store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-42", WorkflowID: "charge-order"})
+	leases, _ := store.ClaimDue(ctx, 1, time.Minute)
+	store.RequestWake(ctx, "order-42", clock.Add(10*time.Minute)) // a sleep until 12:10
+	store.Acknowledge(ctx, leases[0], execstore.Suspended())
+
+	clock = clock.Add(time.Hour) // the clock jumps ahead...
+	store.Commit(ctx, execstore.Write{Key: "seen", Value: []byte(`true`)})
+	clock = clock.Add(-59 * time.Minute) // ...and is corrected
+
+	leases, _ = store.ClaimDue(ctx, 1, time.Minute) // the store's time is 13:00: the wake is due
+	fmt.Println("clock", clock.Format(time.TimeOnly), "store", store.Now().Format(time.TimeOnly), "claimed", len(leases))
+	wake := time.Date(2026, 1, 2, 12, 10, 0, 0, time.UTC)
+	fmt.Println("wake reached by the store's time:", !store.Now().Before(wake), "by the clock:", !clock.Before(wake))
+	st, _ := store.Stats(ctx)
+	fmt.Println("stamps held back:", st.ClockBehindStamps, "by up to", st.ClockBehindMax)
+	// Output:
+	// clock 12:01:00 store 13:00:00 claimed 1
+	// wake reached by the store's time: true by the clock: false
+	// stamps held back: 1 by up to 59m0s
+}

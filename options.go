@@ -14,7 +14,8 @@ import (
 type Options struct {
 	// Now is the store's clock. Nil means time.Now. The store never lets its
 	// own time go backwards: each command is stamped with max(previous, Now()),
-	// across restarts too.
+	// across restarts too. Store.Now reads the store's time; a Now() reading
+	// earlier than it is counted in Stats (ClockBehindStamps) and logged.
 	Now func() time.Time
 	// NoSync skips fsync. Default false: a write that returned nil is on disk.
 	NoSync bool

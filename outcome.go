@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -40,6 +41,62 @@ func (e *WorkflowError) Unwrap() error {
 	}
 	return e.Cause
 }
+
+// Is reports whether target has the code e was recorded with, so that a
+// recorded error keeps the identity its code gave it: errors.Is(recorded,
+// ErrLeaseLost) holds for an error recorded from ErrLeaseLost (or from any
+// error whose Code() was "LEASE_LOST"), in the run that recorded it and in
+// every later read of the record, across restarts too.
+//
+// Exactly: e.Code is not empty, and target is a *WorkflowError whose Code
+// equals it, or target has a Code() string method that returns it. Only
+// target itself is compared, not what it wraps. A recorded error without a
+// code matches nothing but itself; errors.Is goes on to its Cause, which
+// matches in the same way. Errors of types without a Code method cannot be
+// matched after recording (only their Name and Message are kept).
+func (e *WorkflowError) Is(target error) bool {
+	if e == nil || e.Code == "" {
+		return false
+	}
+	switch t := target.(type) {
+	case *WorkflowError:
+		return t != nil && t.Code == e.Code
+	case interface{ Code() string }:
+		return t.Code() == e.Code
+	}
+	return false
+}
+
+// As lets errors.As, and so ErrorCode, find the recorded code. (The code is
+// the field Code, so *WorkflowError cannot also have a Code method.) When e
+// has a code and target points to an interface that a value with the methods
+// Error, Code and Unwrap satisfies, such as the interface{ Code() string }
+// that ErrorCode asks for, As stores there a view of e: its Code returns
+// e.Code, its Error e's message, and it unwraps to e. A recorded error without
+// a code is not a coded error, so errors.As goes on to its Cause.
+func (e *WorkflowError) As(target any) bool {
+	if e == nil || e.Code == "" {
+		return false
+	}
+	v := reflect.ValueOf(target)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return false
+	}
+	view := reflect.ValueOf(recordedCode{e})
+	if t := v.Type().Elem(); t.Kind() != reflect.Interface || !view.Type().Implements(t) {
+		return false
+	}
+	v.Elem().Set(view)
+	return true
+}
+
+// recordedCode is a *WorkflowError seen as a coded error (see
+// WorkflowError.As).
+type recordedCode struct{ e *WorkflowError }
+
+func (c recordedCode) Error() string { return c.e.Message }
+func (c recordedCode) Code() string  { return c.e.Code }
+func (c recordedCode) Unwrap() error { return c.e }
 
 // RunOutcome is how a delivery ended, as the worker reports it to Acknowledge.
 type RunOutcome struct {

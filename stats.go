@@ -28,6 +28,14 @@ type Stats struct {
 	// snapshot at once, after which the damaged part is no longer needed;
 	// the error stays until the next Open checks again.
 	FallbackErr error
+
+	// Clock trouble since Open. Each batch of commands is stamped with
+	// max(latest stamped time, clock); a clock reading earlier than that (it
+	// was stepped back, or an earlier jump ahead was corrected) holds the
+	// store's time still until the clock catches up.
+	ClockBehindStamps uint64        // batches stamped with the store's time because the clock read earlier
+	ClockBehindMax    time.Duration // the largest such gap between the store's time and the clock
+	ClockBehind       time.Duration // the gap at the latest stamp; zero once the clock has caught up
 }
 
 // Stats returns a summary of the applied state.
@@ -47,6 +55,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.WALLastIndex = s.wal.LastIndex()
 		st.WALBatches = s.batches.Load()
 	})
+	st.ClockBehindStamps = s.clock.heldBack.Load()
+	st.ClockBehindMax = time.Duration(s.clock.behindMax.Load())
+	st.ClockBehind = time.Duration(s.clock.behind.Load())
 	st.Failed = s.failed()
 	st.FallbackChecked, st.FallbackErr = s.checks.result()
 	return st, err

@@ -57,6 +57,7 @@ type Store struct {
 	isClosed atomic.Bool   // set once Close began: every method returns ErrClosed
 	failure  atomic.Pointer[error]
 	batches  atomic.Uint64 // WAL batches written since Open
+	clock    clockWatch    // stamps the clock would have put before the store's time (clock.go)
 
 	// Writer-owned.
 	last       int64 // the latest time stamped, never decreasing
@@ -618,6 +619,7 @@ func (s *Store) applyLogged() {
 // the state's latest time).
 func (s *Store) stamp() int64 {
 	now, ok := nanosFromTime(s.opts.Now())
+	s.watchClock(now, ok)
 	if !ok || now < s.last {
 		now = s.last
 	}

@@ -66,6 +66,21 @@
 // reserved key, a key used twice in one run, an operation called inside a
 // step function), so the mistake fails the execution with a message at once.
 //
+// # Time
+//
+// Every time an operation computes or compares (Sleep's wake time, a retry's,
+// Poll's) is the store's time, execstore.Store.Now: the store's clock, never
+// earlier than the latest time the store stamped on a command. The store
+// decides with the same time when a wake is due, so a rerun it delivered
+// because a wake fell due finds that wake reached and goes on; it never asks
+// for the same wake again and suspends. With a clock of the worker's own, one
+// reading behind the store's time (as after the store's clock jumped ahead
+// and back) would make the store deliver, and the rerun suspend, again and
+// again until the clocks agreed. So the worker has no clock: set the clock
+// with execstore.Options.Now. While the clock reads behind the store's time,
+// the store's time stands still, and wakes wait for it (execstore.Stats
+// counts those stamps, and the store logs a warning).
+//
 // # Failures
 //
 // A panic in workflow code becomes a failed outcome whose error is a
@@ -74,7 +89,10 @@
 // its name, message, code and causes. An error from a step function fails
 // the step: the error is saved, and Run returns it on this run and every
 // rerun as the *execstore.WorkflowError it is recorded as, so that both runs
-// take the same path. A RetryableError from a step function retries the step
+// take the same path. Read back from a record (Result, the ChildError of
+// Await, a failed step on a rerun), a recorded error matches with errors.Is
+// every error that has its code, and execstore.ErrorCode returns the code,
+// as they did for the error that was recorded. A RetryableError from a step function retries the step
 // up to its attempts, suspending between attempts. Errors that are not the
 // workflow's doing (a lost lease, a store that is closed or failed, a
 // workflow ID nobody registered) are not outcomes: the worker returns them

@@ -15,8 +15,9 @@ import (
 // documentation.
 var ErrSuspended = errors.New("workflow: the execution is suspended")
 
-// Codes of the errors this package records in failed outcomes (compare with
-// execstore.ErrorCode, or the Code of an *execstore.WorkflowError).
+// Codes of the errors this package records in failed outcomes. Compare with
+// execstore.ErrorCode, which finds the code on an error read back from a
+// record (an *execstore.WorkflowError) as on the error that was recorded.
 const (
 	// CodeSuspensionSwallowed: the workflow function returned something other
 	// than the suspension an operation gave it.
@@ -111,8 +112,11 @@ func (e *ChildError) Error() string {
 func (e *ChildError) Unwrap() error { return e.Err }
 
 // Code returns the child's error code, so that it carries over to the
-// parent's outcome if the parent fails with it.
-func (e *ChildError) Code() string { return e.Err.Code }
+// parent's outcome if the parent fails with it: the code the child's error
+// was recorded with, or else that of its nearest recorded cause with one (as
+// execstore.ErrorCode finds it), so that a child failing with a coded error
+// wrapped in context still gives its code.
+func (e *ChildError) Code() string { return execstore.ErrorCode(e.Err) }
 
 // ErrorName names the error in the failed outcome.
 func (e *ChildError) ErrorName() string { return "ChildFailedError" }

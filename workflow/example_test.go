@@ -34,7 +34,7 @@ func Example() {
 	store, _ := execstore.Open(dir, execstore.Options{Now: clock.Now, NoSync: true})
 	defer store.Close()
 
-	worker := workflow.NewWorker(store, workflow.Options{Now: clock.Now})
+	worker := workflow.NewWorker(store, workflow.Options{})
 	workflow.Register(worker, "charge-order", func(x *workflow.Execution, p struct{ Order int }) (Receipt, error) {
 		if err := x.Sleep("wait", 10*time.Minute); err != nil {
 			return Receipt{}, err // suspended: this run ends here

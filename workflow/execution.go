@@ -51,7 +51,10 @@ func (x *Execution) EventContext() map[string]string { return maps.Clone(x.d.Con
 func (x *Execution) Context() context.Context { return x.ctx }
 
 func (x *Execution) store() *execstore.Store { return x.w.store }
-func (x *Execution) now() time.Time          { return x.w.now() }
+
+// now is the store's time: every wake time is computed from it and compared
+// with it (see the package documentation, "Time").
+func (x *Execution) now() time.Time { return x.store().Now() }
 
 // begin checks that an operation may run and claims its key for this run.
 // Misuse that no rerun could fix panics (the panic fails the execution with
@@ -138,8 +141,10 @@ func (x *Execution) saveStep(op, key, stepKey string, value json.RawMessage) err
 	return x.abort(op, key, err)
 }
 
-// sleepUntil suspends the run until at: it requests a wake then, unless at
-// has passed.
+// sleepUntil suspends the run until at: it requests a wake then, unless the
+// store's time has reached it. A delivery the store made because a wake at
+// or before its claim's time was due therefore never suspends for that wake
+// again.
 func (x *Execution) sleepUntil(op, key string, at time.Time, reason string) error {
 	if !x.now().Before(at) {
 		return nil

@@ -20,8 +20,8 @@ const patience = 10 * time.Second
 
 var bg = context.Background()
 
-// harness is a store on a temporary directory and a worker, sharing a manual
-// clock. Tests deliver executions to the worker by hand (deliver), or run a
+// harness is a store on a temporary directory with a manual clock, and a
+// worker, which takes its time from the store. Tests deliver executions to the worker by hand (deliver), or run a
 // dispatcher (dispatch).
 type harness struct {
 	t      *testing.T
@@ -47,7 +47,7 @@ func (h *harness) open() {
 		h.t.Fatalf("Open: %v", err)
 	}
 	h.store = store
-	h.worker = workflow.NewWorker(store, workflow.Options{Now: h.clock.Now})
+	h.worker = workflow.NewWorker(store, workflow.Options{})
 	h.client = workflow.NewClient(store)
 }
 

@@ -6,9 +6,10 @@ import (
 )
 
 // Sleep suspends the execution for d: the first run saves the wake time
-// (now + d) under key and requests a wake then; the rerun after the wake
-// finds the time passed and returns nil. A rerun before it (another wake
-// came first) requests the same wake again and suspends again.
+// (the store's time + d, see execstore.Store.Now) under key and requests a
+// wake then; the rerun after the wake finds the store's time has reached it
+// and returns nil. A rerun before it (another wake came first) requests the
+// same wake again and suspends again.
 //
 // When Sleep suspends it returns an error matching ErrSuspended, which the
 // workflow function MUST return.

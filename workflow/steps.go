@@ -17,7 +17,10 @@ import (
 //
 // If fn returns an error, the step fails: the error is saved too, and Run
 // returns it, on this run and every rerun, as the *execstore.WorkflowError it
-// is recorded as (compare by Code or Name, not by identity). A
+// is recorded as. Pointer identity is lost, the code is not: errors.Is
+// matches the recorded error against any error with the same non-empty code
+// (see execstore.WorkflowError.Is), and execstore.ErrorCode returns it; an
+// error without a code can be told only by its Name and Message. A
 // RetryableError instead retries the step: the execution suspends until the
 // retry time, and fn runs again on the rerun, up to MaxAttempts in all.
 //

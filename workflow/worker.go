@@ -16,9 +16,12 @@ import (
 
 // Options configure a Worker.
 type Options struct {
-	// Now is the workflows' clock: Sleep computes wake times from it, and a
-	// rerun compares them with it. Nil means time.Now. Give it the clock the
-	// store uses (execstore.Options.Now), so both agree on when a wake is due.
+	// Now is ignored.
+	//
+	// Deprecated: a worker takes every time from its store
+	// (execstore.Store.Now), so that it and the store agree on when a wake is
+	// due even when clocks disagree; see the package documentation, "Time".
+	// Set the clock with execstore.Options.Now.
 	Now func() time.Time
 	// Logger receives the worker's logs (panics with their stacks,
 	// unregistered workflows). Nil discards them.
@@ -29,7 +32,6 @@ type Options struct {
 // dispatcher.New, which delivers due executions to it.
 type Worker struct {
 	store  *execstore.Store
-	now    func() time.Time
 	logger *slog.Logger
 
 	mu        sync.RWMutex
@@ -44,10 +46,7 @@ var _ dispatcher.Invoker = (*Worker)(nil)
 
 // NewWorker returns a worker with no workflows, writing to store.
 func NewWorker(store *execstore.Store, opts Options) *Worker {
-	w := &Worker{store: store, now: opts.Now, logger: opts.Logger, workflows: make(map[string]runFunc)}
-	if w.now == nil {
-		w.now = time.Now
-	}
+	w := &Worker{store: store, logger: opts.Logger, workflows: make(map[string]runFunc)}
 	if w.logger == nil {
 		w.logger = slog.New(slog.DiscardHandler)
 	}

@@ -307,7 +307,9 @@ func (a *api) claim(w http.ResponseWriter, r *http.Request) {
 	for i, l := range leases {
 		out[i] = leaseOut(l)
 	}
-	writeJSON(w, http.StatusOK, map[string][]leaseJSON{"leases": out})
+	// now is the store's time after the claim (Store.Now): a worker decides
+	// with it, not with its own clock, whether a wake it waits for has come.
+	writeJSON(w, http.StatusOK, map[string]any{"leases": out, "now": a.store.Now()})
 }
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request) {
@@ -418,6 +420,8 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 	out := map[string]any{
 		"executions": st.Executions, "terminal": st.Terminal, "pending": st.Pending,
 		"walFirstIndex": st.WALFirstIndex, "walLastIndex": st.WALLastIndex, "now": st.Now,
+		"clockBehindStamps": st.ClockBehindStamps, "clockBehindMaxMs": st.ClockBehindMax.Milliseconds(),
+		"clockBehindMs": st.ClockBehind.Milliseconds(),
 	}
 	if !st.NextDue.IsZero() {
 		out["nextDue"] = st.NextDue

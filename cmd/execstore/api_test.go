@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,7 +31,13 @@ type server struct {
 func newServer(t *testing.T) *server {
 	t.Helper()
 	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	store, err := execstore.Open(t.TempDir(), execstore.Options{NoSync: true, Now: func() time.Time { return now }})
+	return newServerOn(t, func() time.Time { return now })
+}
+
+// newServerOn serves a store whose clock is now.
+func newServerOn(t *testing.T, now func() time.Time) *server {
+	t.Helper()
+	store, err := execstore.Open(t.TempDir(), execstore.Options{NoSync: true, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +167,28 @@ func TestHTTPWakes(t *testing.T) {
 		t.Fatalf("await answer %v", out)
 	}
 	s.expect("GET", "/v1/executions/e/steps/charge", "", http.StatusOK, "")
+}
+
+// A remote worker decides due-ness with the store's time: a claim answers
+// it, and the stats count stamps held back by a clock behind it.
+func TestHTTPClaimsAnswerTheStoresTimeAndStatsCountAClockBehindIt(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := t0
+	set := func(t time.Time) { mu.Lock(); clock = t; mu.Unlock() }
+	s := newServerOn(t, func() time.Time { mu.Lock(); defer mu.Unlock(); return clock })
+	s.expect("POST", "/v1/executions", `{"executionId":"e","workflowId":"w"}`, http.StatusCreated, "")
+	set(t0.Add(time.Hour))
+	s.expect("POST", "/v1/store/commit", `{"writes":[{"key":"k","value":1}]}`, http.StatusOK, "")
+	set(t0.Add(time.Minute))
+	out := s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000}`, http.StatusOK, "")
+	if out["now"] != "2026-01-02T13:00:00Z" || len(out["leases"].([]any)) != 1 {
+		t.Fatalf("claims answer %v, want one lease and now at the store's time 13:00", out)
+	}
+	out = s.expect("GET", "/v1/stats", "", http.StatusOK, "")
+	if out["clockBehindStamps"] != 1.0 || out["clockBehindMaxMs"] != float64(59*time.Minute/time.Millisecond) || out["clockBehindMs"] != float64(59*time.Minute/time.Millisecond) {
+		t.Fatalf("stats %v, want one stamp held back by 59 minutes", out)
+	}
 }
 
 func TestServeShutsDownCleanlyAndClosesTheStore(t *testing.T) {

@@ -88,7 +88,7 @@ func openDemo(opts DemoOptions) (*demo, error) {
 		out = io.Discard
 	}
 	d := &demo{opts: opts, out: out, store: store, shop: NewShop(), client: workflow.NewClient(store)}
-	worker := workflow.NewWorker(store, workflow.Options{Now: now, Logger: opts.Logger})
+	worker := workflow.NewWorker(store, workflow.Options{Logger: opts.Logger})
 	Register(worker, d.shop, Config{Wait: opts.Wait, Out: &d.workflowLines})
 	d.dispatcher, err = dispatcher.New(store, worker, dispatcher.Options{Clock: clock, Logger: opts.Logger})
 	if err != nil {

@@ -83,7 +83,7 @@ type worker struct {
 func (s *story) worker(opts dispatcher.Options, wrap func(dispatcher.Store) dispatcher.Store) *worker {
 	s.t.Helper()
 	w := &worker{logs: &syncBuffer{}, seen: make(chan dispatcher.Delivery, 100)}
-	inner := workflow.NewWorker(s.store, workflow.Options{Now: s.clock.Now})
+	inner := workflow.NewWorker(s.store, workflow.Options{})
 	Register(inner, s.shop, Config{Wait: wait})
 	inv := dispatcher.InvokerFunc(func(ctx context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
 		if d.ExecutionID == "order-42" {
