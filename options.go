@@ -48,11 +48,13 @@ type Options struct {
 	// Default 64 MiB (DefaultSnapshotWALBytes).
 	SnapshotWALBytes int
 	// Retention: a terminal execution last updated longer ago than this
-	// drops its params, context and saved steps; its ID, workflow, status,
-	// outcome, timestamps and delivery count stay, so the ID is still never
-	// reused and Get and Await still answer. Zero (the default) keeps
-	// everything forever. Retirement is a logged command stamped with the
-	// store's time, checked before every batch and once a second.
+	// drops its params, context, saved steps and the record of the children
+	// it started; its ID, workflow, status, outcome, parent link, timestamps
+	// and delivery count (Attempts) stay, so the ID is still never reused,
+	// Get and Await still answer, and a parent still awaits a retired child.
+	// Zero (the default) keeps everything forever, and keeps no index for
+	// retirement. Retirement is a logged command stamped with the store's
+	// time, checked before every batch and once a second.
 	Retention time.Duration
 
 	// WALFaults injects storage errors into the write-ahead log. For tests and

@@ -200,6 +200,9 @@ func (s *Store) recover() error {
 		return err
 	}
 	s.fallback = fb
+	if s.opts.Retention > 0 {
+		state.TrackRetirement()
+	}
 	var cmd fsm.Command
 	replayed := 0
 	err = w.Replay(applied+1, func(index uint64, payload []byte) error {

@@ -322,7 +322,9 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 		e.Outcome = internOutcome(&c.Outcome)
 		e.DueAt = 0
 		s.meta.Terminal++
-		s.ended.Load(dueKey{At: now, ID: e.ID}) // time never goes backwards: mostly an append
+		if s.trackEnded {
+			s.ended.Load(dueKey{At: now, ID: e.ID}) // time never goes backwards: mostly an append
+		}
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)

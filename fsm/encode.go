@@ -10,8 +10,10 @@ import (
 )
 
 // StateVersion is the version of the state encoding. Part of the snapshot
-// format: a reader refuses versions it does not know.
-const StateVersion = 1
+// format: a reader refuses versions it does not know, and reads every older
+// one. Version 2 keeps a retired record's outcome as records keep theirs,
+// and its parent link.
+const StateVersion = 2
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -39,11 +41,16 @@ type Reader interface {
 //	         sum:32B has-params:1B) in order
 //	kv       count:uv, then (key:str value:str) in key order
 //	watches  count:uv, then (id:uv execution:str count:uv key:str...) in ID order
-//	retired  count:uv, then (id:str workflow:str result:opt error admitted:uv
-//	         updated:uv deliveries:uv status:1B) in ID order
+//	retired  count:uv, then (id:str workflow:str status:1B [outcome as in
+//	         records] admitted:uv updated:uv deliveries:uv
+//	         parent:(0 | 1 caller:str key:str)) in ID order
+//	         (version 1: id:str workflow:str result:opt error admitted:uv
+//	         updated:uv deliveries:uv status:1B, and no parent)
 //
 // The due index, the retirement queue and the two watch indexes are derived,
-// not stored: decoding rebuilds them from the records and the watches.
+// not stored: decoding rebuilds the due index and the watch indexes from the
+// records and the watches; the retirement queue is rebuilt by
+// TrackRetirement, when retention is on.
 
 // flushAt is how much encoded state is buffered before it is written.
 const flushAt = 64 << 10
@@ -122,12 +129,11 @@ func (s *State) Encode(w Writer) error {
 	s.retired.Scan(func(it retiredItem) bool {
 		r := it.r
 		e.buf = appendStr(appendStr(e.buf, it.ID), r.WorkflowID)
-		e.buf = appendOpt(e.buf, r.Result, r.HasRes)
-		e.buf = AppendErrorInfo(e.buf, r.Error)
+		e.buf = appendOutcome(e.buf, r.Outcome)
 		e.uv(uint64(r.AdmittedAt))
 		e.uv(uint64(r.UpdatedAt))
-		e.uv(uint64(r.Deliveries))
-		e.buf = append(e.buf, byte(r.Status))
+		e.uv(r.Deliveries)
+		e.buf = appendParent(e.buf, r.Parent)
 		e.flush(false)
 		return e.err == nil
 	})
@@ -135,16 +141,19 @@ func (s *State) Encode(w Writer) error {
 	return e.err
 }
 
+func appendParent(dst []byte, p *Parent) []byte {
+	if p == nil {
+		return append(dst, 0)
+	}
+	return appendStr(appendStr(append(dst, 1), p.ExecutionID), p.StepKey)
+}
+
 func appendExecution(dst []byte, e *Execution) []byte {
 	dst = appendStr(dst, e.ID)
 	dst = appendStr(dst, e.WorkflowID)
 	dst = appendOpt(dst, e.Params, e.HasParams)
 	dst = appendContext(dst, e.Context)
-	if e.Parent == nil {
-		dst = append(dst, 0)
-	} else {
-		dst = appendStr(appendStr(append(dst, 1), e.Parent.ExecutionID), e.Parent.StepKey)
-	}
+	dst = appendParent(dst, e.Parent)
 	dst = append(dst, byte(e.Status))
 	if e.Outcome != nil {
 		dst = appendOutcome(dst, e.Outcome)
@@ -269,11 +278,12 @@ const maxCount = 1 << 32
 // order of every collection; the caller checks the snapshot's checksum.
 func DecodeState(r Reader) (*State, error) {
 	d := &streamDecoder{r: r}
-	if v := d.Uvarint(); v != StateVersion {
+	version := d.Uvarint()
+	if version < 1 || version > StateVersion {
 		if d.err != nil {
 			return nil, d.err
 		}
-		return nil, decodeErr("state: unknown version " + itoa(v))
+		return nil, decodeErr("state: unknown version " + itoa(version))
 	}
 	s := New()
 	s.meta.Now = d.int()
@@ -286,8 +296,13 @@ func DecodeState(r Reader) (*State, error) {
 	if err := s.decodeSides(d); err != nil {
 		return nil, err
 	}
-	if err := s.decodeRetired(d); err != nil {
+	if err := s.decodeRetired(d, version); err != nil {
 		return nil, err
+	}
+	if version == 1 {
+		// Version 1 kept the child-start requests of retired executions;
+		// retirement now drops them, as replaying its commands would.
+		s.retired.Scan(func(it retiredItem) bool { s.deleteStarts(it.ID); return true })
 	}
 	return s, nil
 }
@@ -317,9 +332,6 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 		} else if ok {
 			due = append(due, claimKey{At: at, ID: e.ID, e: e})
 		}
-		if e.Terminal() {
-			s.ended.Set(dueKey{At: e.UpdatedAt, ID: e.ID})
-		}
 	}
 	if d.err != nil {
 		return d.err
@@ -340,9 +352,7 @@ func (d *streamDecoder) execution(workflows map[string]string) *Execution {
 		}
 		e.Context = &kvs
 	}
-	if d.Byte() == 1 {
-		e.Parent = &Parent{ExecutionID: d.Str(), StepKey: d.Str()}
-	}
+	e.Parent = d.parent()
 	e.Status = Status(d.Byte())
 	if e.Status.Terminal() {
 		var out Outcome
@@ -353,6 +363,23 @@ func (d *streamDecoder) execution(workflows map[string]string) *Execution {
 	e.LeaseToken, e.LastToken = d.Uvarint(), d.Uvarint()
 	e.StepCount, e.WatchCount = d.u32(), d.u32()
 	return e
+}
+
+// Bool reads a byte that must be 0 or 1.
+func (d *streamDecoder) Bool() bool {
+	v := d.Byte()
+	if v > 1 {
+		d.fail("bad boolean")
+	}
+	return v == 1
+}
+
+// parent reads a parent link written by appendParent.
+func (d *streamDecoder) parent() *Parent {
+	if d.Bool() {
+		return &Parent{ExecutionID: d.Str(), StepKey: d.Str()}
+	}
+	return nil
 }
 
 func (d *streamDecoder) u32() uint32 {
@@ -412,22 +439,30 @@ func (s *State) decodeSides(d *streamDecoder) error {
 	return nil
 }
 
-func (s *State) decodeRetired(d *streamDecoder) error {
+func (s *State) decodeRetired(d *streamDecoder, version uint64) error {
 	workflows := map[string]string{}
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
 		id := d.Str()
 		r := &Retired{WorkflowID: intern(workflows, d.Str())}
-		r.Result, r.HasRes = d.Opt()
-		r.Error = readErrorInfo(d)
-		r.AdmittedAt, r.UpdatedAt = d.int(), d.int()
-		r.Deliveries = d.u32()
-		r.Status = Status(d.Byte())
+		if version == 1 {
+			r.Outcome = readRetiredV1(d, r)
+		} else {
+			var o Outcome
+			readOutcome(d, &o)
+			r.Outcome = internOutcome(&o)
+			r.AdmittedAt, r.UpdatedAt = d.int(), d.int()
+			r.Deliveries = d.Uvarint()
+			r.Parent = d.parent()
+		}
 		if d.err != nil {
 			break
 		}
 		it := retiredItem{ID: id, r: r}
-		if last, ok := s.retired.Max(); (ok && !retiredLess(last, it)) || !r.Status.Terminal() || id == "" {
+		if last, ok := s.retired.Max(); (ok && !retiredLess(last, it)) || !r.Outcome.Status.Terminal() || id == "" {
 			return decodeErr("state: retired records out of order or invalid")
+		}
+		if msg := checkOutcome(r.Outcome); msg != "" {
+			return decodeErr("state: retired record " + quote(id) + ": " + msg)
 		}
 		if _, live := s.execs.Get(execItem{ID: id}); live {
 			return decodeErr("state: retired record " + quote(id) + " is also live")
@@ -468,4 +503,19 @@ func loadSorted[T any](tr *btree.BTreeG[T], items []T, less func(a, b T) bool) {
 	for _, it := range items {
 		tr.Load(it)
 	}
+}
+
+// readRetiredV1 reads the rest of a version-1 retired record into r and
+// returns its outcome.
+func readRetiredV1(d *streamDecoder, r *Retired) *Outcome {
+	var o Outcome
+	o.Result, o.HasRes = d.Opt()
+	o.Error = readErrorInfo(d)
+	r.AdmittedAt, r.UpdatedAt = d.int(), d.int()
+	r.Deliveries = uint64(d.u32())
+	o.Status = Status(d.Byte())
+	if o.Status != StatusCompleted {
+		o.Result, o.HasRes = "", false
+	}
+	return internOutcome(&o)
 }

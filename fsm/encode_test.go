@@ -38,6 +38,12 @@ func TestEncodedStateDecodesToAnEqualState(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
+		if err := got.CheckInvariants(); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if s.trackEnded {
+			got.TrackRetirement() // as a store with retention on does
+		}
 		if want, have := dumpOf(s), dumpOf(got); !reflect.DeepEqual(want, have) {
 			t.Fatalf("seed %d: decoded state differs:\n%s", seed, cmp.Diff(want, have, cmpOpts))
 		}

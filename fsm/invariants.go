@@ -20,7 +20,7 @@ func (s *State) CheckInvariants() error {
 		}
 		if e.Terminal() {
 			terminal++
-			if _, ok := s.ended.Get(dueKey{At: e.UpdatedAt, ID: e.ID}); !ok {
+			if _, ok := s.ended.Get(dueKey{At: e.UpdatedAt, ID: e.ID}); s.trackEnded && !ok {
 				return fail(e.ID, "terminal but not awaiting retirement")
 			}
 		}
@@ -49,7 +49,7 @@ func (s *State) CheckInvariants() error {
 	if err != nil {
 		return err
 	}
-	if s.ended.Len() != terminal {
+	if want := map[bool]int{true: terminal}[s.trackEnded]; s.ended.Len() != want {
 		return errors.New("fsm: invariant violated: " + itoa(uint64(terminal)) + " terminal records but " +
 			itoa(uint64(s.ended.Len())) + " awaiting retirement")
 	}
@@ -58,8 +58,11 @@ func (s *State) CheckInvariants() error {
 	}
 	terminal += s.retired.Len()
 	s.retired.Scan(func(it retiredItem) bool {
-		if _, live := s.execs.Get(execItem{ID: it.ID}); live || !it.r.Status.Terminal() {
+		if _, live := s.execs.Get(execItem{ID: it.ID}); live || it.r.Outcome == nil || !it.r.Outcome.Status.Terminal() {
 			return fail(it.ID, "retired but also live, or not terminal")
+		}
+		if s.hasStarts(it.ID) {
+			return fail(it.ID, "retired but its child starts are kept")
 		}
 		return true
 	})
@@ -102,6 +105,19 @@ func (s *State) CheckInvariants() error {
 	return s.checkSideIndexes()
 }
 
+// checkOutcome verifies a recorded outcome. It returns "" when it holds.
+func checkOutcome(o *Outcome) string {
+	switch {
+	case !o.Status.Terminal():
+		return "outcome is not terminal"
+	case o.Status == StatusCompleted && o.Error != nil:
+		return "completed outcome with an error"
+	case o.Status == StatusFailed && (o.Error == nil || o.HasRes):
+		return "failed outcome without an error, or with a result"
+	}
+	return ""
+}
+
 // check verifies one record's own fields. It returns "" when they hold.
 func (e *Execution) check() string {
 	switch {
@@ -131,7 +147,9 @@ func (e *Execution) check() string {
 func (s *State) checkLinks(e *Execution) string {
 	if p := e.Parent; p != nil {
 		st, ok := s.starts.Get(startEntry{Caller: p.ExecutionID, Key: p.StepKey})
-		if !ok || st.Child != e.ID {
+		_, retired := s.retired.Get(retiredItem{ID: p.ExecutionID})
+		// A retired parent's start requests are dropped with it.
+		if (ok && st.Child != e.ID) || (!ok && !retired) {
 			return "parent's start request does not name this child"
 		}
 	}
@@ -191,4 +209,14 @@ func indexName(leased bool) string {
 		return "lease"
 	}
 	return "due"
+}
+
+// hasStarts reports whether an execution has child-start requests recorded.
+func (s *State) hasStarts(caller string) bool {
+	found := false
+	s.starts.Ascend(startEntry{Caller: caller}, func(st startEntry) bool {
+		found = st.Caller == caller
+		return false
+	})
+	return found
 }

@@ -17,17 +17,18 @@ type retiredItem struct {
 
 func retiredLess(a, b retiredItem) bool { return a.ID < b.ID }
 
-// Retired is a retired execution's compact record (64 bytes). It is never
-// changed after it is made.
+// Retired is a retired execution's compact record (56 bytes): every field a
+// record has except the params, the context and the saved steps, which
+// retention drops (a terminal record has no wake and no lease). It shares
+// the outcome and the parent link of the record it replaces, which are never
+// changed once recorded, and is itself never changed after it is made.
 type Retired struct {
 	WorkflowID string
-	Result     string     // completed: meaningful only when HasRes
-	Error      *ErrorInfo // failed
+	Outcome    *Outcome // the recorded outcome: terminal
+	Parent     *Parent  // nil unless another execution started this one
 	AdmittedAt int64
 	UpdatedAt  int64
-	Deliveries uint32 // the execution's last token: every claim issued one
-	Status     Status // StatusCompleted or StatusFailed
-	HasRes     bool
+	Deliveries uint64 // the execution's last token: every claim issued one
 }
 
 // execution expands a retired record into the record reads return.
@@ -35,12 +36,33 @@ func (r *Retired) execution(id string) *Execution {
 	return &Execution{
 		ID:         id,
 		WorkflowID: r.WorkflowID,
-		Status:     r.Status,
-		Outcome:    &Outcome{Status: r.Status, Result: r.Result, HasRes: r.HasRes, Error: r.Error},
+		Status:     r.Outcome.Status,
+		Outcome:    r.Outcome,
+		Parent:     r.Parent,
 		AdmittedAt: r.AdmittedAt,
 		UpdatedAt:  r.UpdatedAt,
-		LastToken:  uint64(r.Deliveries),
+		LastToken:  r.Deliveries,
 	}
+}
+
+// TrackRetirement keeps the index of terminal records awaiting retirement
+// (built from the records if it is not kept yet). A state keeps it only while
+// retention is on: without it every terminal record would cost an index entry
+// for nothing. The index is derived, so keeping it or not changes no result:
+// a retire command applied to a state that does not keep it builds it first.
+func (s *State) TrackRetirement() {
+	if s.trackEnded {
+		return
+	}
+	s.trackEnded = true
+	var ended []dueKey
+	s.execs.Scan(func(it execItem) bool {
+		if it.e.Terminal() {
+			ended = append(ended, dueKey{At: it.e.UpdatedAt, ID: it.ID})
+		}
+		return true
+	})
+	loadSorted(s.ended, ended, dueLess)
 }
 
 // NextRetirable returns the last-update time of the oldest terminal
@@ -51,6 +73,12 @@ func (s *State) NextRetirable() (int64, bool) {
 }
 
 func (s *State) retire(c *Command, dry bool) Result {
+	if !s.trackEnded {
+		if dry {
+			return mutates // building the index is a change; applying decides
+		}
+		s.TrackRetirement()
+	}
 	first, ok := s.ended.Min()
 	if !ok || first.At >= c.At {
 		return Result{}
@@ -67,12 +95,12 @@ func (s *State) retire(c *Command, dry bool) Result {
 		s.ended.PopMin()
 		p := s.lookup(k.ID)
 		s.retired.Set(retiredItem{ID: p.ID, r: &Retired{
-			WorkflowID: p.WorkflowID, AdmittedAt: p.AdmittedAt, UpdatedAt: p.UpdatedAt,
-			Status: p.Status, Result: p.Outcome.Result, HasRes: p.Outcome.HasRes, Error: p.Outcome.Error,
-			Deliveries: uint32(min(p.LastToken, 1<<32-1)),
+			WorkflowID: p.WorkflowID, Outcome: p.Outcome, Parent: p.Parent,
+			AdmittedAt: p.AdmittedAt, UpdatedAt: p.UpdatedAt, Deliveries: p.LastToken,
 		}})
 		s.execs.Delete(execItem{ID: p.ID})
 		s.deleteSteps(p.ID)
+		s.deleteStarts(p.ID)
 	}
 	s.meta.Retired += n
 	return Result{Count: n}
@@ -90,5 +118,25 @@ func (s *State) deleteSteps(id string) {
 	})
 	for _, k := range keys {
 		s.steps.Delete(k)
+	}
+}
+
+// RetirementTracked reports whether the state keeps the index of terminal
+// records awaiting retirement (see TrackRetirement).
+func (s *State) RetirementTracked() bool { return s.trackEnded }
+
+// deleteStarts removes the child-start requests an execution made: a
+// terminal execution holds no lease, so it can never start a child again.
+func (s *State) deleteStarts(caller string) {
+	var keys []startEntry
+	s.starts.Ascend(startEntry{Caller: caller}, func(st startEntry) bool {
+		if st.Caller != caller {
+			return false
+		}
+		keys = append(keys, startEntry{Caller: caller, Key: st.Key})
+		return true
+	})
+	for _, k := range keys {
+		s.starts.Delete(k)
 	}
 }

@@ -151,8 +151,11 @@ type State struct {
 	wkeys   *btree.BTreeG[watchKey]
 	wexecs  *btree.BTreeG[execWatch]
 	retired *btree.BTreeG[retiredItem]
-	ended   *btree.BTreeG[dueKey] // (UpdatedAt, ID) of terminal records not yet retired
+	ended   *btree.BTreeG[dueKey] // (UpdatedAt, ID) of terminal records not yet retired, while trackEnded
 	meta    Meta
+
+	// trackEnded: ended is kept (see TrackRetirement); otherwise it is empty.
+	trackEnded bool
 
 	// gen marks records this state may change in place: a record whose gen
 	// equals it was created after the state's latest Copy, so no copy can
@@ -217,6 +220,8 @@ func (s *State) Copy() *State {
 		retired: s.retired.Copy(),
 		ended:   s.ended.Copy(),
 		meta:    s.meta,
+
+		trackEnded: s.trackEnded,
 	}
 }
 

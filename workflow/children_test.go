@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/workflow"
@@ -125,5 +126,33 @@ func TestCallRunsAChildToItsResultUnderADispatcher(t *testing.T) {
 	}
 	if got, err := workflow.Result[receipt](rec); err != nil || got != (receipt{ID: "r-1", Amount: 700}) {
 		t.Fatalf("Result = %+v, %v", got, err)
+	}
+}
+
+// A child retired by retention before its parent awaits it keeps its parent
+// link and its outcome, so the parent still gets the child's result.
+func TestAParentAwaitsAChildRetiredBeforeItLooks(t *testing.T) {
+	h := newHarness(t)
+	h.store.Close()
+	h.retention = time.Hour
+	h.open()
+	started := family(h, nil)
+	h.trigger("parent", "checkout", chargeParams{Order: 42})
+	suspended(t, h.deliver("parent"))
+	child := (*started)[0]
+	result[receipt](t, h.deliver(child))
+
+	// Past the retention horizon the finished child is retired (the writer
+	// retires before it takes the next command).
+	h.clock.Advance(2 * time.Hour)
+	h.trigger("nudge", "charge", chargeParams{Order: 1})
+	if st, _ := h.store.Stats(bg); st.Retired != 1 {
+		t.Fatalf("%d retired, want the child", st.Retired)
+	}
+	if rec := h.get(child); rec.Params != nil || rec.Parent == nil || rec.Parent.ExecutionID != "parent" {
+		t.Fatalf("retired child = %+v, want its parent link kept and its params dropped", rec)
+	}
+	if got := result[receipt](t, h.deliver("parent")); got != (receipt{ID: "r-1", Amount: 4200}) {
+		t.Fatalf("parent result = %+v", got)
 	}
 }

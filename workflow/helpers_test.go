@@ -24,9 +24,10 @@ var bg = context.Background()
 // worker, which takes its time from the store. Tests deliver executions to the worker by hand (deliver), or run a
 // dispatcher (dispatch).
 type harness struct {
-	t      *testing.T
-	dir    string
-	clock  *dispatchertest.Clock
+	t         *testing.T
+	dir       string
+	retention time.Duration // Options.Retention of the store open opens
+	clock     *dispatchertest.Clock
 	store  *execstore.Store
 	worker *workflow.Worker
 	client *workflow.Client
@@ -42,7 +43,7 @@ func newHarness(t *testing.T) *harness {
 
 func (h *harness) open() {
 	h.t.Helper()
-	store, err := execstore.Open(h.dir, execstore.Options{Now: h.clock.Now, NoSync: true})
+	store, err := execstore.Open(h.dir, execstore.Options{Now: h.clock.Now, NoSync: true, Retention: h.retention})
 	if err != nil {
 		h.t.Fatalf("Open: %v", err)
 	}
