@@ -28,9 +28,9 @@ type harness struct {
 	dir       string
 	retention time.Duration // Options.Retention of the store open opens
 	clock     *dispatchertest.Clock
-	store  *execstore.Store
-	worker *workflow.Worker
-	client *workflow.Client
+	store     *execstore.Store
+	worker    *workflow.Worker
+	client    *workflow.Client
 }
 
 func newHarness(t *testing.T) *harness {
