@@ -85,17 +85,12 @@ func TestStoreTimeNeverGoesBackwardsAcrossRestarts(t *testing.T) {
 func TestClosedStoreRefusesEverything(t *testing.T) {
 	f := newFixture(t)
 	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
-	awaited := make(chan error, 1)
-	go func() {
-		_, err := f.s.Await(ctx, "e")
-		awaited <- err
-	}()
-	time.Sleep(10 * time.Millisecond)
+	waiting := f.awaitWaiting("e")
 	if err := f.s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-awaited; !errors.Is(err, execstore.ErrClosed) {
-		t.Fatalf("Await across Close: %v", err)
+	if a := f.answer(waiting); !errors.Is(a.err, execstore.ErrClosed) {
+		t.Fatalf("Await across Close: %v", a.err)
 	}
 	s := f.s
 	f.s = nil
@@ -126,17 +121,10 @@ func TestAwaitReturnsTheTerminalRecordAcrossRestarts(t *testing.T) {
 	f := newFixture(t)
 	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
 	f.reopen()
-	got := make(chan execstore.Record, 1)
-	go func() {
-		rec, err := f.s.Await(ctx, "e")
-		if err != nil {
-			t.Error(err)
-		}
-		got <- rec
-	}()
+	waiting := f.awaitWaiting("e")
 	f.ack(f.claimOne("e"), execstore.Completed(raw(`"ok"`)))
-	if rec := <-got; rec.Status != execstore.StatusCompleted || string(rec.Outcome.Result) != `"ok"` {
-		t.Fatalf("Await = %+v", rec)
+	if a := f.answer(waiting); a.err != nil || a.rec.Status != execstore.StatusCompleted || string(a.rec.Outcome.Result) != `"ok"` {
+		t.Fatalf("Await = %+v, %v", a.rec, a.err)
 	}
 	// Already terminal: at once.
 	if rec, err := f.s.Await(ctx, "e"); err != nil || rec.Status != execstore.StatusCompleted {
