@@ -224,3 +224,16 @@ func (f *fixture) answer(ch <-chan awaited) awaited {
 		return awaited{}
 	}
 }
+
+// eventually polls cond until it holds, and fails the test if it does not
+// hold within patience.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
