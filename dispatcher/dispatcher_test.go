@@ -469,14 +469,26 @@ func TestStopWaitsForDeliveriesInFlightAndThenClaimsNothing(t *testing.T) {
 	c := f.next()
 	stopped := make(chan error, 1)
 	go func() { stopped <- f.d.Stop(bg) }()
-	select {
-	case err := <-stopped:
-		t.Fatalf("Stop returned %v with a delivery in flight", err)
-	default:
+	// Stop has stopped the loop and waits in Drain, or it returns: a Stop
+	// that does not wait for the delivery fails here.
+	deadline := time.After(patience)
+	for f.d.DrainWaiters() == 0 {
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned %v with a delivery in flight", err)
+		case <-deadline:
+			t.Fatal("Stop neither returned nor waited for the delivery")
+		case <-time.After(time.Millisecond):
+		}
 	}
 	c.finish(execstore.Completed(nil))
-	if err := <-stopped; err != nil {
-		t.Fatalf("Stop: %v", err)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Stop did not return once the delivery settled")
 	}
 	if rec := f.get("a"); rec.Status != execstore.StatusCompleted {
 		t.Fatalf("status = %s, want completed", rec.Status)
