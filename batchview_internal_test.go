@@ -54,7 +54,7 @@ func TestDuplicateAdmissionsQueuedTogetherWriteNothing(t *testing.T) {
 // answered from the state after the batch, without being logged.
 func TestACommandMadeANoOpByAnEarlierOneInItsBatchIsNotLogged(t *testing.T) {
 	type env struct {
-		g     *writerGate
+		g     *gatedStore
 		ctx   context.Context
 		lease Lease // a current lease on "e"
 		clock *testClock

@@ -2,6 +2,7 @@ package execstore
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,29 +10,90 @@ import (
 	"github.com/execstore/execstore/wal"
 )
 
-// writerGate holds the store's writer inside a WAL write, so that a test can
-// queue requests deterministically behind it and then let them go as one
-// batch.
-type writerGate struct {
-	t       *testing.T
-	s       *Store
-	armed   atomic.Bool
-	held    atomic.Bool
-	release chan struct{}
-	blocker chan error
+// patience bounds every wait for something that must happen, so that a broken
+// store fails the test instead of hanging it. It is never an expectation of
+// how long anything takes.
+const patience = 10 * time.Second
+
+// waitFor polls cond until it holds, and fails the test if it does not hold
+// within patience.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
-// openGated opens a store whose writer a writerGate can hold.
-func openGated(t *testing.T, dir string, opts Options) *writerGate {
+// waitQueued waits until n requests are queued for the writer.
+func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
-	g := &writerGate{t: t}
-	opts.WALFaults = &wal.Faults{BeforeWrite: func() error {
+	queued := func() int {
+		s.qmu.Lock()
+		defer s.qmu.Unlock()
+		return len(s.queue)
+	}
+	waitFor(t, fmt.Sprintf("%d requests are queued", n), func() bool { return queued() == n })
+}
+
+// writerGate holds the writer in its next WAL write once armed, so that the
+// requests made meanwhile queue up behind it and are taken as one batch when
+// the gate opens.
+type writerGate struct {
+	armed   atomic.Bool
+	held    chan struct{} // closed once the writer is held
+	release chan struct{} // closed by open
+}
+
+func newWriterGate() *writerGate {
+	return &writerGate{held: make(chan struct{}), release: make(chan struct{})}
+}
+
+// faults returns the WAL fault hooks that hold the writer.
+func (g *writerGate) faults() *wal.Faults {
+	return &wal.Faults{BeforeWrite: func() error {
 		if g.armed.CompareAndSwap(true, false) {
-			g.held.Store(true)
+			close(g.held)
 			<-g.release
 		}
 		return nil
 	}}
+}
+
+// arm makes the next WAL write wait for open.
+func (g *writerGate) arm() { g.armed.Store(true) }
+
+// waitHeld waits until the writer is held in a WAL write.
+func (g *writerGate) waitHeld(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.held:
+	case <-time.After(patience):
+		t.Fatal("the writer never reached a WAL write")
+	}
+}
+
+// open lets the held writer go on.
+func (g *writerGate) open() { close(g.release) }
+
+// gatedStore is a store whose writer a writerGate can hold behind a
+// blocking admission, so that a test queues requests deterministically and
+// then lets them go as one batch.
+type gatedStore struct {
+	t       *testing.T
+	s       *Store
+	gate    *writerGate
+	blocker chan error
+}
+
+// openGated opens a store whose writer hold can stop.
+func openGated(t *testing.T, dir string, opts Options) *gatedStore {
+	t.Helper()
+	g := &gatedStore{t: t, gate: newWriterGate()}
+	opts.WALFaults = g.gate.faults()
 	s, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -42,55 +104,28 @@ func openGated(t *testing.T, dir string, opts Options) *writerGate {
 }
 
 // hold admits a blocker and returns once the writer is held inside the
-// blocker's write: every request made from then on queues.
-func (g *writerGate) hold(blockerID string) {
+// blocker's write: every request made from then on queues. Once per store.
+func (g *gatedStore) hold(blockerID string) {
 	g.t.Helper()
-	g.release = make(chan struct{})
 	g.blocker = make(chan error, 1)
-	g.armed.Store(true)
+	g.gate.arm()
 	go func() {
 		_, err := g.s.Admit(context.Background(), AdmitRequest{ExecutionID: blockerID, WorkflowID: "blocker"})
 		g.blocker <- err
 	}()
-	waitFor(g.t, "the writer to be held", func() bool { return g.held.Load() })
+	g.gate.waitHeld(g.t)
 }
 
 // waitQueued returns once n requests are queued behind the held writer.
-func (g *writerGate) waitQueued(n int) {
+func (g *gatedStore) waitQueued(n int) {
 	g.t.Helper()
-	waitFor(g.t, "requests to queue", func() bool {
-		g.s.qmu.Lock()
-		defer g.s.qmu.Unlock()
-		return len(g.s.queue) >= n
-	})
-}
-
-// let releases the writer and waits for the blocker's answer.
-func (g *writerGate) let() {
-	g.t.Helper()
-	g.held.Store(false)
-	close(g.release)
-	if err := <-g.blocker; err != nil {
-		g.t.Fatalf("blocker: %v", err)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(g.t, g.s, n)
 }
 
 // call starts fn in its own goroutine and returns once fn's request is queued
 // behind the held writer, so that calls queue in the order they are made.
 // The returned channel yields fn's error.
-func (g *writerGate) call(fn func() error) <-chan error {
+func (g *gatedStore) call(fn func() error) <-chan error {
 	g.t.Helper()
 	g.s.qmu.Lock()
 	n := len(g.s.queue)
@@ -99,4 +134,18 @@ func (g *writerGate) call(fn func() error) <-chan error {
 	go func() { done <- fn() }()
 	g.waitQueued(n + 1)
 	return done
+}
+
+// let releases the writer and waits for the blocker's answer.
+func (g *gatedStore) let() {
+	g.t.Helper()
+	g.gate.open()
+	select {
+	case err := <-g.blocker:
+		if err != nil {
+			g.t.Fatalf("blocker: %v", err)
+		}
+	case <-time.After(patience):
+		g.t.Fatal("the blocker was never answered")
+	}
 }

@@ -13,6 +13,11 @@ import (
 // t0 is the injected clock's start: every test's times are relative to it.
 var t0 = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
 
+// patience bounds every wait for something that must happen, so that a broken
+// store fails the test instead of hanging it. It is never an expectation of
+// how long anything takes.
+const patience = 10 * time.Second
+
 // clock is an injected clock that moves only when told.
 type clock struct {
 	mu sync.Mutex
@@ -166,3 +171,69 @@ func ids(leases []execstore.Lease) []string {
 }
 
 func raw(s string) json.RawMessage { return json.RawMessage(s) }
+
+// waitingCtx is a context that tells when a call first waits on it. Await
+// reads the record (which consults only ctx.Err), then blocks in a select
+// on ctx.Done() and the store's signals: once Done has been called, the
+// Await has read a record that is not terminal and waits for a change.
+type waitingCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (c *waitingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
+}
+
+// awaited is one Await's answer.
+type awaited struct {
+	rec execstore.Record
+	err error
+}
+
+// awaitWaiting starts Await(id) and returns once it is waiting for id to
+// change, with the channel its answer will arrive on (see answer).
+func (f *fixture) awaitWaiting(id string) <-chan awaited {
+	f.t.Helper()
+	c := &waitingCtx{Context: ctx, waiting: make(chan struct{})}
+	ch := make(chan awaited, 1)
+	go func() {
+		rec, err := f.s.Await(c, id)
+		ch <- awaited{rec, err}
+	}()
+	select {
+	case <-c.waiting:
+	case a := <-ch:
+		f.t.Fatalf("Await(%q) answered without waiting: %+v, %v", id, a.rec, a.err)
+	case <-time.After(patience):
+		f.t.Fatalf("Await(%q) neither answered nor waited", id)
+	}
+	return ch
+}
+
+// answer waits for the answer of an Await started by awaitWaiting.
+func (f *fixture) answer(ch <-chan awaited) awaited {
+	f.t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(patience):
+		f.t.Fatal("the waiting Await never answered")
+		return awaited{}
+	}
+}
+
+// eventually polls cond until it holds, and fails the test if it does not
+// hold within patience.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -5,26 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/execstore/execstore/wal"
 )
 
 // Concurrent Acknowledge calls that land in one batch are logged as one
 // acknowledge-batch entry, and each caller still gets exactly its own answer.
 func TestConcurrentAcknowledgementsShareOneEntry(t *testing.T) {
 	dir := t.TempDir()
-	var gate atomic.Bool
-	release := make(chan struct{})
-	opts := Options{NoSync: true, WALFaults: &wal.Faults{BeforeWrite: func() error {
-		if gate.CompareAndSwap(true, false) {
-			<-release // hold the writer so that the acknowledgements queue up behind it
-		}
-		return nil
-	}}}
-	s, err := Open(dir, opts)
+	gate := newWriterGate() // holds the writer so that the acknowledgements queue up behind it
+	s, err := Open(dir, Options{NoSync: true, WALFaults: gate.faults()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,12 +31,10 @@ func TestConcurrentAcknowledgementsShareOneEntry(t *testing.T) {
 		t.Fatalf("ClaimDue: %d leases, %v", len(leases), err)
 	}
 
-	gate.Store(true)
+	gate.arm()
 	blocked := make(chan error, 1)
 	go func() { _, err := s.Admit(ctx, AdmitRequest{ExecutionID: "blocker", WorkflowID: "w"}); blocked <- err }()
-	for gate.Load() {
-		time.Sleep(time.Millisecond) // until the writer holds the gate
-	}
+	gate.waitHeld(t)
 	before, _ := s.Stats(ctx)
 
 	// Every third lease is stale (ErrLeaseLost, not logged); the others
@@ -76,16 +64,8 @@ func TestConcurrentAcknowledgementsShareOneEntry(t *testing.T) {
 			answers[i].rec, answers[i].err = s.Acknowledge(ctx, l, outcome(i))
 		}()
 	}
-	for {
-		s.qmu.Lock()
-		queued := len(s.queue)
-		s.qmu.Unlock()
-		if queued == n {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
+	waitQueued(t, s, n)
+	gate.open()
 	wg.Wait()
 	if err := <-blocked; err != nil {
 		t.Fatal(err)

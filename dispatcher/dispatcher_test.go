@@ -124,9 +124,13 @@ func TestAnIdleDispatcherDeliversAnAdmissionWithoutPolling(t *testing.T) {
 }
 
 // A wake in the future is delivered when the clock reaches it, and not
-// before: the dispatcher sets a timer for the store's next due time.
+// before: the dispatcher sets a timer for the store's next due time. The poll
+// interval is a minute: every poll so far was set at 12:00, so moving the
+// clock to a nanosecond before the wake fires one, and the claim it makes
+// must find nothing; the next poll then falls after the wake, so only the
+// next-due timer can deliver it on time.
 func TestAFutureWakeIsDeliveredWhenTheClockReachesIt(t *testing.T) {
-	f := newFixture(t, dispatcher.Options{PollInterval: time.Hour})
+	f := newFixture(t, dispatcher.Options{PollInterval: time.Minute})
 	f.admit("order-42", "")
 	c := f.next()
 	// The workflow sleeps: during its delivery it asks for a wake, then
@@ -137,9 +141,11 @@ func TestAFutureWakeIsDeliveredWhenTheClockReachesIt(t *testing.T) {
 	c.finish(execstore.Suspended())
 	f.drain()
 	f.clock.Advance(10*time.Minute - time.Nanosecond)
-	f.noDelivery() // nothing is due, so nothing can have been claimed
-	if rec := f.get("order-42"); rec.Lease != nil {
-		t.Fatalf("claimed before its wake: %+v", rec.Lease)
+	if leases := f.faults.claimFrom(t, f.clock.Now()); len(leases) != 0 {
+		t.Fatalf("a claim a nanosecond before the wake got %+v", leases)
+	}
+	if rec := f.get("order-42"); rec.Lease != nil || rec.Attempts != 1 {
+		t.Fatalf("claimed before its wake: lease %+v after %d attempts", rec.Lease, rec.Attempts)
 	}
 	f.clock.Advance(time.Nanosecond)
 	c = f.next()
@@ -422,8 +428,7 @@ func TestAClaimedTerminalExecutionIsPublishedWithoutInvoking(t *testing.T) {
 	}
 	other.finish(execstore.Completed(nil))
 	f.outcome()
-	f.drain()
-	f.noDelivery()
+	f.drainWithoutDelivery() // done was never invoked
 }
 
 // A panicking invoker and one whose goroutine exits are handled like an
@@ -464,14 +469,26 @@ func TestStopWaitsForDeliveriesInFlightAndThenClaimsNothing(t *testing.T) {
 	c := f.next()
 	stopped := make(chan error, 1)
 	go func() { stopped <- f.d.Stop(bg) }()
-	select {
-	case err := <-stopped:
-		t.Fatalf("Stop returned %v with a delivery in flight", err)
-	default:
+	// Stop has stopped the loop and waits in Drain, or it returns: a Stop
+	// that does not wait for the delivery fails here.
+	deadline := time.After(patience)
+	for f.d.DrainWaiters() == 0 {
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned %v with a delivery in flight", err)
+		case <-deadline:
+			t.Fatal("Stop neither returned nor waited for the delivery")
+		case <-time.After(time.Millisecond):
+		}
 	}
 	c.finish(execstore.Completed(nil))
-	if err := <-stopped; err != nil {
-		t.Fatalf("Stop: %v", err)
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Stop did not return once the delivery settled")
 	}
 	if rec := f.get("a"); rec.Status != execstore.StatusCompleted {
 		t.Fatalf("status = %s, want completed", rec.Status)

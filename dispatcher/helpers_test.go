@@ -32,26 +32,40 @@ var errInjected = errors.New("injected storage failure")
 // them.
 type faultStore struct {
 	*execstore.Store
+	clock   *dispatchertest.Clock
 	mu      sync.Mutex
 	fail    map[string]int // method → how many more calls fail
 	calls   map[string]int
-	claims  []int // the limit of every ClaimDue that returned leases
+	claims  []int        // the limit of every ClaimDue that returned leases
+	claimed []claimEntry // every ClaimDue that returned, in order
 	extra   []execstore.Lease
 	renewed chan error    // every Renew's result
-	changed chan struct{} // closed and replaced at every call
+	changed chan struct{} // closed and replaced at every call and every claim's return
+}
+
+// claimEntry is one ClaimDue that returned.
+type claimEntry struct {
+	began  time.Time // the clock when it was called
+	leases []execstore.Lease
+	err    error
 }
 
 func (f *faultStore) enter(method string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls[method]++
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.changedLocked()
 	if f.fail[method] > 0 {
 		f.fail[method]--
 		return errInjected
 	}
 	return nil
+}
+
+// changedLocked wakes everyone waiting for a call. f.mu must be held.
+func (f *faultStore) changedLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 // failNext makes the next n calls of method fail with errInjected.
@@ -101,7 +115,9 @@ func (f *faultStore) inject(lease execstore.Lease) {
 }
 
 func (f *faultStore) ClaimDue(ctx context.Context, limit int, d time.Duration) ([]execstore.Lease, error) {
+	began := f.clock.Now()
 	if err := f.enter("ClaimDue"); err != nil {
+		f.logClaim(claimEntry{began: began, err: err})
 		return nil, err
 	}
 	leases, err := f.Store.ClaimDue(ctx, limit, d)
@@ -114,7 +130,40 @@ func (f *faultStore) ClaimDue(ctx context.Context, limit int, d time.Duration) (
 	if len(leases) > 0 {
 		f.claims = append(f.claims, limit)
 	}
+	f.claimed = append(f.claimed, claimEntry{began: began, leases: leases, err: err})
+	f.changedLocked()
 	return leases, err
+}
+
+func (f *faultStore) logClaim(c claimEntry) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.claimed = append(f.claimed, c)
+	f.changedLocked()
+}
+
+// claimFrom waits until a ClaimDue called with the clock at or after at has
+// returned, and returns what it claimed. The store stamps a claim with its
+// clock when it runs, so that claim saw the store at time at or later.
+func (f *faultStore) claimFrom(t *testing.T, at time.Time) []execstore.Lease {
+	t.Helper()
+	timeout := time.After(patience)
+	for {
+		f.mu.Lock()
+		ch := f.changed
+		for _, c := range f.claimed {
+			if !c.began.Before(at) && c.err == nil {
+				f.mu.Unlock()
+				return c.leases
+			}
+		}
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-timeout:
+			t.Fatalf("no claim was made at %v or later", at)
+		}
+	}
 }
 
 func (f *faultStore) Get(ctx context.Context, id string) (execstore.Record, error) {
@@ -243,7 +292,7 @@ func newFixtureWith(t *testing.T, opts dispatcher.Options, inv dispatcher.Invoke
 		t.Fatalf("Open: %v", err)
 	}
 	f.store = store
-	f.faults = &faultStore{Store: store, fail: map[string]int{}, calls: map[string]int{}, renewed: make(chan error, 1000), changed: make(chan struct{})}
+	f.faults = &faultStore{Store: store, clock: f.clock, fail: map[string]int{}, calls: map[string]int{}, renewed: make(chan error, 1000), changed: make(chan struct{})}
 	opts.Clock = f.clock
 	opts.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
 	opts.OnOutcome = func(r execstore.Record) { f.outcomes <- r }
@@ -299,10 +348,29 @@ func (f *fixture) next() *call {
 	}
 }
 
-// noDelivery checks that no delivery is waiting for the test now.
-func (f *fixture) noDelivery() {
+// drainWithoutDelivery waits until no delivery is active, and fails if any
+// delivery reached the invoker without the test taking it. The scripted
+// invoker hands every call to the test and holds its slot until the test
+// answers, so such a delivery keeps Drain from returning until the test sees
+// its call: one of the two must happen. (An abandoned delivery frees its slot
+// without an answer; this is not for tests that abandon one.)
+func (f *fixture) drainWithoutDelivery() {
 	f.t.Helper()
+	drained := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(bg, patience)
+		defer cancel()
+		drained <- f.d.Drain(ctx)
+	}()
 	select {
+	case c := <-f.inv.calls:
+		f.t.Fatalf("unexpected delivery of %q", c.d.ExecutionID)
+	case err := <-drained:
+		if err != nil {
+			f.t.Fatalf("Drain: %v", err)
+		}
+	}
+	select { // when both were ready, select chose at random
 	case c := <-f.inv.calls:
 		f.t.Fatalf("unexpected delivery of %q", c.d.ExecutionID)
 	default:

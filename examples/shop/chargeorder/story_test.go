@@ -203,6 +203,8 @@ func TestARepeatedTriggerIsAConflictAndQueuesNothing(t *testing.T) {
 		t.Fatalf("outcome = %+v", got)
 	}
 	s.chargedOnce(firstCharge)
+	s.claimedTimes("order-42", 2)
+	w.drain(t)
 	if n := s.deliveries.Load(); n != 2 {
 		t.Fatalf("%d deliveries, want 2 (the admission's and the wake's)", n)
 	}
@@ -227,10 +229,33 @@ func TestTwoWakesAtOnceWithTwoWorkersChargeOnce(t *testing.T) {
 	s.clock.Advance(wait) // both workers' timers fire together
 	s.outcome("order-42")
 	s.chargedOnce(firstCharge)
+	s.claimedTimes("order-42", 2)
+	a.drain(t)
+	b.drain(t)
 	if n := s.deliveries.Load(); n != 2 {
 		t.Fatalf("%d deliveries, want 2", n)
 	}
-	_, _ = a, b
+}
+
+// claimedTimes checks that id, which has ended, was claimed n times in all:
+// the record counts every claim, and an ended execution is never claimed
+// again, so no claim can still be on its way.
+func (s *story) claimedTimes(id string, n int) {
+	s.t.Helper()
+	rec, err := s.store.Get(bg, id)
+	if err != nil || !rec.Status.Terminal() || rec.Attempts != n {
+		s.t.Fatalf("%s: %s after %d claims, %v; want ended after %d", id, rec.Status, rec.Attempts, err, n)
+	}
+}
+
+// drain waits until none of the worker's deliveries is active.
+func (w *worker) drain(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(bg, patience)
+	defer cancel()
+	if err := w.d.Drain(ctx); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
 }
 
 // partitioned is a store whose lease renewals fail, as when the worker is cut
@@ -274,11 +299,7 @@ func TestAWorkerThatStallsPastItsLeaseIsFencedOut(t *testing.T) {
 		t.Fatalf("B's token %d is not above A's %d", bLease.Token, aLease.Token)
 	}
 	close(resume)
-	ctx, cancel := context.WithTimeout(bg, patience)
-	defer cancel()
-	if err := a.d.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
+	a.drain(t)
 	// A's step save was refused: the saved load is B's, and A stopped there.
 	if !strings.Contains(a.logs.String(), `workflow: Run(\"load\"): execstore: lease lost`) {
 		t.Fatalf("A's save was not refused with a lost lease:\n%s", a.logs)
