@@ -169,7 +169,13 @@ func appendExecution(dst []byte, e *Execution) []byte {
 // sticks. Strings are read into fresh memory.
 type streamDecoder struct {
 	r   Reader
+	pk  peeker // r, when it is one; nil otherwise
 	err error
+}
+
+func newStreamDecoder(r Reader) streamDecoder {
+	pk, _ := r.(peeker)
+	return streamDecoder{r: r, pk: pk}
 }
 
 // Err returns the first error met.
@@ -181,9 +187,29 @@ func (d *streamDecoder) fail(msg string) {
 	}
 }
 
+// peeker is what a buffered reader (bufio.Reader) offers beyond Reader: the
+// decoder then reads a varint from the buffer in one step instead of one
+// method call per byte.
+type peeker interface {
+	Peek(n int) ([]byte, error)
+	Discard(n int) (int, error)
+}
+
 func (d *streamDecoder) Uvarint() uint64 {
 	if d.err != nil {
 		return 0
+	}
+	if d.pk != nil {
+		buf, _ := d.pk.Peek(binary.MaxVarintLen64)
+		v, n, msg := uvarint(buf)
+		if n > 0 {
+			d.pk.Discard(n)
+		}
+		if msg != "" {
+			d.fail(msg)
+			return 0
+		}
+		return v
 	}
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
@@ -204,6 +230,21 @@ func (d *streamDecoder) Uvarint() uint64 {
 			return v
 		}
 	}
+}
+
+// uvarint parses a varint at the start of buf by the rules of the byte-wise
+// loop in Uvarint, and returns the bytes it consumed and the failure, if any.
+func uvarint(buf []byte) (v uint64, n int, fail string) {
+	v, n = binary.Uvarint(buf)
+	switch {
+	case n == 0:
+		return 0, len(buf), "unexpected end"
+	case n < 0:
+		return 0, -n, "varint overflows"
+	case n > 1 && buf[n-1] == 0:
+		return 0, n, "overlong varint"
+	}
+	return v, n, ""
 }
 
 func (d *streamDecoder) int() int64 {
@@ -277,7 +318,8 @@ const maxCount = 1 << 32
 // DecodeState reads a state written by Encode. It checks each record and the
 // order of every collection; the caller checks the snapshot's checksum.
 func DecodeState(r Reader) (*State, error) {
-	d := &streamDecoder{r: r}
+	sd := newStreamDecoder(r)
+	d := &sd
 	version := d.Uvarint()
 	if version < 1 || version > StateVersion {
 		if d.err != nil {
