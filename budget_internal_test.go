@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -111,6 +112,13 @@ func TestLargeConcurrentAdmissionsAreCutIntoBatchesByBytes(t *testing.T) {
 			}
 			if err := s.CheckInvariants(); err != nil {
 				t.Fatal(err)
+			}
+			// The writer's buffers did not keep the burst's memory. (Every
+			// request was answered, so the writer's last writes to them
+			// happened before.)
+			batchCap := reflect.ValueOf(&s.batch).Elem().FieldByName("data").Cap()
+			if cap(s.encoded) > reusedBytesMax || batchCap > reusedBytesMax || cap(s.logged) > queueCapMax {
+				t.Fatalf("after the burst the writer keeps %d encoded and %d batch bytes", cap(s.encoded), batchCap)
 			}
 		})
 	}
