@@ -233,8 +233,10 @@ func TestAcknowledgeRefusesBadOutcomes(t *testing.T) {
 }
 
 // "acknowledging a non-durable result records a failed outcome with INVALID_STEP_VALUE"
+// A result over Limits.ValueBytes cannot be stored either.
 func TestCompletedResultThatIsNotJSONIsRecordedAsFailed(t *testing.T) {
-	for _, result := range []string{`{"a":`, `{"a":1,"a":2}`, "\"\xff\"", `undefined`} {
+	tooLarge := `"` + strings.Repeat("x", execstore.DefaultLimits.ValueBytes-1) + `"`
+	for _, result := range []string{`{"a":`, `{"a":1,"a":2}`, "\"\xff\"", `undefined`, tooLarge} {
 		f := newFixture(t)
 		f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
 		rec := f.ack(f.claimOne("e"), execstore.Completed(raw(result)))

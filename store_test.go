@@ -36,6 +36,7 @@ func TestStorageFailureStopsEveryWriteUntilReopened(t *testing.T) {
 			}
 			f.open()
 			f.admit(execstore.AdmitRequest{ExecutionID: "kept", WorkflowID: "w"})
+			l := f.claimOne("kept")
 
 			broken.Store(true)
 			_, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "lost", WorkflowID: "w"})
@@ -49,6 +50,21 @@ func TestStorageFailureStopsEveryWriteUntilReopened(t *testing.T) {
 			}
 			if _, err := f.s.ClaimDue(ctx, 10, time.Minute); !errors.Is(err, execstore.ErrStorageFailed) {
 				t.Fatalf("ClaimDue after the fault: err = %v", err)
+			}
+			// Every other write too, no-ops included.
+			writes := map[string]error{"Commit": f.s.Commit(ctx, execstore.Write{Key: "k", Value: raw(`1`)}),
+				"SaveStep": f.s.SaveStep(ctx, l, "s", raw(`1`)), "Release": f.s.Release(ctx, l, 0), "Snapshot": f.s.Snapshot(ctx)}
+			_, writes["RequestWake"] = f.s.RequestWake(ctx, "kept", t0.Add(time.Hour))
+			_, writes["Watch"] = f.s.Watch(ctx, "kept", "k")
+			_, writes["Renew"] = f.s.Renew(ctx, l, time.Minute)
+			_, writes["Acknowledge"] = f.s.Acknowledge(ctx, l, execstore.Suspended())
+			_, writes["AcknowledgeBatch"] = f.s.AcknowledgeBatch(ctx, []execstore.Ack{{Lease: l, Outcome: execstore.Suspended()}})
+			_, writes["Start"] = f.s.Start(ctx, l, "child", "w", nil)
+			_, writes["Admit (a duplicate)"] = f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "kept", WorkflowID: "w"})
+			for op, err := range writes {
+				if !errors.Is(err, execstore.ErrStorageFailed) || !errors.Is(err, injected) {
+					t.Errorf("%s after the fault: err = %v, want ErrStorageFailed wrapping the cause", op, err)
+				}
 			}
 			if st := f.stats(); !errors.Is(st.Failed, injected) {
 				t.Fatalf("Stats.Failed = %v", st.Failed)

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// patience bounds every wait for something that must happen, so that a
+// broken server fails the test instead of hanging it.
+const patience = 10 * time.Second
+
+// serveDataEnv, when set, makes this test binary run `execstore serve` on
+// that data directory instead of the tests: TestServeStopsOnASignal starts
+// it as a child process to send it signals.
+const serveDataEnv = "EXECSTORE_TEST_SERVE_DATA"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(serveDataEnv); dir != "" {
+		if err := run([]string{"serve", "--data", dir, "--addr", "127.0.0.1:0", "--nosync"}, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "execstore:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// `execstore serve` runs until SIGINT or SIGTERM, then exits cleanly having
+// closed the store: the directory opens again with what was written.
+func TestServeStopsOnASignalAndClosesTheStore(t *testing.T) {
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), serveDataEnv+"="+dir)
+			stderr, err := cmd.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var (
+				mu     sync.Mutex
+				logged strings.Builder
+			)
+			addrs := make(chan string, 1)
+			exited := make(chan struct{}) // closed once waitErr is set
+			var waitErr error
+			go func() {
+				sc := bufio.NewScanner(stderr)
+				for sc.Scan() {
+					mu.Lock()
+					logged.WriteString(sc.Text() + "\n")
+					mu.Unlock()
+					if m := regexp.MustCompile(`msg="execstore: serving" addr=(\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+						addrs <- m[1]
+					}
+				}
+				waitErr = cmd.Wait() // after every read of the pipe
+				close(exited)
+			}()
+			t.Cleanup(func() {
+				select {
+				case <-exited:
+				default:
+					cmd.Process.Kill()
+					<-exited
+				}
+			})
+			output := func() string { mu.Lock(); defer mu.Unlock(); return logged.String() }
+
+			var addr string
+			select {
+			case addr = <-addrs:
+			case <-exited:
+				t.Fatalf("serve exited before serving: %v\n%s", waitErr, output())
+			case <-time.After(patience):
+				t.Fatalf("serve never said where it listens:\n%s", output())
+			}
+			resp, err := http.Post("http://"+addr+"/v1/executions", "application/json", strings.NewReader(`{"executionId":"e","workflowId":"w"}`))
+			if err != nil || resp.StatusCode != http.StatusCreated {
+				t.Fatalf("admit over HTTP: %v %v", resp, err)
+			}
+			resp.Body.Close()
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-exited:
+				if waitErr != nil {
+					t.Fatalf("serve exited with %v after %v:\n%s", waitErr, sig, output())
+				}
+			case <-time.After(patience):
+				t.Fatalf("serve did not stop on %v:\n%s", sig, output())
+			}
+			if !strings.Contains(output(), "shutting down") {
+				t.Errorf("serve did not say it was shutting down:\n%s", output())
+			}
+			store, err := execstore.Open(dir, execstore.Options{NoSync: true})
+			if err != nil {
+				t.Fatalf("the store was not closed: %v", err)
+			}
+			defer store.Close()
+			if _, err := store.Get(context.Background(), "e"); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// watchedListener tells when it is closed (serveUntil's shutdown has
+// begun), and hands out connections that tell when the server reads past a
+// request's header: its handler is then running, reading the body.
+type watchedListener struct {
+	net.Listener
+	bodyRead chan struct{}
+	closed   chan struct{}
+	once     sync.Once
+}
+
+func (l *watchedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &watchedConn{Conn: c, bodyRead: l.bodyRead}, nil
+}
+
+func (l *watchedListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+type watchedConn struct {
+	net.Conn
+	header   []byte
+	done     bool // the whole header has been read
+	bodyRead chan struct{}
+	once     sync.Once
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	if c.done {
+		c.once.Do(func() { close(c.bodyRead) })
+	}
+	n, err := c.Conn.Read(p)
+	if !c.done {
+		c.header = append(c.header, p[:n]...)
+		c.done = bytes.Contains(c.header, []byte("\r\n\r\n"))
+	}
+	return n, err
+}
+
+// A request in flight when shutdown begins is answered in full, and only
+// then is the store closed: here an admission whose handler is still
+// reading its body when the shutdown starts.
+func TestServeDrainsARequestInFlightBeforeClosingTheStore(t *testing.T) {
+	dir := t.TempDir()
+	store, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &watchedListener{Listener: inner, bodyRead: make(chan struct{}), closed: make(chan struct{})}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- serveUntil(ctx, ln, store, slog.New(slog.DiscardHandler)) }()
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(patience):
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+
+	conn, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"executionId":"drained","workflowId":"w"}`
+	head := fmt.Sprintf("POST /v1/executions HTTP/1.1\r\nHost: execstore\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := conn.Write([]byte(head + body[:10])); err != nil {
+		t.Fatal(err)
+	}
+	wait(ln.bodyRead, "the handler reads the body")
+	stop()
+	wait(ln.closed, "the shutdown closes the listener")
+	if _, err := conn.Write([]byte(body[10:])); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(patience))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("the request in flight got no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("the request in flight got %d, want 201", resp.StatusCode)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("serveUntil: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("serveUntil did not return")
+	}
+	if _, err := store.Get(context.Background(), "drained"); !errors.Is(err, execstore.ErrClosed) {
+		t.Fatalf("after serveUntil the store answers %v, want ErrClosed", err)
+	}
+	again, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if _, err := again.Get(context.Background(), "drained"); err != nil {
+		t.Fatalf("the drained admission: %v", err)
+	}
+}
+
+// serve's flags default to the README's data directory and address.
+func TestServeDefaultsToTheREADMEsDataDirectoryAndAddress(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run([]string{"serve", "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("serve -h: %v", err)
+	}
+	for _, want := range []string{"-data string", `(default "./execstore-data")`, "-addr string", `(default "127.0.0.1:7070")`} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("serve -h does not say %s:\n%s", want, errOut.String())
+		}
+	}
+}
