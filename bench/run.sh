@@ -83,7 +83,7 @@ if [ "${BENCH_WAIT_QUIET:-}" = 1 ]; then
     if awk "BEGIN{exit !($load < 1.0)}"; then break; fi
     if [ "$i" = 31 ]; then echo "== load average still $load after 30 minutes; running anyway"; break; fi
     echo "== load average $load: waiting for it to fall below 1.0 ($i/30)"
-    sleep 60
+    sleep 60 & wait $! # a signal ends the wait at once (and runs the trap)
   done
 fi
 

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/execstore/execstore/bench/internal/harness"
@@ -24,7 +25,15 @@ func main() {
 	workloads := flag.String("workloads", "abcdef", "workloads to run")
 	tmp := flag.String("tmp", "", "directory for the stores (default: the system's temporary directory)")
 	only := flag.String("only", "", "run only the contenders whose name contains this")
+	report := flag.String("report", "", "write the report again from this results.json, measuring nothing")
 	flag.Parse()
+	if *report != "" {
+		if err := rewrite(*report, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "execbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*quick, *pg, *out, *dur, *reps, *workloads, *tmp, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "execbench:", err)
 		os.Exit(1)
@@ -75,4 +84,16 @@ func cmpOr[T comparable](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// rewrite writes RESULTS.md and the charts again from a saved run.
+func rewrite(path, out string) error {
+	s, err := harness.LoadSaved(path)
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Dir(path)
+	}
+	return harness.WriteReport(out, s.Meta, s.Plan, s.Results)
 }

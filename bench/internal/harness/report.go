@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -15,9 +16,35 @@ const (
 	nameExecNoSync = "execstore NoSync"
 )
 
-// WriteReport writes out/RESULTS.md and the charts.
+// Saved is everything a report is made from, kept as results.json beside it
+// so that the report can be written again without measuring again.
+type Saved struct {
+	Meta    *Meta
+	Plan    Plan
+	Results *Results
+}
+
+// LoadSaved reads a results.json.
+func LoadSaved(path string) (*Saved, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Saved
+	return &s, json.Unmarshal(b, &s)
+}
+
+// WriteReport writes out/results.json, out/RESULTS.md and the charts.
 func WriteReport(out string, m *Meta, p Plan, res *Results) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	p.PostgresDSN = strings.TrimSpace(redactDSN(p.PostgresDSN))
+	raw, err := json.MarshalIndent(Saved{m, p, res}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "results.json"), append(raw, '\n'), 0o644); err != nil {
 		return err
 	}
 	var b strings.Builder
@@ -345,4 +372,13 @@ func writeProfiles(w writer, res *Results) {
 		}
 		w("\n")
 	}
+}
+
+// redactDSN keeps only whether PostgreSQL ran: the throwaway cluster's
+// address means nothing after the run.
+func redactDSN(dsn string) string {
+	if dsn == "" {
+		return ""
+	}
+	return "postgres (a throwaway cluster on 127.0.0.1)"
 }

@@ -23,7 +23,7 @@ type Config struct {
 	Reps     int           // runs of each configuration (the report gives the median and spread)
 	TempDir  string        // where stores are created (and removed)
 	Only     string        // run only the contenders whose name contains this
-	Out      io.Writer     // progress lines
+	Out      io.Writer     `json:"-"` // progress lines
 }
 
 // Maker makes a fresh, unopened contender.

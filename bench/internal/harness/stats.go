@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 )
@@ -44,4 +45,35 @@ func percentile(sorted []float64, q float64) float64 {
 	}
 	k := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[max(0, min(k, len(sorted)-1))]
+}
+
+// MarshalJSON writes +Inf (a request that never completed) as "inf", which
+// JSON numbers cannot hold.
+func (r Reps) MarshalJSON() ([]byte, error) {
+	out := make([]any, len(r))
+	for i, v := range r {
+		out[i] = v
+		if math.IsInf(v, 1) {
+			out[i] = "inf"
+		}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (r *Reps) UnmarshalJSON(b []byte) error {
+	var in []any
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*r = make(Reps, len(in))
+	for i, v := range in {
+		switch x := v.(type) {
+		case float64:
+			(*r)[i] = x
+		default:
+			(*r)[i] = math.Inf(1)
+		}
+	}
+	return nil
 }
