@@ -59,7 +59,8 @@ cleanup() {
   as_pg "$PGBIN/pg_ctl" -D "$PGTMP/data" -m fast -w stop >/dev/null 2>&1 || true
   rm -rf "$PGTMP"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM # exit, so that the EXIT trap stops the cluster and nothing runs on
 if [ "$(id -u)" = 0 ]; then chown postgres "$PGTMP"; fi
 
 PORT=$(free_port)
