@@ -161,7 +161,8 @@ func writeGoals(w writer, res *Results) {
 			if !strings.Contains(s, "SQLite") {
 				continue
 			}
-			if r, ok := best(res.Claim, s, pend); ok && r.Rate.Median() > bestSQL.Rate.Median() {
+			// name == "" first: a missing row's median is NaN, which no comparison passes.
+			if r, ok := best(res.Claim, s, pend); ok && (name == "" || r.Rate.Median() > bestSQL.Rate.Median()) {
 				bestSQL, name = r, s
 			}
 		}
