@@ -1,0 +1,99 @@
+// Command execbench runs execstore and its peers through the same workloads
+// and writes results/RESULTS.md with charts.
+//
+//	go run ./cmd/execbench -quick            # seconds per contender, no PostgreSQL
+//	go run ./cmd/execbench -pg 'postgres://...' # the full run (run.sh starts PostgreSQL)
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/execstore/execstore/bench/internal/harness"
+)
+
+func main() {
+	quick := flag.Bool("quick", false, "the quick mode: short runs, one repetition, no PostgreSQL")
+	pg := flag.String("pg", os.Getenv("BENCH_PG_DSN"), "PostgreSQL connection string for the River contenders (full mode)")
+	out := flag.String("out", "", "directory for RESULTS.md and the charts (default results, or results/quick in the quick mode)")
+	dur := flag.Duration("duration", 0, "one timed run (default 0.5s quick, 2s full)")
+	reps := flag.Int("reps", 0, "repetitions of each configuration (default 1 quick, 3 full)")
+	workloads := flag.String("workloads", "abcdef", "workloads to run")
+	tmp := flag.String("tmp", "", "directory for the stores (default: the system's temporary directory)")
+	only := flag.String("only", "", "run only the contenders whose name contains this")
+	report := flag.String("report", "", "write the report again from this results.json, measuring nothing")
+	flag.Parse()
+	if *report != "" {
+		if err := rewrite(*report, *out); err != nil {
+			fmt.Fprintln(os.Stderr, "execbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if err := run(*quick, *pg, *out, *dur, *reps, *workloads, *tmp, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "execbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp, only string) error {
+	cfg := harness.Config{Quick: quick, Duration: dur, Reps: reps, Out: os.Stdout, Only: only}
+	plan := harness.FullPlan(pg)
+	if quick {
+		plan = harness.QuickPlan()
+		cfg.Duration = cmpOr(cfg.Duration, 500*time.Millisecond)
+		cfg.Reps = cmpOr(cfg.Reps, 1)
+	} else {
+		cfg.Duration = cmpOr(cfg.Duration, 2*time.Second)
+		cfg.Reps = cmpOr(cfg.Reps, 3)
+	}
+	plan.Workloads = workloads
+	if out == "" {
+		out = "results"
+		if quick {
+			out = "results/quick"
+		}
+	}
+	dir, err := os.MkdirTemp(tmp, "execbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg.TempDir = dir
+	meta := harness.CollectMeta(cfg, plan, dir)
+	r := harness.NewRunner(cfg)
+	if plan.PostgresDSN == "" && !quick {
+		r.Res.Notes = append(r.Res.Notes, "No PostgreSQL connection string was given: River on PostgreSQL did not run.")
+	}
+	runErr := r.Run(context.Background(), plan)
+	meta.Finish()
+	if err := harness.WriteReport(out, meta, plan, r.Res); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s/RESULTS.md\n", out)
+	return runErr
+}
+
+func cmpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// rewrite writes RESULTS.md and the charts again from a saved run.
+func rewrite(path, out string) error {
+	s, err := harness.LoadSaved(path)
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = filepath.Dir(path)
+	}
+	return harness.WriteReport(out, s.Meta, s.Plan, s.Results)
+}

@@ -1,0 +1,200 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/dispatcher"
+)
+
+// Execstore is execstore through its public API: Admit, ClaimDue and
+// AcknowledgeBatch, and the dispatcher package as its worker loop.
+type Execstore struct {
+	NoSync bool
+
+	dir      string
+	store    *execstore.Store
+	heapBase uint64
+}
+
+func (e *Execstore) Name() string {
+	if e.NoSync {
+		return "execstore NoSync"
+	}
+	return "execstore"
+}
+
+func (e *Execstore) options(noSync bool) execstore.Options {
+	return execstore.Options{NoSync: noSync}
+}
+
+func (e *Execstore) Open(_ context.Context, dir string) error {
+	e.dir = e.dirOr(dir)
+	e.heapBase = heapNow()
+	s, err := execstore.Open(e.dir, e.options(e.NoSync))
+	e.store = s
+	if err != nil {
+		return err
+	}
+	return e.settle()
+}
+
+func (e *Execstore) dirOr(dir string) string {
+	if dir == "" {
+		return e.dir
+	}
+	return dir
+}
+
+func (e *Execstore) Close() error {
+	if e.store == nil {
+		return nil
+	}
+	err := e.store.Close()
+	e.store = nil
+	return err
+}
+
+// Store is the open store, for the profile and the floor's batch sizes.
+func (e *Execstore) Store() *execstore.Store { return e.store }
+
+func (e *Execstore) Admit(ctx context.Context, id string) (bool, error) {
+	_, err := e.store.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "bench"})
+	if errors.Is(err, execstore.ErrExecutionIDConflict) {
+		return true, nil
+	}
+	return false, err
+}
+
+// fillNoSyncMin is the fill size from which a durable store is filled
+// through a NoSync reopen: setup is not what is measured, and a durable fill
+// of 10^7 would take minutes. Close syncs everything before the durable
+// reopen, so the state measured afterwards is the same.
+const fillNoSyncMin = 100_000
+
+func (e *Execstore) Fill(ctx context.Context, prefix string, from, n int) error {
+	if e.NoSync || n < fillNoSyncMin {
+		return e.admitMany(ctx, prefix, from, n)
+	}
+	if err := e.reopen(true); err != nil {
+		return err
+	}
+	if err := e.admitMany(ctx, prefix, from, n); err != nil {
+		return err
+	}
+	return e.reopen(false)
+}
+
+func (e *Execstore) reopen(noSync bool) error {
+	_, err := e.reopenTimed(noSync)
+	return err
+}
+
+func (e *Execstore) reopenTimed(noSync bool) (time.Duration, error) {
+	if err := e.store.Close(); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	s, err := execstore.Open(e.dir, e.options(noSync))
+	e.store = s
+	took := time.Since(start)
+	if err != nil {
+		return took, err
+	}
+	return took, e.settle()
+}
+
+// settle waits until the store's check after Open has read the fallback
+// (the older snapshot and the log between the two snapshots): it runs once
+// per Open, in the background, and on two cores it would otherwise be
+// measured as part of whatever runs next.
+func (e *Execstore) settle() error {
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		st, err := e.store.Stats(context.Background())
+		if err != nil {
+			return err
+		}
+		if st.FallbackChecked {
+			return nil
+		}
+	}
+	return errors.New("the check of the fallback did not finish within 5 minutes")
+}
+
+// Reopen closes the store and times opening it again: recovery from the
+// newest snapshot plus the log after it.
+func (e *Execstore) Reopen(context.Context) (time.Duration, error) { return e.reopenTimed(e.NoSync) }
+
+func (e *Execstore) admitMany(ctx context.Context, prefix string, from, n int) error {
+	return parallel(ctx, n, 64, func(i int) error {
+		_, err := e.store.Admit(ctx, execstore.AdmitRequest{ExecutionID: id(prefix, from+i), WorkflowID: "bench"})
+		return err
+	})
+}
+
+func (e *Execstore) ClaimComplete(ctx context.Context, limit int) (int, error) {
+	leases, err := e.store.ClaimDue(ctx, limit, time.Minute)
+	if err != nil || len(leases) == 0 {
+		return 0, err
+	}
+	acks := make([]execstore.Ack, len(leases))
+	for i, l := range leases {
+		acks[i] = execstore.Ack{Lease: l, Outcome: execstore.Completed(nil)}
+	}
+	res, err := e.store.AcknowledgeBatch(ctx, acks)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return 0, r.Err
+		}
+	}
+	return len(res), nil
+}
+
+// Work runs a dispatcher: it claims what is due, reads each record, calls
+// the no-op invoker, and acknowledges; OnOutcome reports the completion.
+func (e *Execstore) Work(_ context.Context, conc int, onRun, onDone func(string)) (func(), error) {
+	inv := dispatcher.InvokerFunc(func(_ context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
+		onRun(d.ExecutionID)
+		return execstore.Completed(nil), nil
+	})
+	d, err := dispatcher.New(e.store, inv, dispatcher.Options{
+		Concurrency: conc,
+		OnOutcome:   func(r execstore.Record) { onDone(r.ExecutionID) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.Start()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Stop(ctx); err != nil {
+			panic(fmt.Sprintf("dispatcher stop: %v", err))
+		}
+	}, nil
+}
+
+// Size is the heap the process gained since Open, after a full collection.
+func (e *Execstore) Size(context.Context) (int64, string, error) {
+	return int64(heapNow()) - int64(e.heapBase), "heap", nil
+}
+
+// WALBatches returns the store's WAL batches and entries so far.
+func (e *Execstore) WALBatches(ctx context.Context) (batches, entries uint64, err error) {
+	st, err := e.store.Stats(ctx)
+	return st.WALBatches, st.WALLastIndex, err
+}
+
+func heapNow() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}

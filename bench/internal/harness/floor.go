@@ -1,0 +1,103 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/execstore/execstore/fsm"
+	tidwall "github.com/tidwall/wal"
+)
+
+// FloorWAL is the floor under execstore's write path: tidwall/wal alone, one
+// WriteBatch of entries entries of size bytes each and one fsync per batch,
+// for d. It returns batches per second. No framing, no checksum, no state
+// machine: what is left when everything execstore adds is taken away.
+func FloorWAL(dir string, entries, size int, d time.Duration) (float64, error) {
+	tw, err := tidwall.Open(dir, &tidwall.Options{NoSync: true, SegmentSize: 16 << 20,
+		LogFormat: tidwall.Binary, AllowEmpty: true, SegmentCacheSize: 2})
+	if err != nil {
+		return 0, err
+	}
+	defer tw.Close()
+	payload := make([]byte, size)
+	for i := range payload {
+		payload[i] = byte(i)
+	}
+	var batch tidwall.Batch
+	next, batches := uint64(1), 0
+	start := time.Now()
+	for time.Since(start) < d {
+		for range entries {
+			batch.Write(next, payload)
+			next++
+		}
+		if err := tw.WriteBatch(&batch); err != nil {
+			return 0, err
+		}
+		if err := tw.Sync(); err != nil {
+			return 0, err
+		}
+		batches++
+	}
+	return float64(batches) / time.Since(start).Seconds(), nil
+}
+
+// Fdatasync writes 64 bytes and fdatasyncs them, in a loop, for d, and
+// returns syncs per second: the disk's own floor under any durable write.
+// Appending makes every sync commit the file's new size too (as a log that
+// grows does); overwriting a preallocated file syncs data alone (as
+// SQLite's reused WAL does), the cheapest durable write there is.
+func Fdatasync(dir string, appendMode bool, d time.Duration) (float64, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "fdatasync"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	const region = 64 << 20
+	if !appendMode {
+		if err := f.Truncate(region); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	buf := make([]byte, 64)
+	var off int64
+	n := 0
+	start := time.Now()
+	for time.Since(start) < d {
+		if _, err := f.WriteAt(buf, off); err != nil {
+			return 0, err
+		}
+		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			return 0, err
+		}
+		off = (off + 64) % region
+		n++
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// admitBytes is the encoded size of one admission of id (no params), the
+// payload execstore logs for it.
+func admitBytes(id string) int {
+	return len(fsm.AppendEncode(nil, &fsm.Command{Kind: fsm.KindAdmit, Now: time.Now().UnixNano(),
+		ExecutionID: id, WorkflowID: "bench"}))
+}
+
+// claimAckBytes is the encoded size of one claim of k and one
+// acknowledge-batch of k executions named like id: the payload execstore logs
+// for k claimed and completed executions.
+func claimAckBytes(k int, id string) int {
+	claim := fsm.AppendEncode(nil, &fsm.Command{Kind: fsm.KindClaim, Now: time.Now().UnixNano(),
+		Limit: k, Duration: int64(time.Minute)})
+	acks := make([]fsm.Ack, k)
+	for i := range acks {
+		acks[i] = fsm.Ack{ExecutionID: id, Token: 1, Outcome: fsm.Outcome{Status: fsm.StatusCompleted}}
+	}
+	ack := fsm.AppendEncode(nil, &fsm.Command{Kind: fsm.KindAcknowledgeBatch, Now: time.Now().UnixNano(), Acks: acks})
+	return len(claim) + len(ack)
+}

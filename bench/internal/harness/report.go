@@ -1,0 +1,385 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+const (
+	nameExec       = "execstore"
+	nameExecNoSync = "execstore NoSync"
+)
+
+// Saved is everything a report is made from, kept as results.json beside it
+// so that the report can be written again without measuring again.
+type Saved struct {
+	Meta    *Meta
+	Plan    Plan
+	Results *Results
+}
+
+// LoadSaved reads a results.json.
+func LoadSaved(path string) (*Saved, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Saved
+	return &s, json.Unmarshal(b, &s)
+}
+
+// WriteReport writes out/results.json, out/RESULTS.md and the charts.
+func WriteReport(out string, m *Meta, p Plan, res *Results) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	p.PostgresDSN = strings.TrimSpace(redactDSN(p.PostgresDSN))
+	raw, err := json.MarshalIndent(Saved{m, p, res}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(out, "results.json"), append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	writeHeader(w, m, p)
+	writeGoals(w, res)
+	writeAdmission(w, res)
+	writeClaims(w, res)
+	writeScale(w, res)
+	writeE2E(w, res)
+	writeStorm(w, res)
+	writeProfiles(w, res)
+	if len(res.Notes) > 0 {
+		w("\n## Notes\n\n")
+		for _, n := range res.Notes {
+			w("- %s\n", n)
+		}
+	}
+	if err := writeCharts(out, res); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(out, "RESULTS.md"), []byte(b.String()), 0o644)
+}
+
+type writer func(format string, args ...any)
+
+func writeHeader(w writer, m *Meta, p Plan) {
+	mode := "full"
+	if m.Cfg.Quick {
+		mode = "quick"
+	}
+	w("# execstore beside its peers: claim throughput and latency\n\n")
+	w("Made by `%s` (%s mode) on %s, in %s. Each configuration ran %d time(s) for %s; a cell is the median, "+
+		"with the spread (slowest–fastest run) in brackets. Load average (1, 5, 15 min): %s at the start, %s at the end.\n\n",
+		m.Command, mode, m.Started.UTC().Format("2006-01-02 15:04 MST"), m.Ended.Sub(m.Started).Round(time.Second),
+		m.Cfg.Reps, m.Cfg.Duration, m.LoadStart, m.LoadEnd)
+	w("## Machine, versions, settings\n\n")
+	w("| | |\n| --- | --- |\n")
+	w("| machine | %s, %d cores, %.0f GiB, Linux %s |\n", m.CPU, m.Cores, m.MemoryGiB, m.Kernel)
+	w("| disk for every store | %s |\n", m.Filesystem)
+	w("| Go | %s; execstore at commit %s |\n", m.Go, m.Commit)
+	w("| modules | %s |\n", strings.Join(m.Modules, ", "))
+	w("| SQLite | %s (C library through mattn/go-sqlite3) for the hand-written designs; %s (modernc.org/sqlite, the driver River tests with) for River |\n", m.SQLite, m.SQLiteGo)
+	if p.PostgresDSN != "" {
+		w("| PostgreSQL | %s on 127.0.0.1, a fresh cluster in a temporary directory: %s |\n", m.Postgres, m.PGSettings)
+	} else {
+		w("| PostgreSQL | not run |\n")
+	}
+	w("| execstore | default Options (fsync per WAL batch, snapshots on their default cadence); `NoSync` rows skip fsync; dispatcher with Concurrency %d |\n", e2eWorkers)
+	w("| River | `Insert`/`InsertMany` for admission; its driver's `JobGetAvailable` and `JobSetStateIfRunningMany` (the statements its producer and batch completer run) for claim + complete; its client for end to end: defaults are FetchCooldown 100 ms, FetchPollInterval 1 s, 100 workers; tuned is FetchCooldown 1 ms (the minimum), FetchPollInterval 10 ms, %d workers |\n", e2eWorkers)
+	w("| SQLite (every design) | WAL mode, synchronous=FULL (an fsync per commit), one connection, 128 MiB page cache; a claim is one transaction and the completions of a claim one more |\n")
+	w("| durability | every row not marked NoSync fsyncs before it answers: execstore per WAL batch, PostgreSQL with fsync=on and synchronous_commit=on, SQLite per commit |\n\n")
+	w("Workloads: (a) admission; (b) claim + complete, each claimer claiming up to 64 or 256 and completing them (execstore with `AcknowledgeBatch`), the pool topped up between timed rounds; (c) trigger → no-op → completed through each system's own worker loop; (d) a duplicate-trigger storm; (e) the scale curve; (f) execstore's CPU profile.\n\n")
+}
+
+// best returns the row of system at pending with the highest median rate.
+func best(rows []ClaimRow, system string, pending int) (ClaimRow, bool) {
+	var b ClaimRow
+	found := false
+	for _, r := range rows {
+		if r.System == system && r.Pending == pending && (!found || r.Rate.Median() > b.Rate.Median()) {
+			b, found = r, true
+		}
+	}
+	return b, found
+}
+
+func systemsIn(rows []ClaimRow) []string {
+	var out []string
+	for _, r := range rows {
+		if !slices.Contains(out, r.System) {
+			out = append(out, r.System)
+		}
+	}
+	return out
+}
+
+func pendingsIn(rows []ClaimRow) []int {
+	var out []int
+	for _, r := range rows {
+		if !slices.Contains(out, r.Pending) {
+			out = append(out, r.Pending)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func configLabel(r ClaimRow) string { return fmt.Sprintf("%d × %d", r.Claimers, r.Limit) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "**met**"
+	}
+	return "**missed**"
+}
+
+func writeGoals(w writer, res *Results) {
+	w("## The goals\n\n")
+	w("| goal | measured | verdict |\n| --- | --- | --- |\n")
+	for _, pend := range pendingsIn(res.Claim) {
+		ex, ok := best(res.Claim, nameExec, pend)
+		if !ok {
+			continue
+		}
+		if pg, ok := best(res.Claim, "River on PostgreSQL", pend); ok {
+			x := ex.Rate.Median() / pg.Rate.Median()
+			w("| durable claim + complete ≥ 30× River on PostgreSQL (%s pending, each at its best configuration) | execstore %s/s (%s) vs River %s/s (%s): %s | %s%s |\n",
+				pendingLabel(pend), thousands(ex.Rate.Median()), configLabel(ex), thousands(pg.Rate.Median()), configLabel(pg),
+				ratio(ex.Rate.Median(), pg.Rate.Median()), verdict(x >= 30), shortfall(x, 30))
+		}
+		bestSQL, name := ClaimRow{}, ""
+		for _, s := range systemsIn(res.Claim) {
+			if !strings.Contains(s, "SQLite") {
+				continue
+			}
+			// name == "" first: a missing row's median is NaN, which no comparison passes.
+			if r, ok := best(res.Claim, s, pend); ok && (name == "" || r.Rate.Median() > bestSQL.Rate.Median()) {
+				bestSQL, name = r, s
+			}
+		}
+		if name != "" {
+			x := ex.Rate.Median() / bestSQL.Rate.Median()
+			w("| durable claim + complete ≥ 10× the best SQLite design (%s pending) | execstore %s/s vs %s %s/s (%s): %s | %s%s |\n",
+				pendingLabel(pend), thousands(ex.Rate.Median()), name, thousands(bestSQL.Rate.Median()), configLabel(bestSQL),
+				ratio(ex.Rate.Median(), bestSQL.Rate.Median()), verdict(x >= 10), shortfall(x, 10))
+		}
+		if f := ex.Floor.Median(); f > 0 {
+			x := f / ex.Rate.Median()
+			w("| within 2× of the floor at the same batch size (%s pending, %s) | execstore %s/s at %.0f executions and %.1f entries per fsync; raw tidwall/wal at that batch: %s/s; execstore is %s below | %s |\n",
+				pendingLabel(pend), configLabel(ex), thousands(ex.Rate.Median()), ex.ExecPerBatch, ex.EntriesPerBatch,
+				thousands(f), ratio(f, ex.Rate.Median()), verdict(x <= 2))
+		}
+	}
+	writeScaleGoal(w, res)
+	for _, r := range res.E2E {
+		if r.System == nameExecNoSync && r.Offered == 10_000 {
+			p99 := r.P99.Median()
+			w("| end-to-end p99 under 1 ms at 10k/s offered, without fsync | execstore NoSync through the dispatcher: p99 %s (p50 %s, p99.9 %s) | %s%s |\n",
+				fmtLatency(p99), fmtLatency(r.P50.Median()), fmtLatency(r.P999.Median()), verdict(p99 < 1e-3), latShortfall(p99, 1e-3))
+		}
+	}
+	w("\n")
+}
+
+func writeScaleGoal(w writer, res *Results) {
+	for _, sys := range []string{nameExec, nameExecNoSync} {
+		var lo, hi ScaleRow
+		n := 0
+		for _, r := range res.Scale {
+			if r.System != sys || len(r.Rate) == 0 {
+				continue
+			}
+			if n == 0 || r.Rate.Median() < lo.Rate.Median() {
+				lo = r
+			}
+			if n == 0 || r.Rate.Median() > hi.Rate.Median() {
+				hi = r
+			}
+			n++
+		}
+		if n < 2 {
+			continue
+		}
+		x := hi.Rate.Median() / lo.Rate.Median()
+		w("| %s scale curve flat within 2× from the smallest to the largest pending size | fastest %s/s at %s, slowest %s/s at %s: %s apart | %s |\n",
+			sys, thousands(hi.Rate.Median()), pendingLabel(hi.Pending), thousands(lo.Rate.Median()), pendingLabel(lo.Pending),
+			ratio(hi.Rate.Median(), lo.Rate.Median()), verdict(x <= 2))
+	}
+}
+
+func shortfall(x, goal float64) string {
+	if x >= goal {
+		return ""
+	}
+	return fmt.Sprintf(" (%.1f× short: %.0f%% of the goal)", goal/x, 100*x/goal)
+}
+
+func latShortfall(v, goal float64) string {
+	if v < goal {
+		return ""
+	}
+	return fmt.Sprintf(" (%s over)", ratio(v, goal))
+}
+
+func writeAdmission(w writer, res *Results) {
+	if len(res.Admission) == 0 {
+		return
+	}
+	w("## (a) Admission\n\n")
+	if len(res.FdatasyncAppend) > 0 {
+		w("The disk: a loop of 64-byte writes, each followed by fdatasync, ran at %s/s (%.0f µs per sync) appending to a file and %s/s (%.0f µs) overwriting a preallocated one.\n\n",
+			rateCell(res.FdatasyncAppend), 1e6/res.FdatasyncAppend.Median(), rateCell(res.FdatasyncOverwrite), 1e6/res.FdatasyncOverwrite.Median())
+	}
+	w("New executions per second. Batch 1 is one execution per call (execstore batches concurrent calls itself: group commit); batch 64 is the peer's batch insert (`InsertMany`, or one transaction of 64 inserts). The last column divides durable execstore (same producers, batch 1) by the row.\n\n")
+	w("![admission](admission.png)\n\n")
+	w("| contender | producers | batch | admitted/s | execstore ÷ this |\n| --- | --- | --- | --- | --- |\n")
+	for _, r := range res.Admission {
+		ex := admissionOf(res, nameExec, r.Producers)
+		w("| %s | %d | %d | %s | %s |\n", r.System, r.Producers, r.Batch, rateCell(r.Rate), ratio(ex, r.Rate.Median()))
+		if len(r.Floor) > 0 {
+			w("| floor: raw tidwall/wal at %.1f entries per fsync | %d | | %s | %s |\n", r.PerBatch, r.Producers, rateCell(r.Floor), ratio(ex, r.Floor.Median()))
+		}
+	}
+	w("\n")
+}
+
+func admissionOf(res *Results, system string, producers int) float64 {
+	for _, r := range res.Admission {
+		if r.System == system && r.Producers == producers && r.Batch == 1 {
+			return r.Rate.Median()
+		}
+	}
+	return math.NaN()
+}
+
+func writeClaims(w writer, res *Results) {
+	if len(res.Claim) == 0 {
+		return
+	}
+	w("## (b) Claim + complete\n\n")
+	w("Executions claimed and completed per second, by claimers × claim size. For durable execstore the floor is raw tidwall/wal with as many entries and bytes per fsync as execstore wrote in that configuration.\n\n")
+	w("| contender | pending | claimers × limit | executions/s | per fsync (execstore) | floor at that batch | execstore ÷ floor |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range res.Claim {
+		per, floor, pct := "", "", ""
+		if r.ExecPerBatch > 0 {
+			per = fmt.Sprintf("%.0f executions, %.1f entries", r.ExecPerBatch, r.EntriesPerBatch)
+		}
+		if len(r.Floor) > 0 {
+			floor = rateCell(r.Floor)
+			pct = ratio(r.Rate.Median(), r.Floor.Median())
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s |\n", r.System, pendingLabel(r.Pending), configLabel(r), rateCell(r.Rate), per, floor, pct)
+	}
+	w("\nEach contender at its best configuration, and durable execstore (at its best) divided by it:\n\n")
+	w("| contender | pending | best configuration | executions/s | execstore ÷ this |\n| --- | --- | --- | --- | --- |\n")
+	for _, pend := range pendingsIn(res.Claim) {
+		ex, _ := best(res.Claim, nameExec, pend)
+		for _, s := range systemsIn(res.Claim) {
+			if r, ok := best(res.Claim, s, pend); ok {
+				w("| %s | %s | %s | %s | %s |\n", s, pendingLabel(pend), configLabel(r), rateCell(r.Rate), ratio(ex.Rate.Median(), r.Rate.Median()))
+			}
+		}
+	}
+	w("\n")
+}
+
+func writeScale(w writer, res *Results) {
+	if len(res.Scale) == 0 {
+		return
+	}
+	w("![claim + complete throughput](throughput.png)\n\n")
+	w("## (e) The scale curve\n\n")
+	w("Claim + complete at each pending size with one configuration for all, size per record (execstore: heap after a full GC; SQLite: database and WAL files; PostgreSQL: `river_job` with its indexes), the untimed fill, and execstore's reopen right after the fill (the time `Open` takes: newest snapshot plus the log after it).\n\n")
+	w("| contender | pending | executions/s | bytes per record | fill | reopen |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range res.Scale {
+		per := "-"
+		if r.SizeKind != "" {
+			per = fmt.Sprintf("%s (%s)", thousands(r.PerRec), r.SizeKind)
+		}
+		reopen := "-"
+		if len(r.Reopen) > 0 {
+			reopen = fmt.Sprintf("%.2f s (%.2f–%.2f)", r.Reopen.Median(), r.Reopen.Min(), r.Reopen.Max())
+		}
+		w("| %s | %s | %s | %s | %.1f s | %s |\n", r.System, pendingLabel(r.Pending), rateCell(r.Rate), per, r.FillSecs, reopen)
+	}
+	w("\n![scale curve](scale.png)\n\n")
+}
+
+func writeE2E(w writer, res *Results) {
+	if len(res.E2E) == 0 {
+		return
+	}
+	w("## (c) End to end: trigger → no-op → completed\n\n")
+	w("Through each system's own worker loop. At an offered load, trigger i is due at i/load seconds and its latency counts from then, so falling behind is charged; flat out keeps %d triggers outstanding. n/c: not completed within the wait (5 s or the run's length after the last trigger).\n\n", flatInFlight)
+	w("The last column is the 99th percentile of how late the harness's producers issued their triggers (timer wake-ups on a busy 2-core machine): it is inside the latencies, and bounds how much of them is the harness's own.\n\n")
+	w("| contender | offered | completed/s | p50 | p99 | p99.9 | completed / issued (last run) | producer lag p99 |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range res.E2E {
+		w("| %s | %s | %s | %s | %s | %s | %s / %s | %s |\n", r.System, offeredLabel(r.Offered), rateCell(r.Throughput),
+			latCell(r.P50), latCell(r.P99), latCell(r.P999), thousands(float64(r.Completed)), thousands(float64(r.Issued)), latCell(r.Lag99))
+	}
+	w("\n")
+	for _, load := range offeredLoads(res) {
+		w("![latency at %s](latency-%s.png)\n", offeredLabel(load), loadFile(load))
+	}
+	w("\n")
+}
+
+func writeStorm(w writer, res *Results) {
+	if len(res.Storm) == 0 {
+		return
+	}
+	w("## (d) Duplicate-trigger storm\n\n")
+	w("Half the triggers reuse an ID (each ID triggered twice, shuffled, from 64 producers while the workers run).\n\n")
+	w("| contender | triggers | IDs | refused as repeats | body runs | executions that ran twice |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range res.Storm {
+		w("| %s | %s | %s | %s | %s | %s |\n", r.System, thousands(float64(r.Triggers)), thousands(float64(r.IDs)),
+			thousands(float64(r.Refused)), thousands(float64(r.Runs)), thousands(float64(r.RanTwice)))
+	}
+	w("\n")
+}
+
+func writeProfiles(w writer, res *Results) {
+	if len(res.Profiles) == 0 {
+		return
+	}
+	w("## (f) Where execstore's time goes\n\n")
+	w("A CPU profile of claim + complete (%d claimers × %d, `AcknowledgeBatch`), per claimed-and-completed execution. Only time on a CPU is sampled: waiting for an fsync is not, so in the durable run the wall time per execution exceeds the CPU time.\n\n",
+		res.Profiles[0].Claimers, res.Profiles[0].Limit)
+	for _, p := range res.Profiles {
+		n := float64(p.Executions)
+		w("### %s, %s pending at the start\n\n", p.Mode, thousands(float64(p.Pending)))
+		w("%s executions in %.1f s: %s/s, %.2f µs of wall time each; the writer goroutine used %.2f µs of CPU each, the whole process %.2f µs.\n\n",
+			thousands(n), p.Wall, thousands(n/p.Wall), p.Wall/n*1e6, sum(p.Writer)/n*1e6, sum(p.Process)/n*1e6)
+		w("| the writer goroutine | µs per execution | share |\n| --- | --- | --- |\n")
+		for _, l := range p.Writer {
+			w("| %s | %.3f | %.0f%% |\n", l.Name, l.Seconds/n*1e6, 100*l.Seconds/sum(p.Writer))
+		}
+		w("\n| the whole process | µs per execution | share |\n| --- | --- | --- |\n")
+		for _, l := range p.Process {
+			w("| %s | %.3f | %.0f%% |\n", l.Name, l.Seconds/n*1e6, 100*l.Seconds/sum(p.Process))
+		}
+		w("\n| functions with the most self time on the writer | µs per execution |\n| --- | --- |\n")
+		for _, l := range p.TopWriter {
+			w("| `%s` | %.3f |\n", l.Name, l.Seconds/n*1e6)
+		}
+		w("\n")
+	}
+}
+
+// redactDSN keeps only whether PostgreSQL ran: the throwaway cluster's
+// address means nothing after the run.
+func redactDSN(dsn string) string {
+	if dsn == "" {
+		return ""
+	}
+	return "postgres (a throwaway cluster on 127.0.0.1)"
+}
