@@ -155,23 +155,38 @@ func (d *disk) fileSyncedLocked(rel string) error {
 }
 
 // dirSyncedLocked makes the directory's entries durable: present files stay,
-// removed ones are gone for good.
+// removed ones are gone for good. Every log segment but the newest has a
+// successor, so tidwall fsynced it whole: an image that brings it back after
+// a removal that did not persist must hold all of it.
 func (d *disk) dirSyncedLocked(sub string) error {
 	names, err := listFiles(filepath.Join(d.root, sub))
 	if err != nil {
 		return err
 	}
 	present := make(map[string]bool, len(names))
+	newest := ""
+	for _, name := range names {
+		if _, ok := segmentIndex(name); ok {
+			newest = name
+		}
+	}
 	for _, name := range names {
 		rel := sub + "/" + name
 		present[rel] = true
-		if rec := d.files[rel]; rec != nil {
+		rec := d.files[rel]
+		if rec != nil {
 			rec.entry = true
 		} else if from := d.files[rel+".START"]; from != nil && !slices.Contains(names, name+".START") {
 			// tidwall renamed a durable START file into place: same bytes.
-			d.files[rel] = &fileRec{durable: from.durable, entry: true}
+			rec = &fileRec{durable: from.durable, entry: true}
 		} else {
-			d.files[rel] = &fileRec{entry: true}
+			rec = &fileRec{entry: true}
+		}
+		d.files[rel] = rec
+		if _, seg := segmentIndex(name); seg && sub == "wal" && name != newest {
+			if err := d.wholeLocked(rel, rec); err != nil {
+				return err
+			}
 		}
 	}
 	for rel := range d.files {
@@ -179,6 +194,21 @@ func (d *disk) dirSyncedLocked(sub string) error {
 			delete(d.files, rel)
 		}
 	}
+	return nil
+}
+
+// wholeLocked makes a file's contents durable as they are now, reading it
+// only when its size changed.
+func (d *disk) wholeLocked(rel string, rec *fileRec) error {
+	fi, err := os.Stat(filepath.Join(d.root, rel))
+	if err != nil || fi.Size() == int64(len(rec.durable)) {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(d.root, rel))
+	if err != nil {
+		return err
+	}
+	rec.durable = data
 	return nil
 }
 
