@@ -83,7 +83,18 @@
 //
 // Other segments are read lazily by tidwall; Read and Replay verify every frame and return a
 // *CorruptionError naming the segment file, the index and the offset. The store replays the
-// whole log at open, so a damaged entry anywhere refuses to open the store.
+// log after its snapshot at open, so a damaged entry there refuses to open the store.
+//
+// Open also checks that the segments are one contiguous run: every segment but the last must
+// hold exactly next start - start entries (it walks the entry lengths of each file; the
+// frames are verified when read). Segment creation cannot leave a gap or an overlap (each new
+// segment's directory entry is fsynced before its Write returns, and tidwall creates it only
+// after fsyncing its predecessor whole), and neither can a front truncation (tidwall writes
+// the new first segment before it removes older ones, and Open finishes an interrupted one),
+// so either is damage, and Open refuses it with a *CorruptionError naming the segment and the
+// first missing index rather than leave it to a replay that might never read that far
+// (entries a snapshot covers are not read again) or report a FirstIndex whose entry is not
+// there.
 //
 // Options.NoSync drops the ordering the rule relies on: after an operating-system crash a
 // NoSync log may be refused as corrupt.

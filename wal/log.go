@@ -33,9 +33,10 @@ type Log struct {
 }
 
 // Open opens the log in dir, creating it if needed. It finishes an interrupted truncation,
-// cuts a torn tail from the last segment (saving the bytes in a side file) and refuses a last
-// segment holding damaged durable entries with a *CorruptionError. Other segments are checked
-// as they are read: replay the whole log to check it all.
+// refuses segments that do not hold one contiguous run of entries, cuts a torn tail from the
+// last segment (saving the bytes in a side file) and refuses a last segment holding damaged
+// durable entries with a *CorruptionError. The frames of other segments are checked as they
+// are read: replay the whole log to check them all.
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -59,6 +60,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	var repair *TornTailError
 	if len(starts) > 0 {
+		if err := checkContiguous(dir, starts); err != nil {
+			return nil, err
+		}
 		if repair, err = repairTail(dir, starts[len(starts)-1], opts); err != nil {
 			return nil, err
 		}
