@@ -1,6 +1,7 @@
 // Package wal is the store's write-ahead log: command entries framed with a version, a
 // CRC-32C and their batch, appended in batches on top of github.com/tidwall/wal, with torn-tail
-// repair at open and fail-stop on storage errors.
+// repair at open, fail-stop on storage errors, and front compaction that never holds up
+// writes.
 //
 // # Why a frame
 //
@@ -89,24 +90,56 @@
 // hold exactly next start - start entries (it walks the entry lengths of each file; the
 // frames are verified when read). Segment creation cannot leave a gap or an overlap (each new
 // segment's directory entry is fsynced before its Write returns, and tidwall creates it only
-// after fsyncing its predecessor whole), and neither can a front truncation (tidwall writes
-// the new first segment before it removes older ones, and Open finishes an interrupted one),
-// so either is damage, and Open refuses it with a *CorruptionError naming the segment and the
-// first missing index rather than leave it to a replay that might never read that far
-// (entries a snapshot covers are not read again) or report a FirstIndex whose entry is not
-// there.
+// after fsyncing its predecessor whole), and neither can compaction (see below), so either is
+// damage, and Open refuses it with a *CorruptionError naming the segment and the first missing
+// index rather than leave it to a replay that might never read that far (entries a snapshot
+// covers are not read again) or report a FirstIndex whose entry is not there.
 //
-// Options.NoSync drops the ordering the rule relies on: after an operating-system crash a
-// NoSync log may be refused as corrupt.
+// Options.NoSync drops the ordering the rule (and compaction's) relies on: after an
+// operating-system crash a NoSync log may be refused as corrupt.
 //
 // # Fail-stop
 //
-// After any failed write, fsync (of a file or the directory) or truncation, the page cache and
-// the disk may disagree, and a later fsync may report success for pages that were already
-// dropped. The Log therefore refuses every later Write, TruncateFront and Sync with an error
-// wrapping ErrFailed and the original cause until it is closed and reopened; Open then reads
-// what is really on disk. A Write never reports success unless its entries were written and
-// fsynced; an entry whose Write failed may or may not be present after reopening.
+// After any failed write, fsync (of a file or the directory), removal or truncation, the page
+// cache and the disk may disagree, and a later fsync may report success for pages that were
+// already dropped. The Log therefore refuses every later Write, CompactTo, TruncateFront and
+// Sync with an error wrapping ErrFailed and the original cause until it is closed and
+// reopened; Open then reads what is really on disk. A Write never reports success unless its
+// entries were written and fsynced; an entry whose Write failed may or may not be present
+// after reopening.
+//
+// # Compaction
+//
+// CompactTo removes whole segment files from the front of the log; the store calls it after
+// a snapshot with the first index the older kept snapshot needs. It never copies a segment
+// and never holds up a Write:
+//
+//  1. Under the Log's lock, it picks the cut (the newest segment starting at or before
+//     keepFrom), moves FirstIndex to it so that no reader starts reading a file about to go,
+//     and notes the segment files before it. That is all it does under the lock.
+//  2. Without the lock, for each of those files, OLDEST FIRST: remove it, then fsync the
+//     directory (unless NoSync), so that the removal is durable BEFORE the next one starts.
+//     The in-memory segment list is updated under the lock after each removal.
+//
+// Writes only wait for the lock, never for a removal or an fsync, though the file system may
+// still order a directory fsync and a Write's fsync in its journal. A crash at any instant
+// leaves the segments s_j, s_j+1, ..., s_n for some j: a prefix of the files removed, never a
+// gap (which Open would refuse). Every entry from the cut on is there; the entries between
+// s_j and the cut are extra and harmless; the reopened log starts at s_j, and the next
+// compaction removes them. There is nothing to finish at Open. A storage error fail-stops the
+// Log; what it removed stays removed.
+//
+// tidwall keeps its own list of segments, and the removed ones stay in it until the log is
+// reopened (a few dozen bytes each). It never opens them again: reads of entries at or after
+// FirstIndex find them in later segments (its cached copies of removed segments cover other
+// indexes), it writes, cycles, syncs and closes only the tail, which compaction never removes,
+// and its own FirstIndex is read only at Open. Its TruncateFront, though, removes every file
+// it lists before the cut, so TruncateFront reopens tidwall first once CompactTo removed
+// files. TruncateFront at a segment start removes files as CompactTo does; inside a segment it
+// is tidwall's truncation (a START file holding the rest of the segment, written and fsynced,
+// the older files removed, START renamed into place; writes wait meanwhile), followed by a
+// directory fsync. A log holding START, END or TEMP files from a truncation a crash
+// interrupted, by this version or an earlier one, is finished by tidwall at Open.
 //
 // # Limits
 //

@@ -96,6 +96,13 @@ func (m *segmentMirror) addEntry(index uint64, frameLen int) int {
 	return 0
 }
 
+// drop forgets a segment whose file was removed; never the tail.
+func (m *segmentMirror) drop(start uint64) {
+	i := slices.Index(m.starts, start)
+	assert(i >= 0 && i < len(m.starts)-1, "wal: segment mirror: removed segment is unknown or the tail")
+	m.starts = slices.Delete(m.starts, i, i+1)
+}
+
 func (m *segmentMirror) cycle(first uint64) {
 	m.starts = append(m.starts, first)
 	m.tailBytes = 0

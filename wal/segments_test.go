@@ -48,6 +48,10 @@ func TestSegmentPredictionMatchesTheDirectoryAfterEveryWrite(t *testing.T) {
 					if err := l.TruncateFront(l.LastIndex() - uint64(r.IntN(5))); err != nil {
 						t.Fatal(err)
 					}
+				case step%23 == 22:
+					if _, err := l.CompactTo(l.LastIndex() - uint64(r.IntN(20))); err != nil {
+						t.Fatal(err)
+					}
 				default:
 					batch := make([]int, 1+r.IntN(tt.maxBatch))
 					for i := range batch {

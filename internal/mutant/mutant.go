@@ -26,6 +26,12 @@ var (
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken bool
+	// CompactPastKeep makes WAL compaction remove one segment more than it
+	// may: the one holding the first entry it was asked to keep.
+	CompactPastKeep bool
+	// CompactNewestFirst makes WAL compaction remove segment files newest
+	// first, so that a crash in the middle leaves a gap in the log.
+	CompactNewestFirst bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.
