@@ -1,7 +1,7 @@
 // Package wal is the store's write-ahead log: command entries framed with a version, a
 // CRC-32C and their batch, appended in batches on top of github.com/tidwall/wal, with torn-tail
-// repair at open, fail-stop on storage errors, and front compaction that never holds up
-// writes.
+// repair at open, fail-stop on storage errors, front compaction that never holds up writes,
+// and a reopen that makes what it replays durable even after a failed fsync.
 //
 // # Why a frame
 //
@@ -104,9 +104,49 @@
 // cache and the disk may disagree, and a later fsync may report success for pages that were
 // already dropped. The Log therefore refuses every later Write, CompactTo, TruncateFront and
 // Sync with an error wrapping ErrFailed and the original cause until it is closed and
-// reopened; Open then reads what is really on disk. A Write never reports success unless its
-// entries were written and fsynced; an entry whose Write failed may or may not be present
-// after reopening.
+// reopened; Open then makes what it replays durable (next section). A Write never reports
+// success unless its entries were written and fsynced; an entry whose Write failed may or may
+// not be present after reopening.
+//
+// # Reopening after an unclean stop
+//
+// When an fsync fails, Linux may mark the file's dirty pages clean without having written
+// them. Reads in the same boot still return those bytes, but no later fsync of the file
+// writes them, and a crash loses them. A log reopened in that boot would replay entries that
+// are not on disk, apply them, append acknowledged entries behind them, and after a crash
+// find a hole in the middle of the segment: refused as corruption, or the entries silently
+// gone. The same holds after the process dies with unsynced bytes whose writeback then fails.
+// So Open does not trust the page cache unless the log was closed cleanly.
+//
+// A clean Close, of a Log that never fail-stopped and whose final fsync of the tail segment
+// (tidwall's, in Close) succeeded, leaves a file named clean-close holding "tail <segment>
+// <size>\n". Open reads and removes it; the removal is made durable by the directory fsync
+// Open makes before it returns, so before the first Write. The marker is not fsynced: losing
+// it only costs a rewrite. Unless the marker names the current last segment with its current
+// size (and unless NoSync), Open, after the torn-tail repair and before tidwall loads the
+// segment, rewrites the last segment: it reads it, writes the bytes to
+// <segment>.REWRITE.TEMP, fsyncs that file, renames it over the segment and fsyncs the
+// directory. The segment is then a new file whose every byte this Open wrote and fsynced.
+// A crash before the rename leaves the old segment and a *.TEMP file that the next Open
+// removes; after it, the old file and the new one hold the same bytes. Either way the next
+// Open, finding no marker, rewrites again. Cost: one read and one write of the last segment
+// (at most SegmentSize plus one batch) and two fsyncs, only after an unclean stop. A log left
+// by an earlier version has no marker, so its first Open rewrites its last segment.
+//
+// Only the last segment can hold bytes whose fsync never succeeded. tidwall fsyncs a segment
+// before it creates the next one, and when that fsync fails it returns before creating it:
+// the Write fails, the Log fail-stops, and the failed segment stays the last one until the
+// next Open rewrites it. Every other segment was therefore fsynced whole, successfully, by the
+// session that filled it, before any entry after it was written.
+//
+// Guaranteed, when Open returns without NoSync: every entry Read and Replay can return is on
+// disk, with its segment's directory entry. Assumed: a successful fsync of a file reports any
+// writeback error of that file since the descriptor was opened (Linux 4.13 and later), so a
+// segment tidwall fsynced successfully while closing it is on disk; a read returns the bytes
+// the rewrite then makes durable (if the kernel dropped the pages, the read returns what the
+// disk holds, and the rewrite changes nothing); rename is atomic and a directory fsync makes
+// the directory's entries durable; the device honours flushes. Not covered: damage after a
+// successful fsync (the checksums catch it), and NoSync, which promises nothing.
 //
 // # Compaction
 //

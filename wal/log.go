@@ -46,8 +46,10 @@ type Log struct {
 // Open opens the log in dir, creating it if needed. It finishes an interrupted truncation,
 // refuses segments that do not hold one contiguous run of entries, cuts a torn tail from the
 // last segment (saving the bytes in a side file) and refuses a last segment holding damaged
-// durable entries with a *CorruptionError. The frames of other segments are checked as they
-// are read: replay the whole log to check them all.
+// durable entries with a *CorruptionError. Unless the log was closed cleanly, it then rewrites
+// the last segment into a new file and fsyncs it, so that every entry it replays is on disk
+// (see "Reopening after an unclean stop" in the package documentation). The frames of other
+// segments are checked as they are read: replay the whole log to check them all.
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -81,9 +83,14 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// prepareSegments readies the segment files for tidwall: it checks that the segments are
-// contiguous and repairs a torn tail.
+// prepareSegments readies the segment files for tidwall: it takes the clean-close marker,
+// checks that the segments are contiguous, repairs a torn tail and, after an unclean stop,
+// rewrites the last segment so that what tidwall loads is durable.
 func prepareSegments(dir string, opts Options) (*TornTailError, error) {
+	clean, err := takeCleanMarker(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open: %w", err)
+	}
 	starts, err := listSegments(dir)
 	if err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
@@ -94,7 +101,18 @@ func prepareSegments(dir string, opts Options) (*TornTailError, error) {
 	if err := checkContiguous(dir, starts); err != nil {
 		return nil, err
 	}
-	return repairTail(dir, starts[len(starts)-1], opts)
+	last := starts[len(starts)-1]
+	vouched := clean.vouchesFor(dir, last)
+	repair, err := repairTail(dir, last, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !vouched && !opts.NoSync {
+		if err := rewriteTail(dir, last, opts); err != nil {
+			return nil, fmt.Errorf("wal: open: rewrite the last segment after an unclean stop: %w", err)
+		}
+	}
+	return repair, nil
 }
 
 // load reads the index range and the segment mirror after tidwall opened, then fsyncs the
@@ -412,9 +430,10 @@ func (l *Log) tailPath() string {
 	return filepath.Join(l.dir, segmentName(l.segs.starts[len(l.segs.starts)-1]))
 }
 
-// Close closes the log. tidwall fsyncs the tail segment while closing, even with NoSync. A
-// fail-stopped log closes too; reopen it to continue. Close waits for a CompactTo in
-// progress.
+// Close closes the log. tidwall fsyncs the tail segment while closing, even with NoSync. If
+// the log never fail-stopped and that fsync succeeded, Close leaves a clean-close marker so
+// that the next Open can trust the tail segment without rewriting it. A fail-stopped log
+// closes too; reopen it to continue. Close waits for a CompactTo in progress.
 func (l *Log) Close() error {
 	l.front.Lock()
 	defer l.front.Unlock()
@@ -426,6 +445,9 @@ func (l *Log) Close() error {
 	l.closed.Store(true)
 	if err := l.tw.Close(); err != nil {
 		return fmt.Errorf("wal: close: %w", err)
+	}
+	if l.failed == nil {
+		writeCleanMarker(l.dir, l.segs.starts[len(l.segs.starts)-1], l.opts.Logger)
 	}
 	return nil
 }

@@ -14,7 +14,8 @@ const DefaultSegmentSize = 16 << 20
 type Options struct {
 	// NoSync skips every fsync this package issues: the segment file after a Write, the
 	// directory after a segment is created, removed or truncated, and the side file of a torn
-	// tail. An explicit Sync still syncs. tidwall/wal itself still fsyncs a segment it closes and the temporary file
+	// tail; and Open does not rewrite the last segment after an unclean stop. An explicit Sync
+	// still syncs. tidwall/wal itself still fsyncs a segment it closes and the temporary file
 	// of a truncation inside a segment. Default false.
 	//
 	// With NoSync an operating-system crash may lose any suffix of the page cache in any
@@ -36,13 +37,14 @@ type Options struct {
 // called before the corresponding operation; a non-nil return makes that operation fail with
 // it. BeforeWrite precedes every write this package makes to the log directory: a Write's
 // append, each segment file CompactTo (or TruncateFront at a segment start) removes, a
-// TruncateFront inside a segment, and the side file and truncation of a torn-tail repair in
-// Open. BeforeSync precedes every fsync this package
+// TruncateFront inside a segment, the side file and truncation of a torn-tail repair in Open,
+// and the rewrite of the last segment in Open. BeforeSync precedes every fsync this package
 // issues (file or directory), not the ones tidwall/wal issues on its own.
 //
 // AfterSync follows every fsync this package issues that succeeded, with the path of the file
 // or directory synced: the tail segment after a Write or Sync, the log directory, a torn-tail
-// side file, a repaired segment. Its bytes are durable by then. A non-nil return makes the operation fail with it as if the
+// side file, a repaired segment, the temporary copy of the last segment that Open rewrites.
+// Its bytes are durable by then. A non-nil return makes the operation fail with it as if the
 // fsync had failed (a Write, Sync, CompactTo or TruncateFront fail-stops the Log; Open returns
 // the error). The crash simulator uses it to learn what is durable at each fsync, and to stop
 // the log right after one: what was synced is on disk, but the caller never hears so.

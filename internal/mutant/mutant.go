@@ -26,6 +26,10 @@ var (
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken bool
+	// SkipTailRewrite makes the WAL trust the page cache when it reopens
+	// after an unclean stop: it replays the last segment without rewriting
+	// and fsyncing it.
+	SkipTailRewrite bool
 	// CompactPastKeep makes WAL compaction remove one segment more than it
 	// may: the one holding the first entry it was asked to keep.
 	CompactPastKeep bool
