@@ -41,7 +41,7 @@
 // AcknowledgeBatch (one batch, one fsync); step saves and reads; child starts
 // with repeats that match or mismatch; commits of sets and deletes; watches;
 // reads, Get and Await; clock moves; snapshots; clean restarts; crashes;
-// storage errors; and bit rot.
+// storage errors; bit rot in the log; and damage to the newest snapshot.
 //
 // # The reference model
 //
@@ -127,7 +127,10 @@
 // refused, the applied state is the model's, and after reopening the
 // unacknowledged commands are whole or absent. Bit rot flips a bit of a
 // durable log entry that a later batch proves was durable: the store must
-// refuse to open rather than start with a changed command.
+// refuse to open rather than start with a changed command. Damage to the
+// newest snapshot must lose nothing: a copy of the store with one bit of it
+// flipped must open, on the older snapshot and the log after it, with the
+// same state.
 //
 // # Linearizability
 //
@@ -144,9 +147,11 @@
 // sim_test.go turns on each mutation of internal/mutant in turn (a WAL that
 // skips its CRC check, a store that applies before logging, a WAL that skips
 // its fsync, an acknowledgement that keeps covered wakes, a claim that reuses
-// a token), runs seeds until one reports a violation, fails if none does
-// within the bound, and reruns the catching seed without the mutation, which
-// must pass.
+// a token, a WAL that trusts the page cache when it reopens after an unclean
+// stop, a compaction that removes a segment still needed, a compaction that
+// removes segment files newest first), runs seeds until one reports a
+// violation, fails if none does within the bound, and reruns the catching
+// seed without the mutation, which must pass.
 //
 // # Running it
 //

@@ -48,6 +48,7 @@ var actions = []action{
 	{"crash-in-snapshot", 2, (*world).snapshotCrash},
 	{"fault-in-snapshot", 2, (*world).snapshotFault},
 	{"rot", 2, (*world).rot},
+	{"snapshot-rot", 2, (*world).snapshotRot},
 }
 
 var actionTotal = func() int {
