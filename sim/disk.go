@@ -22,8 +22,10 @@ import (
 //
 //   - tidwall/wal fsyncs a segment before it creates the next one (cycle), so
 //     a segment that has a successor is whole;
-//   - the log's compaction removes segment files oldest first, each removal
-//     followed by a directory fsync (hooked): at most one removal is pending;
+//   - the log's compaction takes segment files out of the log oldest first,
+//     each by a rename to <segment>.DROPPED followed by a directory fsync
+//     (hooked): at most one removal is pending; it deletes the dropped files
+//     afterwards, and Open deletes any left;
 //   - the log rewrites its last segment at Open into <segment>.REWRITE.TEMP,
 //     fsyncs it (hooked), renames it over the segment and fsyncs the
 //     directory (hooked): a durable temporary file that has vanished was

@@ -64,16 +64,16 @@
 // tracker (disk.go) record, at each fsync, what each file durably holds and
 // which directory entries are durable. For the code it cannot hook it relies
 // on documented facts: tidwall fsyncs a segment before creating the next, and
-// fsyncs the tail when it closes; the log's compaction removes segment files
-// oldest first with a directory fsync after each; the log's rewrite of its
-// last segment at Open fsyncs a temporary copy and renames it over the
-// segment before a directory fsync; the snapshot package writes a temporary
-// file, fsyncs, renames and fsyncs the directory, and prunes, all before the
-// store touches the log again. An injected storage error also stands for the
-// kernel's answer to a failed fsync: the last segment's unsynced bytes stay
-// readable but never reach the disk through a later fsync of that file (the
-// tracker zeroes them in every later image) unless Open rewrites the segment
-// into a new file.
+// fsyncs the tail when it closes; the log's compaction renames segment files
+// out of the log oldest first with a directory fsync after each; the log's
+// rewrite of its last segment at Open fsyncs a temporary copy and renames it
+// over the segment before a directory fsync; the snapshot package writes a
+// temporary file, fsyncs, renames and fsyncs the directory, and prunes, all
+// before the store touches the log again. An injected storage error also
+// stands for the kernel's answer to a failed fsync: the last segment's
+// unsynced bytes stay readable but never reach the disk through a later fsync
+// of that file (the tracker zeroes them in every later image) unless Open
+// rewrites the segment into a new file.
 //
 // At a crash the tracker derives an image the OS could leave: every durable
 // byte, and of the unsynced rest of the last segment any cut (at any byte, at

@@ -76,6 +76,9 @@ func TestCompactToKeepsEveryEntryFromKeepFrom(t *testing.T) {
 			if got := segmentStarts(t, dir); got[0] != want || !slices.Equal(got, starts[slices.Index(starts, want):]) {
 				t.Fatalf("segments after CompactTo start at %v, want the suffix of %v from %d", got, starts, want)
 			}
+			if leftovers, _ := filepath.Glob(filepath.Join(dir, "*.*")); len(leftovers) != 0 {
+				t.Fatalf("files left after CompactTo: %v", leftovers)
+			}
 			all = append(all, writeBatch(t, l, 5, 6)...)
 			closeLog(t, l)
 
@@ -245,6 +248,9 @@ func TestEveryStateOfAnInterruptedCompactionOpens(t *testing.T) {
 			}
 		}
 		writeFile(t, filepath.Join(lost, latest), readFile(t, filepath.Join(before, latest)))
+		if err := os.Remove(filepath.Join(lost, latest+droppedSuffix)); err != nil {
+			t.Fatal(err) // the rename out of the log is what did not persist
+		}
 		copies = append(copies, crashCopy{fmt.Sprintf("%d %s, the removal lost", step, hook), lost})
 	}
 	faults := &Faults{
@@ -275,6 +281,9 @@ func TestEveryStateOfAnInterruptedCompactionOpens(t *testing.T) {
 				t.Fatalf("FirstIndex after the crash = %d, want one of the segment starts up to the cut %v", first, starts[:5])
 			}
 			checkLog(t, l, all, first)
+			if leftovers, _ := filepath.Glob(filepath.Join(c.dir, "*.*")); len(leftovers) != 0 {
+				t.Fatalf("files left after Open: %v", leftovers)
+			}
 			// The next compaction finishes the job.
 			if got, err := l.CompactTo(cut); err != nil || got != cut {
 				t.Fatalf("CompactTo after the crash = %d, %v; want %d", got, err, cut)

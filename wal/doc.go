@@ -157,17 +157,24 @@
 //  1. Under the Log's lock, it picks the cut (the newest segment starting at or before
 //     keepFrom), moves FirstIndex to it so that no reader starts reading a file about to go,
 //     and notes the segment files before it. That is all it does under the lock.
-//  2. Without the lock, for each of those files, OLDEST FIRST: remove it, then fsync the
-//     directory (unless NoSync), so that the removal is durable BEFORE the next one starts.
-//     The in-memory segment list is updated under the lock after each removal.
+//  2. Without the lock, for each of those files, OLDEST FIRST: rename it to
+//     <segment>.DROPPED, a name that is not a segment's, then fsync the directory (unless
+//     NoSync), so that it has left the log durably BEFORE the next one does. The in-memory
+//     segment list is updated under the lock after each rename.
+//  3. Then it frees their space: it truncates each dropped file 256 KiB at a time, pausing a
+//     millisecond after each step, and deletes it. Deleting a 16 MiB file at once keeps the
+//     file system busy for milliseconds, long enough to hold up a concurrent Write's fsync;
+//     in small steps, a Write waits for one step at most. Nothing here needs to be durable:
+//     Open deletes any *.DROPPED file it finds.
 //
-// Writes only wait for the lock, never for a removal or an fsync, though the file system may
+// Writes only wait for the lock, never for a file operation, though the file system may
 // still order a directory fsync and a Write's fsync in its journal. A crash at any instant
-// leaves the segments s_j, s_j+1, ..., s_n for some j: a prefix of the files removed, never a
-// gap (which Open would refuse). Every entry from the cut on is there; the entries between
-// s_j and the cut are extra and harmless; the reopened log starts at s_j, and the next
-// compaction removes them. There is nothing to finish at Open. A storage error fail-stops the
-// Log; what it removed stays removed.
+// leaves the segments s_j, s_j+1, ..., s_n for some j: a prefix of the files taken out,
+// never a gap (which Open would refuse). Every entry from the cut on is there; the entries
+// between s_j and the cut are extra and harmless; the reopened log starts at s_j, and the
+// next compaction removes them. There is nothing to finish at Open but deleting dropped
+// files. A storage error while taking a file out fail-stops the Log; what it took out stays
+// out. A failure to delete a dropped file is only logged.
 //
 // tidwall keeps its own list of segments, and the removed ones stay in it until the log is
 // reopened (a few dozen bytes each). It never opens them again: reads of entries at or after
@@ -175,7 +182,8 @@
 // indexes), it writes, cycles, syncs and closes only the tail, which compaction never removes,
 // and its own FirstIndex is read only at Open. Its TruncateFront, though, removes every file
 // it lists before the cut, so TruncateFront reopens tidwall first once CompactTo removed
-// files. TruncateFront at a segment start removes files as CompactTo does; inside a segment it
+// files. TruncateFront at a segment start removes files as CompactTo does (and waits for the
+// space to be freed); inside a segment it
 // is tidwall's truncation (a START file holding the rest of the segment, written and fsynced,
 // the older files removed, START renamed into place; writes wait meanwhile), followed by a
 // directory fsync. A log holding START, END or TEMP files from a truncation a crash

@@ -356,7 +356,9 @@ func (l *Log) TruncateFront(index uint64) error {
 	}
 	if _, boundary := slices.BinarySearch(l.segs.starts, index); boundary {
 		l.mu.Unlock()
-		return l.dropSegmentsBefore(index)
+		dropped, err := l.dropSegmentsBefore(index)
+		l.discard(dropped)
+		return err
 	}
 	defer l.mu.Unlock()
 	return l.truncateInsideSegment(index)
