@@ -152,6 +152,7 @@ func TestCompactToNeverHoldsTheWriteLockDuringFileIO(t *testing.T) {
 	var paused atomic.Bool // set while a compaction hook waits: the Write's own hooks pass
 	var cut uint64
 	var failures []string
+	var stuck []chan error // Writes still waiting when their hook gave up on them
 	pause := func(hook string) error {
 		if !paused.CompareAndSwap(false, true) {
 			return nil
@@ -177,7 +178,7 @@ func TestCompactToNeverHoldsTheWriteLockDuringFileIO(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			failures = append(failures, hook+": Write still waiting after 5 s")
-			<-done
+			stuck = append(stuck, done) // it can finish only once the hook returns
 		}
 		return nil
 	}
@@ -210,6 +211,9 @@ func TestCompactToNeverHoldsTheWriteLockDuringFileIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	armed = false
+	for _, done := range stuck {
+		<-done
+	}
 	for _, f := range failures {
 		t.Error(f)
 	}
