@@ -164,8 +164,8 @@
 //  3. Then it frees their space: it truncates each dropped file 256 KiB at a time, pausing a
 //     millisecond after each step, and deletes it. Deleting a 16 MiB file at once keeps the
 //     file system busy for milliseconds, long enough to hold up a concurrent Write's fsync;
-//     in small steps, a Write waits for one step at most. Nothing here needs to be durable:
-//     Open deletes any *.DROPPED file it finds.
+//     in small steps, a Write waits for about one step at most. Nothing here needs to be
+//     durable: Open deletes any *.DROPPED file it finds.
 //
 // Writes only wait for the lock, never for a file operation, though the file system may
 // still order a directory fsync and a Write's fsync in its journal. A crash at any instant
@@ -183,11 +183,11 @@
 // and its own FirstIndex is read only at Open. Its TruncateFront, though, removes every file
 // it lists before the cut, so TruncateFront reopens tidwall first once CompactTo removed
 // files. TruncateFront at a segment start removes files as CompactTo does (and waits for the
-// space to be freed); inside a segment it
-// is tidwall's truncation (a START file holding the rest of the segment, written and fsynced,
-// the older files removed, START renamed into place; writes wait meanwhile), followed by a
-// directory fsync. A log holding START, END or TEMP files from a truncation a crash
-// interrupted, by this version or an earlier one, is finished by tidwall at Open.
+// space to be freed); inside a segment it is tidwall's truncation (a START file holding the
+// rest of the segment, written and fsynced, the older files removed, START renamed into
+// place; writes wait meanwhile), followed by a directory fsync. A log holding START, END or
+// TEMP files from a truncation a crash interrupted, by this version or an earlier one, is
+// finished by tidwall at Open.
 //
 // # Limits
 //
