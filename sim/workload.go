@@ -19,7 +19,7 @@ type action struct {
 	run    func(w *world) error
 }
 
-// actions is the workload's mix. Crashes come to about ten per thousand
+// actions is the workload's mix. Crashes come to about eight per thousand
 // operations, as the CI budget asks.
 var actions = []action{
 	{"admit", 120, func(w *world) error { return w.plain(w.genAdmit()) }},
@@ -45,10 +45,10 @@ var actions = []action{
 	{"fault", 4, (*world).fault},
 	{"crash-in-op", 5, (*world).crashInOp},
 	{"crash", 2, func(w *world) error { return w.crashNow("idle") }},
-	{"crash-in-snapshot", 2, (*world).snapshotCrash},
-	{"fault-in-snapshot", 2, (*world).snapshotFault},
+	{"crash-in-snapshot", 1, (*world).snapshotCrash},
+	{"fault-in-snapshot", 1, (*world).snapshotFault},
 	{"rot", 2, (*world).rot},
-	{"snapshot-rot", 2, (*world).snapshotRot},
+	{"snapshot-rot", 1, (*world).snapshotRot},
 }
 
 var actionTotal = func() int {
