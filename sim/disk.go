@@ -22,12 +22,23 @@ import (
 //
 //   - tidwall/wal fsyncs a segment before it creates the next one (cycle), so
 //     a segment that has a successor is whole;
-//   - tidwall/wal's front truncation writes and fsyncs a START file, removes
-//     the older segments and renames START into place, in that order;
+//   - the log's compaction takes segment files out of the log oldest first,
+//     each by a rename to <segment>.DROPPED followed by a directory fsync
+//     (hooked): at most one removal is pending; it deletes the dropped files
+//     afterwards, and Open deletes any left;
+//   - the log rewrites its last segment at Open into <segment>.REWRITE.TEMP,
+//     fsyncs it (hooked), renames it over the segment and fsyncs the
+//     directory (hooked): a durable temporary file that has vanished was
+//     renamed;
 //   - the snapshot package writes a temporary file, fsyncs it, renames it and
 //     fsyncs the directory, and prunes with a directory fsync, all BEFORE the
 //     store touches the log, so a snapshot file is durable by the time the
 //     store's next log operation starts.
+//
+// It also models the kernel's answer to a failed fsync: the dirty pages of
+// the last segment may be marked clean without reaching the disk. Reads in
+// the same boot still return those bytes, but no later fsync of that file
+// writes them; only a new file holding them (the rewrite at Open) does.
 //
 // From that, image derives a directory an operating-system crash could leave.
 type disk struct {
@@ -45,7 +56,29 @@ type disk struct {
 type fileRec struct {
 	durable []byte // contents at the last fsync (or when the directory was opened)
 	entry   bool   // its directory entry is durable
+	// lost are byte ranges whose pages a failed fsync left clean but unwritten: the
+	// disk holds zeros there (newly allocated blocks), whatever is fsynced later.
+	lost [][2]int
 }
+
+// mask returns data with the lost ranges zeroed: what the disk holds of a file
+// whose pages hold data.
+func (r *fileRec) mask(data []byte) []byte {
+	if r == nil || len(r.lost) == 0 {
+		return data
+	}
+	out := slices.Clone(data)
+	for _, l := range r.lost {
+		if l[0] < len(out) {
+			clear(out[l[0]:min(l[1], len(out))])
+		}
+	}
+	return out
+}
+
+// rewriteSuffix names the temporary file the log rewrites its last segment
+// into at Open (wal's rewriteTail).
+const rewriteSuffix = ".REWRITE.TEMP"
 
 // trackedDirs are the store's subdirectories that hold its files.
 var trackedDirs = []string{"wal", "snapshots"}
@@ -145,17 +178,22 @@ func (d *disk) fileSyncedLocked(rel string) error {
 	size := fi.Size()
 	if size < int64(len(rec.durable)) {
 		rec.durable = rec.durable[:0]
+		for i := range rec.lost {
+			rec.lost[i][1] = min(rec.lost[i][1], int(size))
+		}
 	}
 	grow := make([]byte, size-int64(len(rec.durable)))
 	if _, err := f.ReadAt(grow, int64(len(rec.durable))); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
-	rec.durable = append(rec.durable, grow...)
+	rec.durable = rec.mask(append(rec.durable, grow...))
 	return nil
 }
 
 // dirSyncedLocked makes the directory's entries durable: present files stay,
-// removed ones are gone for good.
+// removed ones are gone for good, and a rewritten segment's temporary file
+// that was renamed over it is the segment now. Every log segment but the
+// newest has a successor, so tidwall fsynced it whole.
 func (d *disk) dirSyncedLocked(sub string) error {
 	names, err := listFiles(filepath.Join(d.root, sub))
 	if err != nil {
@@ -163,21 +201,95 @@ func (d *disk) dirSyncedLocked(sub string) error {
 	}
 	present := make(map[string]bool, len(names))
 	for _, name := range names {
+		present[sub+"/"+name] = true
+	}
+	newest := ""
+	for _, name := range names {
+		if _, ok := segmentIndex(name); ok {
+			newest = name
+		}
+	}
+	for _, name := range names {
 		rel := sub + "/" + name
-		present[rel] = true
-		if rec := d.files[rel]; rec != nil {
-			rec.entry = true
-		} else if from := d.files[rel+".START"]; from != nil && !slices.Contains(names, name+".START") {
-			// tidwall renamed a durable START file into place: same bytes.
-			d.files[rel] = &fileRec{durable: from.durable, entry: true}
-		} else {
-			d.files[rel] = &fileRec{entry: true}
+		rec := d.files[rel]
+		if t := d.files[rel+rewriteSuffix]; t != nil && !t.entry && !present[rel+rewriteSuffix] {
+			// A copy created and fsynced since the last directory fsync, and gone:
+			// renamed into place, a new file. (A durable one that is gone was removed.)
+			rec = &fileRec{durable: t.durable}
+			d.files[rel] = rec
+		}
+		if rec == nil {
+			rec = &fileRec{}
+			d.files[rel] = rec
+		}
+		rec.entry = true
+		if _, seg := segmentIndex(name); seg && sub == "wal" && name != newest {
+			if err := d.wholeLocked(rel, rec); err != nil {
+				return err
+			}
 		}
 	}
 	for rel := range d.files {
 		if strings.HasPrefix(rel, sub+"/") && !present[rel] {
 			delete(d.files, rel)
 		}
+	}
+	return nil
+}
+
+// wholeLocked makes a file's contents durable as they are now (less its lost
+// ranges), reading it only when its size changed.
+func (d *disk) wholeLocked(rel string, rec *fileRec) error {
+	fi, err := os.Stat(filepath.Join(d.root, rel))
+	if err != nil || fi.Size() == int64(len(rec.durable)) {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(d.root, rel))
+	if err != nil {
+		return err
+	}
+	rec.durable = rec.mask(data)
+	return nil
+}
+
+// storageError records an injected storage error: the log may have met it in
+// an fsync.
+func (d *disk) storageError() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lostLocked()
+}
+
+// lostLocked applies a failed fsync's effect to the log's last segment: the
+// bytes written since its last successful fsync stay in the page cache, marked
+// clean, and never reach the disk through a later fsync of the same file.
+// Every other segment was fsynced whole when its successor was created.
+func (d *disk) lostLocked() error {
+	names, err := listFiles(filepath.Join(d.root, "wal"))
+	if err != nil {
+		return err
+	}
+	tail := ""
+	for _, name := range names {
+		if _, ok := segmentIndex(name); ok {
+			tail = name
+		}
+	}
+	if tail == "" {
+		return nil
+	}
+	rel := "wal/" + tail
+	fi, err := os.Stat(filepath.Join(d.root, rel))
+	if err != nil {
+		return err
+	}
+	rec := d.files[rel]
+	if rec == nil {
+		rec = &fileRec{}
+		d.files[rel] = rec
+	}
+	if lo, hi := len(rec.durable), int(fi.Size()); hi > lo {
+		rec.lost = append(rec.lost, [2]int{lo, hi})
 	}
 	return nil
 }
@@ -215,8 +327,8 @@ func (d *disk) snapshotsDurable() error {
 
 // closed applies what tidwall/wal does when the log closes: it fsyncs the
 // tail segment (every other segment was fsynced when its successor was
-// created), so every segment's contents are durable. Directory entries are
-// not.
+// created), so every segment's contents are durable, less the ranges a failed
+// fsync lost. Directory entries are not.
 func (d *disk) closed() error {
 	names, err := listFiles(filepath.Join(d.root, "wal"))
 	if err != nil {
@@ -234,7 +346,7 @@ func (d *disk) closed() error {
 		}
 		rel := "wal/" + name
 		if rec := d.files[rel]; rec != nil {
-			rec.durable = data
+			rec.durable = rec.mask(data)
 		} else {
 			d.files[rel] = &fileRec{durable: data}
 		}
@@ -302,12 +414,13 @@ func segmentIndex(name string) (uint64, bool) {
 	return v, err == nil && v != 0
 }
 
-// walImage derives the log directory: a front truncation whose directory
-// fsync has not happened yet persisted up to any of its steps; segments whose
-// entries are not durable surviving as a prefix (journaling file systems
-// persist namespace operations in order, so none survives a truncation step
-// that did not); and the last segment keeping its durable bytes and any cut of
-// the rest.
+// walImage derives the log directory: segment removals whose directory fsync
+// has not happened yet persisted as a prefix, in the order they were made
+// (oldest first), or not; a rename of a rewritten last segment whose
+// directory fsync has not happened persisted or not; segments whose entries
+// are not durable surviving as a prefix (journaling file systems persist
+// namespace operations in order, so none survives a removal that did not);
+// and the last segment keeping its durable bytes and any cut of the rest.
 func (d *disk) walImage(rng *rand.Rand, im *crashImage) error {
 	names, err := listFiles(filepath.Join(d.root, "wal"))
 	if err != nil {
@@ -323,54 +436,28 @@ func (d *disk) walImage(rng *rand.Rand, im *crashImage) error {
 			fresh = append(fresh, n)
 		}
 	}
-	var removed []string
-	for rel, rec := range d.files {
-		name, ok := strings.CutPrefix(rel, "wal/")
-		if !ok || !rec.entry || slices.Contains(names, name) {
-			continue
-		}
-		if _, seg := segmentIndex(name); seg {
-			removed = append(removed, name)
-		}
-	}
-	slices.Sort(removed)
-
 	live := map[string][]byte{}  // the image's log directory
 	current := map[string]bool{} // files whose bytes are what is in the file now
-	for _, name := range segs {
+	for _, name := range append(slices.Clone(segs), fresh...) {
 		data, _, err := d.current("wal/" + name)
 		if err != nil {
 			return err
 		}
-		live[name], current[name] = data, true
+		live[name], current[name] = d.files["wal/"+name].mask(data), true
 	}
-	complete := true // every namespace operation before the fresh segments persisted
-	if all := slices.Sorted(slices.Values(append(slices.Clone(segs), fresh...))); len(all) > 0 {
-		first := all[0]
-		if rec := d.files["wal/"+first+".START"]; len(removed) > 0 || (rec != nil && rec.entry && !slices.Contains(names, first+".START")) {
-			var x string
-			if x, complete, err = d.truncation(rng, im, live, current, append(slices.Clone(segs), fresh...), removed); err != nil {
-				return err
-			}
-			fresh = slices.DeleteFunc(fresh, func(n string) bool { return n == x })
-			others = slices.DeleteFunc(others, func(n string) bool { return strings.HasPrefix(n, x+".START") })
-		}
+	for _, name := range segs {
+		d.pendingRename(rng, im, name, live, current)
 	}
-	if len(fresh) > 0 {
-		m := 0
-		if complete {
-			m = rng.IntN(len(fresh) + 1)
-		}
-		if m < len(fresh) {
-			im.note("wal: %d of %d new segments survive", m, len(fresh))
-		}
-		for _, name := range fresh[:m] {
-			data, _, err := d.current("wal/" + name)
-			if err != nil {
-				return err
-			}
-			live[name], current[name] = data, true
-		}
+	complete := d.removals(rng, im, names, live)
+	m := 0
+	if complete {
+		m = rng.IntN(len(fresh) + 1)
+	}
+	if m < len(fresh) {
+		im.note("wal: %d of %d new segments survive", m, len(fresh))
+	}
+	for _, name := range fresh[m:] {
+		delete(live, name)
 	}
 	files := slices.Sorted(maps.Keys(live))
 	lastSeg := ""
@@ -386,63 +473,78 @@ func (d *disk) walImage(rng *rand.Rand, im *crashImage) error {
 		}
 		im.files = append(im.files, file{rel: "wal/" + name, data: data})
 	}
-	return d.otherFiles(rng, im, "wal", others)
-}
-
-// truncation replays a prefix of a front truncation's directory operations
-// onto live, the durable directory: create and fsync X.START.TEMP, rename it
-// to X.START, remove every segment before X and X itself, rename X.START to
-// X, where X is the first segment left (all is tidwall's truncateFront).
-// When X.START is already durable (recovery finishing an interrupted
-// truncation), the steps start at the removals. It returns X and whether
-// every step persisted.
-func (d *disk) truncation(rng *rand.Rand, im *crashImage, live map[string][]byte, current map[string]bool, segs, removed []string) (string, bool, error) {
-	slices.Sort(segs)
-	if len(segs) == 0 {
-		return "", false, errors.New("sim: a truncation left no segment")
+	if err := d.otherFiles(rng, im, "wal", others); err != nil {
+		return err
 	}
-	x := segs[0]
-	temp, start := x+".START.TEMP", x+".START"
-	for _, name := range removed {
-		live[name] = d.files["wal/"+name].durable
-	}
-	xData, _, err := d.current("wal/" + x)
-	if err != nil {
-		return "", false, err
-	}
-	if rec := d.files["wal/"+x]; rec == nil || !rec.entry {
-		delete(live, x) // X exists only once START is renamed
-	}
-	move := func(from, to string) func() {
-		return func() {
-			if data, ok := live[from]; ok {
-				live[to] = data
-				current[to] = false
-			}
-			delete(live, from)
+	// A durable file other than a segment that is gone (a temporary file Open
+	// removed) may come back, its removal lost.
+	var gone []string
+	for rel, rec := range d.files {
+		name, ok := strings.CutPrefix(rel, "wal/")
+		if _, seg := segmentIndex(name); ok && !seg && rec.entry && !slices.Contains(names, name) {
+			gone = append(gone, name)
 		}
 	}
-	var ops []func()
-	if rec := d.files["wal/"+start]; rec != nil && rec.entry {
-		live[start] = rec.durable
-	} else {
-		ops = append(ops, func() { live[temp] = xData }, move(temp, start))
+	slices.Sort(gone)
+	for _, name := range gone {
+		if rng.IntN(2) == 0 {
+			im.note("wal/%s: removal lost", name)
+			im.files = append(im.files, file{rel: "wal/" + name, data: d.files["wal/"+name].durable})
+		}
 	}
-	for _, name := range removed {
-		ops = append(ops, func() { delete(live, name) })
+	return nil
+}
+
+// pendingRename decides a rename of segment name's rewritten copy that no
+// directory fsync has made durable yet: either the copy is the segment, or
+// the old file is, and the copy (whose creation may have persisted) is back
+// under its temporary name.
+func (d *disk) pendingRename(rng *rand.Rand, im *crashImage, name string, live map[string][]byte, current map[string]bool) {
+	temp := d.files["wal/"+name+rewriteSuffix]
+	if temp == nil || temp.entry {
+		return // no copy, or one that was there before and is being removed
 	}
-	if _, ok := live[x]; ok {
-		ops = append(ops, func() { delete(live, x) })
+	if _, err := os.Stat(filepath.Join(d.root, "wal", name+rewriteSuffix)); err == nil {
+		return // not renamed yet: an ordinary new file
 	}
-	ops = append(ops, move(start, x))
-	k := rng.IntN(len(ops) + 1)
-	if k < len(ops) {
-		im.note("wal: %d of %d truncation steps", k, len(ops))
+	if rng.IntN(2) == 0 {
+		im.note("wal/%s: rewritten copy renamed into place", name)
+		live[name], current[name] = temp.durable, false
+		return
 	}
-	for _, op := range ops[:k] {
-		op()
+	im.note("wal/%s: rename of the rewritten copy lost", name)
+	if rng.IntN(2) == 0 {
+		live[name+rewriteSuffix] = temp.durable
 	}
-	return x, k == len(ops), nil
+}
+
+// removals replays a prefix of the segment removals no directory fsync has
+// made durable yet, oldest first (the order compaction removes them in):
+// the others come back with their durable contents. It reports whether every
+// removal persisted.
+func (d *disk) removals(rng *rand.Rand, im *crashImage, names []string, live map[string][]byte) bool {
+	var removed []string
+	for rel, rec := range d.files {
+		name, ok := strings.CutPrefix(rel, "wal/")
+		if !ok || !rec.entry || slices.Contains(names, name) {
+			continue
+		}
+		if _, seg := segmentIndex(name); seg {
+			removed = append(removed, name)
+		}
+	}
+	if len(removed) == 0 {
+		return true
+	}
+	slices.Sort(removed)
+	k := rng.IntN(len(removed) + 1)
+	if k < len(removed) {
+		im.note("wal: %d of %d segment removals persisted", k, len(removed))
+	}
+	for _, name := range removed[k:] {
+		live[name] = d.files["wal/"+name].durable
+	}
+	return k == len(removed)
 }
 
 // otherImage derives a directory of files that are written whole and synced

@@ -41,7 +41,7 @@
 // AcknowledgeBatch (one batch, one fsync); step saves and reads; child starts
 // with repeats that match or mismatch; commits of sets and deletes; watches;
 // reads, Get and Await; clock moves; snapshots; clean restarts; crashes;
-// storage errors; and bit rot.
+// storage errors; bit rot in the log; and damage to the newest snapshot.
 //
 // # The reference model
 //
@@ -64,28 +64,38 @@
 // tracker (disk.go) record, at each fsync, what each file durably holds and
 // which directory entries are durable. For the code it cannot hook it relies
 // on documented facts: tidwall fsyncs a segment before creating the next, and
-// fsyncs the tail when it closes; its front truncation writes and fsyncs a
-// START file, removes older segments and renames START into place; the
-// snapshot package writes a temporary file, fsyncs, renames and fsyncs the
-// directory, and prunes, all before the store touches the log again.
+// fsyncs the tail when it closes; the log's compaction renames segment files
+// out of the log oldest first with a directory fsync after each; the log's
+// rewrite of its last segment at Open fsyncs a temporary copy and renames it
+// over the segment before a directory fsync; the snapshot package writes a
+// temporary file, fsyncs, renames and fsyncs the directory, and prunes, all
+// before the store touches the log again. An injected storage error also
+// stands for the kernel's answer to a failed fsync: the last segment's
+// unsynced bytes stay readable but never reach the disk through a later fsync
+// of that file (the tracker zeroes them in every later image) unless Open
+// rewrites the segment into a new file.
 //
 // At a crash the tracker derives an image the OS could leave: every durable
 // byte, and of the unsynced rest of the last segment any cut (at any byte, at
 // 512-byte and 4 KiB boundaries), the rest replaced by zeros, garbage or stale
 // bytes from elsewhere in the log, or sectors written back in any order;
 // segment files created since the last directory fsync missing (as a prefix,
-// as a journaling file system orders namespace operations); any prefix of a
-// front truncation's steps; a removal whose directory fsync did not happen
-// undone. Crash points: inside an operation at any hook of its write (before
-// the write, before or after the segment's fsync, before or after the
-// directory's), with the hook taking the image and failing the write so the
-// store stops there; while idle; inside a snapshot, at a hook of the log's
-// front truncation or at any step of the snapshot recipe rebuilt from the
-// directory before and after (temporary file cut short or whole, renamed,
-// older ones pruned, log truncated); and during recovery itself, at any hook
-// of the torn-tail repair or of finishing a truncation, repeatedly. The
-// crashed store is closed, not used again, and its directory removed; the run
-// continues on the image in a new directory.
+// as a journaling file system orders namespace operations); a segment removal
+// whose directory fsync did not happen undone; a rename of the rewritten last
+// segment whose directory fsync did not happen undone or not; any other
+// removal whose directory fsync did not happen undone. Crash points: inside an
+// operation at any hook of its write (before the write, before or after the
+// segment's fsync, before or after the directory's), with the hook taking the
+// image and failing the write so the store stops there; while idle; inside a
+// snapshot, at any hook of the log's compaction (before each segment removal,
+// before or after each directory fsync) or at any step of the snapshot recipe
+// rebuilt from the directory before and after (temporary file cut short or
+// whole, renamed, older ones pruned, log truncated); during recovery itself,
+// at any hook of the torn-tail repair or of the rewrite of the last segment,
+// repeatedly; and while reopening after a storage error, in the middle of the
+// rewrite that makes the unsynced bytes durable. The crashed store is closed,
+// not used again, and its directory removed; the run continues on the image in
+// a new directory.
 //
 // With Config.StrictDirs, a directory created since its parent's last fsync
 // may vanish too, as POSIX allows and journaling file systems do not do.
@@ -117,7 +127,10 @@
 // refused, the applied state is the model's, and after reopening the
 // unacknowledged commands are whole or absent. Bit rot flips a bit of a
 // durable log entry that a later batch proves was durable: the store must
-// refuse to open rather than start with a changed command.
+// refuse to open rather than start with a changed command. Damage to the
+// newest snapshot must lose nothing: a copy of the store with one bit of it
+// flipped must open, on the older snapshot and the log after it, with the
+// same state.
 //
 // # Linearizability
 //
@@ -134,9 +147,11 @@
 // sim_test.go turns on each mutation of internal/mutant in turn (a WAL that
 // skips its CRC check, a store that applies before logging, a WAL that skips
 // its fsync, an acknowledgement that keeps covered wakes, a claim that reuses
-// a token), runs seeds until one reports a violation, fails if none does
-// within the bound, and reruns the catching seed without the mutation, which
-// must pass.
+// a token, a WAL that trusts the page cache when it reopens after an unclean
+// stop, a compaction that removes a segment still needed, a compaction that
+// removes segment files newest first), runs seeds until one reports a
+// violation, fails if none does within the bound, and reruns the catching
+// seed without the mutation, which must pass.
 //
 // # Running it
 //

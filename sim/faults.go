@@ -102,6 +102,9 @@ func (h *hooks) event(ev hookEvent, synced string) error {
 	}
 	p.fired = &ev
 	if !p.crash {
+		// Whatever the hook stands for, the kernel may have dropped the last
+		// segment's unsynced pages: a failed fsync leaves them clean.
+		p.err = d.storageError()
 		return errFault
 	}
 	if err := d.snapshotsDurable(); err != nil {

@@ -125,3 +125,44 @@ func (w *world) rot() error {
 	}
 	return nil
 }
+
+// snapshotRot damages one byte of the newest snapshot in a copy of the store's
+// directory: the store must fall back to the older snapshot and the log after
+// it, and open with the same state, losing nothing. It relies on the log
+// keeping every entry after the older of the two kept snapshots. The run
+// continues on the undamaged store.
+func (w *world) snapshotRot() error {
+	w.barrier()
+	im, err := w.hooks.quiescentImage()
+	if err != nil {
+		return err
+	}
+	newest := -1
+	for i, f := range im.files {
+		if strings.HasPrefix(f.rel, "snapshots/snapshot-") && strings.HasSuffix(f.rel, ".snap") &&
+			(newest < 0 || f.rel > im.files[newest].rel) {
+			newest = i
+		}
+	}
+	if newest < 0 {
+		return nil
+	}
+	f := &im.files[newest]
+	f.data = slices.Clone(f.data)
+	off := w.rng.IntN(len(f.data))
+	f.data[off] ^= 1 << w.rng.IntN(8)
+	dir := filepath.Join(w.base, "rot")
+	defer os.RemoveAll(dir)
+	if err := im.write(dir); err != nil {
+		return err
+	}
+	opts := w.opts
+	opts.WALFaults = nil
+	s, err := execstore.Open(dir, opts)
+	w.tr.line("%d snapshot rot: %s offset %d -> %v", w.ops, f.rel, off, err == nil)
+	if err != nil {
+		return violationf("the store does not open when its newest snapshot (%s) is damaged: %v", f.rel, err)
+	}
+	defer s.Close()
+	return w.checkFull(s, "after falling back from a damaged newest snapshot")
+}

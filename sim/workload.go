@@ -48,6 +48,7 @@ var actions = []action{
 	{"crash-in-snapshot", 1, (*world).snapshotCrash},
 	{"fault-in-snapshot", 1, (*world).snapshotFault},
 	{"rot", 2, (*world).rot},
+	{"snapshot-rot", 1, (*world).snapshotRot},
 }
 
 var actionTotal = func() int {
@@ -462,5 +463,5 @@ func snapshotStep(rng interface{ IntN(int) int }, before, after *crashImage) (*c
 	case 3:
 		return build(now), "snapshots pruned, log not truncated"
 	}
-	return after, "snapshot and log truncation done"
+	return after, "snapshot and log compaction done"
 }

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -198,7 +200,7 @@ func (w *world) crashTo(im *crashImage, why string) error {
 		w.hooks.setDisk(d)
 		var p *plan
 		if attempt < 2 && w.rng.IntN(3) == 0 {
-			p = &plan{at: 1 + w.rng.IntN(6), crash: true}
+			p = &plan{at: 1 + w.rng.IntN(recoveryEvents), crash: true}
 			w.hooks.arm(p)
 		}
 		s, err := execstore.Open(w.dir, w.opts)
@@ -235,6 +237,12 @@ func (im *crashImage) describe() string {
 	}
 	return s
 }
+
+// recoveryEvents bounds the hook event a crash during recovery picks: the
+// parent directory's fsync, the rewrite of the last segment (before the
+// write, around its fsync and the directory's) and the directory's fsync at
+// the end are 9 events; a torn-tail repair adds more before the rewrite.
+const recoveryEvents = 9
 
 // cleanRestart closes the store cleanly and reopens the same directory.
 func (w *world) cleanRestart() error {
@@ -388,7 +396,26 @@ func (w *world) failStopped(unacked []pending) error {
 		return err
 	}
 	w.tr.line("reopen after a storage error (%d unacknowledged)", len(unacked))
+	// The reopen rewrites the last segment, whose unsynced bytes the failed
+	// fsync may have left in the page cache only: crash in the middle of it
+	// now and then.
+	var p *plan
+	if w.rng.IntN(3) == 0 {
+		p = &plan{at: 1 + w.rng.IntN(recoveryEvents), crash: true}
+		w.hooks.arm(p)
+	}
 	s, err := execstore.Open(w.dir, w.opts)
+	w.hooks.disarm()
+	if p != nil && p.fired != nil {
+		if err == nil {
+			s.Close()
+			return violationf("the reopen went on after a crash at %s", p.fired)
+		}
+		if p.err != nil {
+			return p.err
+		}
+		return w.crashTo(p.image, "reopening after a storage error, at "+p.fired.String())
+	}
 	if err != nil {
 		return violationf("the store does not reopen after a storage error: %v", err)
 	}
@@ -535,7 +562,7 @@ func (w *world) lastIndex() uint64 {
 }
 
 // snapshotCrash takes a snapshot and crashes in the middle of it: at a hook of
-// the log's front truncation when there is one, otherwise at a step of the
+// the log's compaction when there is one, otherwise at a step of the
 // snapshot recipe rebuilt from the directory before and after.
 func (w *world) snapshotCrash() error {
 	w.barrier()
@@ -544,7 +571,7 @@ func (w *world) snapshotCrash() error {
 		return err
 	}
 	last := w.lastIndex()
-	p := &plan{at: 1 + w.rng.IntN(3), crash: true}
+	p := &plan{at: 1 + w.rng.IntN(compactionEvents(w.dir)), crash: true}
 	w.hooks.arm(p)
 	err = w.store.Snapshot(context.Background())
 	w.hooks.disarm()
@@ -555,7 +582,7 @@ func (w *world) snapshotCrash() error {
 		if err == nil {
 			return violationf("Snapshot returned nil after a storage error at %s", p.fired)
 		}
-		if err := w.crashTo(p.image, "during a snapshot's log truncation at "+p.fired.String()); err != nil {
+		if err := w.crashTo(p.image, "during a snapshot's log compaction at "+p.fired.String()); err != nil {
 			return err
 		}
 		return w.reconcile(last, nil)
@@ -574,16 +601,57 @@ func (w *world) snapshotCrash() error {
 	return w.reconcile(last, nil)
 }
 
-// snapshotFault injects a storage error into a snapshot's log truncation:
+// compactionEvents bounds the hook event a crash or fault in a snapshot picks.
+// The snapshot about to be taken keeps the newest one there is, so the log is
+// compacted to the segment holding the entry after it: three events per
+// segment file removed (before the removal, around the directory's fsync).
+// One segment's worth more lets a crash fall past the compaction now and then,
+// to a step of the snapshot recipe instead.
+func compactionEvents(dir string) int {
+	keep := uint64(0)
+	snaps, _ := listFiles(filepath.Join(dir, "snapshots"))
+	for _, name := range snaps {
+		if v, ok := strings.CutPrefix(name, "snapshot-"); ok && strings.HasSuffix(v, ".snap") {
+			if index, err := strconv.ParseUint(strings.TrimSuffix(v, ".snap"), 10, 64); err == nil {
+				keep = max(keep, index+1)
+			}
+		}
+	}
+	names, _ := listFiles(filepath.Join(dir, "wal"))
+	var starts []uint64
+	for _, name := range names {
+		if start, ok := segmentIndex(name); ok {
+			starts = append(starts, start)
+		}
+	}
+	cut := uint64(0)
+	for _, start := range starts {
+		if start <= keep {
+			cut = max(cut, start)
+		}
+	}
+	removed := 0
+	for _, start := range starts {
+		if start < cut {
+			removed++
+		}
+	}
+	return 3 * (removed + 1)
+}
+
+// snapshotFault injects a storage error into a snapshot's log compaction:
 // the snapshot must fail, the store must fail-stop, and reopening must lose
 // nothing.
 func (w *world) snapshotFault() error {
 	w.barrier()
 	last := w.lastIndex()
-	p := &plan{at: 1 + w.rng.IntN(3)}
+	p := &plan{at: 1 + w.rng.IntN(compactionEvents(w.dir))}
 	w.hooks.arm(p)
 	err := w.store.Snapshot(context.Background())
 	w.hooks.disarm()
+	if p.err != nil {
+		return p.err
+	}
 	switch {
 	case p.fired == nil && err != nil:
 		return violationf("Snapshot: %v", err)

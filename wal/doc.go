@@ -1,6 +1,7 @@
 // Package wal is the store's write-ahead log: command entries framed with a version, a
 // CRC-32C and their batch, appended in batches on top of github.com/tidwall/wal, with torn-tail
-// repair at open and fail-stop on storage errors.
+// repair at open, fail-stop on storage errors, front compaction that never holds up writes,
+// and a reopen that makes what it replays durable even after a failed fsync.
 //
 // # Why a frame
 //
@@ -83,19 +84,110 @@
 //
 // Other segments are read lazily by tidwall; Read and Replay verify every frame and return a
 // *CorruptionError naming the segment file, the index and the offset. The store replays the
-// whole log at open, so a damaged entry anywhere refuses to open the store.
+// log after its snapshot at open, so a damaged entry there refuses to open the store.
 //
-// Options.NoSync drops the ordering the rule relies on: after an operating-system crash a
-// NoSync log may be refused as corrupt.
+// Open also checks that the segments are one contiguous run: every segment but the last must
+// hold exactly next start - start entries (it walks the entry lengths of each file; the
+// frames are verified when read). Segment creation cannot leave a gap or an overlap (each new
+// segment's directory entry is fsynced before its Write returns, and tidwall creates it only
+// after fsyncing its predecessor whole), and neither can compaction (see below), so either is
+// damage, and Open refuses it with a *CorruptionError naming the segment and the first missing
+// index rather than leave it to a replay that might never read that far (entries a snapshot
+// covers are not read again) or report a FirstIndex whose entry is not there.
+//
+// Options.NoSync drops the ordering the rule (and compaction's) relies on: after an
+// operating-system crash a NoSync log may be refused as corrupt.
 //
 // # Fail-stop
 //
-// After any failed write, fsync (of a file or the directory) or truncation, the page cache and
-// the disk may disagree, and a later fsync may report success for pages that were already
-// dropped. The Log therefore refuses every later Write, TruncateFront and Sync with an error
-// wrapping ErrFailed and the original cause until it is closed and reopened; Open then reads
-// what is really on disk. A Write never reports success unless its entries were written and
-// fsynced; an entry whose Write failed may or may not be present after reopening.
+// After any failed write, fsync (of a file or the directory), removal or truncation, the page
+// cache and the disk may disagree, and a later fsync may report success for pages that were
+// already dropped. The Log therefore refuses every later Write, CompactTo, TruncateFront and
+// Sync with an error wrapping ErrFailed and the original cause until it is closed and
+// reopened; Open then makes what it replays durable (next section). A Write never reports
+// success unless its entries were written and fsynced; an entry whose Write failed may or may
+// not be present after reopening.
+//
+// # Reopening after an unclean stop
+//
+// When an fsync fails, Linux may mark the file's dirty pages clean without having written
+// them. Reads in the same boot still return those bytes, but no later fsync of the file
+// writes them, and a crash loses them. A log reopened in that boot would replay entries that
+// are not on disk, apply them, append acknowledged entries behind them, and after a crash
+// find a hole in the middle of the segment: refused as corruption, or the entries silently
+// gone. The same holds after the process dies with unsynced bytes whose writeback then fails.
+// So Open does not trust the page cache unless the log was closed cleanly.
+//
+// A clean Close, of a Log that never fail-stopped and whose final fsync of the tail segment
+// (tidwall's, in Close) succeeded, leaves a file named clean-close holding "tail <segment>
+// <size>\n". Open reads and removes it; the removal is made durable by the directory fsync
+// Open makes before it returns, so before the first Write. The marker is not fsynced: losing
+// it only costs a rewrite. Unless the marker names the current last segment with its current
+// size (and unless NoSync), Open, after the torn-tail repair and before tidwall loads the
+// segment, rewrites the last segment: it reads it, writes the bytes to
+// <segment>.REWRITE.TEMP, fsyncs that file, renames it over the segment and fsyncs the
+// directory. The segment is then a new file whose every byte this Open wrote and fsynced.
+// A crash before the rename leaves the old segment and a *.TEMP file that the next Open
+// removes; after it, the old file and the new one hold the same bytes. Either way the next
+// Open, finding no marker, rewrites again. Cost: one read and one write of the last segment
+// (at most SegmentSize plus one batch) and two fsyncs, only after an unclean stop. A log left
+// by an earlier version has no marker, so its first Open rewrites its last segment.
+//
+// Only the last segment can hold bytes whose fsync never succeeded. tidwall fsyncs a segment
+// before it creates the next one, and when that fsync fails it returns before creating it:
+// the Write fails, the Log fail-stops, and the failed segment stays the last one until the
+// next Open rewrites it. Every other segment was therefore fsynced whole, successfully, by the
+// session that filled it, before any entry after it was written.
+//
+// Guaranteed, when Open returns without NoSync: every entry Read and Replay can return is on
+// disk, with its segment's directory entry. Assumed: a successful fsync of a file reports any
+// writeback error of that file since the descriptor was opened (Linux 4.13 and later), so a
+// segment tidwall fsynced successfully while closing it is on disk; a read returns the bytes
+// the rewrite then makes durable (if the kernel dropped the pages, the read returns what the
+// disk holds, and the rewrite changes nothing); rename is atomic and a directory fsync makes
+// the directory's entries durable; the device honours flushes. Not covered: damage after a
+// successful fsync (the checksums catch it), and NoSync, which promises nothing.
+//
+// # Compaction
+//
+// CompactTo removes whole segment files from the front of the log; the store calls it after
+// a snapshot with the first index the older kept snapshot needs. It never copies a segment
+// and never holds up a Write:
+//
+//  1. Under the Log's lock, it picks the cut (the newest segment starting at or before
+//     keepFrom), moves FirstIndex to it so that no reader starts reading a file about to go,
+//     and notes the segment files before it. That is all it does under the lock.
+//  2. Without the lock, for each of those files, OLDEST FIRST: rename it to
+//     <segment>.DROPPED, a name that is not a segment's, then fsync the directory (unless
+//     NoSync), so that it has left the log durably BEFORE the next one does. The in-memory
+//     segment list is updated under the lock after each rename.
+//  3. Then it frees their space: it truncates each dropped file 256 KiB at a time, pausing a
+//     millisecond after each step, and deletes it. Deleting a 16 MiB file at once keeps the
+//     file system busy for milliseconds, long enough to hold up a concurrent Write's fsync;
+//     in small steps, a Write waits for about one step at most. Nothing here needs to be
+//     durable: Open deletes any *.DROPPED file it finds.
+//
+// Writes only wait for the lock, never for a file operation, though the file system may
+// still order a directory fsync and a Write's fsync in its journal. A crash at any instant
+// leaves the segments s_j, s_j+1, ..., s_n for some j: a prefix of the files taken out,
+// never a gap (which Open would refuse). Every entry from the cut on is there; the entries
+// between s_j and the cut are extra and harmless; the reopened log starts at s_j, and the
+// next compaction removes them. There is nothing to finish at Open but deleting dropped
+// files. A storage error while taking a file out fail-stops the Log; what it took out stays
+// out. A failure to delete a dropped file is only logged.
+//
+// tidwall keeps its own list of segments, and the removed ones stay in it until the log is
+// reopened (a few dozen bytes each). It never opens them again: reads of entries at or after
+// FirstIndex find them in later segments (its cached copies of removed segments cover other
+// indexes), it writes, cycles, syncs and closes only the tail, which compaction never removes,
+// and its own FirstIndex is read only at Open. Its TruncateFront, though, removes every file
+// it lists before the cut, so TruncateFront reopens tidwall first once CompactTo removed
+// files. TruncateFront at a segment start removes files as CompactTo does (and waits for the
+// space to be freed); inside a segment it is tidwall's truncation (a START file holding the
+// rest of the segment, written and fsynced, the older files removed, START renamed into
+// place; writes wait meanwhile), followed by a directory fsync. A log holding START, END or
+// TEMP files from a truncation a crash interrupted, by this version or an earlier one, is
+// finished by tidwall at Open.
 //
 // # Limits
 //

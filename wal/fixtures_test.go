@@ -182,5 +182,29 @@ func writeFile(t testing.TB, path string, data []byte) {
 	}
 }
 
+// compactSegmentSize makes segments of four or five 40-byte entries.
+const compactSegmentSize = 300
+
+// segmentedLog writes batches of three 40-byte entries until the log has at least n segment
+// files, and returns every entry written.
+func segmentedLog(t testing.TB, l *Log, dir string, n int) []entry {
+	t.Helper()
+	var all []entry
+	for len(segmentFiles(t, dir)) < n {
+		all = append(all, writeBatch(t, l, sizes(3, 40)...)...)
+	}
+	return all
+}
+
+// segmentStarts lists the first index of every segment file in dir.
+func segmentStarts(t testing.TB, dir string) []uint64 {
+	t.Helper()
+	starts, err := listSegments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return starts
+}
+
 // errInjected is the storage error the fault tests inject.
 var errInjected = fmt.Errorf("injected storage error")

@@ -6,6 +6,7 @@ import (
 	"github.com/execstore/execstore/internal/mutant"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -24,18 +25,31 @@ type Log struct {
 	last   atomic.Uint64
 	closed atomic.Bool
 
+	// front serializes the methods that remove segments from the front of the log
+	// (CompactTo, TruncateFront) with each other and with Close. It is taken before mu, and
+	// is held during their file I/O, which mu never is while CompactTo removes files.
+	front sync.Mutex
+
 	mu     sync.RWMutex // held for writing by every method that changes the log
 	segs   segmentMirror
 	failed error         // non-nil once fail-stopped; wraps ErrFailed and the cause
 	tb     tidwall.Batch // reused so that Write does not allocate
 	frame  []byte        // reused frame buffer
 	repair *TornTailError
+
+	// stale is set once this package removed segment files that tidwall still lists. tidwall
+	// never touches them again for reads, writes, cycling or Close, but its own TruncateFront
+	// would try to remove them: TruncateFront reopens tidwall first when stale is set.
+	stale bool
 }
 
 // Open opens the log in dir, creating it if needed. It finishes an interrupted truncation,
-// cuts a torn tail from the last segment (saving the bytes in a side file) and refuses a last
-// segment holding damaged durable entries with a *CorruptionError. Other segments are checked
-// as they are read: replay the whole log to check it all.
+// refuses segments that do not hold one contiguous run of entries, cuts a torn tail from the
+// last segment (saving the bytes in a side file) and refuses a last segment holding damaged
+// durable entries with a *CorruptionError. Unless the log was closed cleanly, it then rewrites
+// the last segment into a new file and fsyncs it, so that every entry it replays is on disk
+// (see "Reopening after an unclean stop" in the package documentation). The frames of other
+// segments are checked as they are read: replay the whole log to check them all.
 func Open(dir string, opts Options) (*Log, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
@@ -53,15 +67,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := resolvePending(dir, opts); err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
-	starts, err := listSegments(dir)
+	repair, err := prepareSegments(dir, opts)
 	if err != nil {
-		return nil, fmt.Errorf("wal: open: %w", err)
-	}
-	var repair *TornTailError
-	if len(starts) > 0 {
-		if repair, err = repairTail(dir, starts[len(starts)-1], opts); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	tw, err := tidwall.Open(dir, tidwallOptions(opts))
 	if err != nil {
@@ -73,6 +81,38 @@ func Open(dir string, opts Options) (*Log, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// prepareSegments readies the segment files for tidwall: it takes the clean-close marker,
+// checks that the segments are contiguous, repairs a torn tail and, after an unclean stop,
+// rewrites the last segment so that what tidwall loads is durable.
+func prepareSegments(dir string, opts Options) (*TornTailError, error) {
+	clean, err := takeCleanMarker(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open: %w", err)
+	}
+	starts, err := listSegments(dir)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open: %w", err)
+	}
+	if len(starts) == 0 {
+		return nil, nil
+	}
+	if err := checkContiguous(dir, starts); err != nil {
+		return nil, err
+	}
+	last := starts[len(starts)-1]
+	vouched := clean.vouchesFor(dir, last)
+	repair, err := repairTail(dir, last, opts)
+	if err != nil {
+		return nil, err
+	}
+	if !vouched && !opts.NoSync {
+		if err := rewriteTail(dir, last, opts); err != nil {
+			return nil, fmt.Errorf("wal: open: rewrite the last segment after an unclean stop: %w", err)
+		}
+	}
+	return repair, nil
 }
 
 // load reads the index range and the segment mirror after tidwall opened, then fsyncs the
@@ -211,12 +251,15 @@ func (l *Log) writable() error {
 	return l.failed
 }
 
-// fail enters the fail-stop state. After a failed write or fsync the page cache may hold bytes
-// the disk does not (or the reverse), so the only safe continuation is to reopen and let Open
-// read what is really there.
+// fail enters the fail-stop state; the caller holds l.mu. After a failed write or fsync the
+// page cache may hold bytes the disk does not (or the reverse), so the only safe continuation
+// is to reopen and let Open read what is really there. Write and CompactTo may fail
+// concurrently: the first cause is kept, both are logged.
 func (l *Log) fail(op string, cause error) error {
-	l.failed = fmt.Errorf("%w: %s: %w", ErrFailed, op, cause)
 	l.opts.Logger.Error("wal: fail-stop", "op", op, "err", cause)
+	if l.failed == nil {
+		l.failed = fmt.Errorf("%w: %s: %w", ErrFailed, op, cause)
+	}
 	return l.failed
 }
 
@@ -260,7 +303,8 @@ func (l *Log) readEntry(index uint64) (data []byte, err error) {
 		return nil, l.unparsable(index)
 	case errors.Is(err, tidwall.ErrClosed):
 		return nil, ErrClosed
-	case errors.Is(err, tidwall.ErrNotFound):
+	case errors.Is(err, tidwall.ErrNotFound),
+		errors.Is(err, os.ErrNotExist) && index < l.first.Load():
 		return nil, fmt.Errorf("%w: read %d: truncated concurrently", ErrOutOfRange, index)
 	}
 	return nil, fmt.Errorf("wal: read %d: %w", index, err)
@@ -288,23 +332,47 @@ func (l *Log) Replay(from uint64, fn func(index uint64, payload []byte) error) e
 
 // TruncateFront removes every entry before index, so that entry index becomes the first.
 // index may be LastIndex()+1, which empties the log; the next Write continues the numbering.
-// The directory is fsynced afterwards (unless NoSync) because tidwall removes and renames
-// segment files without doing so. A storage error fail-stops the Log.
+// When index is the first index of a segment file, it removes the older segment files as
+// CompactTo does, without holding up writes. Otherwise it uses tidwall's truncation, which
+// copies the rest of the segment holding index into a new file while writes wait, then fsyncs
+// the directory (unless NoSync) because tidwall removes and renames files without doing so.
+// A storage error fail-stops the Log.
 func (l *Log) TruncateFront(index uint64) error {
+	l.front.Lock()
+	defer l.front.Unlock()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := l.writable(); err != nil {
+		l.mu.Unlock()
 		return err
 	}
 	first, last := l.first.Load(), l.last.Load()
 	if index < first || index > last+1 {
+		l.mu.Unlock()
 		return fmt.Errorf("%w: truncate front to %d, log holds [%d, %d]", ErrOutOfRange, index, first, last)
 	}
 	if index == first {
+		l.mu.Unlock()
 		return nil
 	}
+	if _, boundary := slices.BinarySearch(l.segs.starts, index); boundary {
+		l.mu.Unlock()
+		dropped, err := l.dropSegmentsBefore(index)
+		l.discard(dropped)
+		return err
+	}
+	defer l.mu.Unlock()
+	return l.truncateInsideSegment(index)
+}
+
+// truncateInsideSegment is tidwall's front truncation. The caller holds l.front and l.mu.
+func (l *Log) truncateInsideSegment(index uint64) error {
 	if err := l.opts.Faults.beforeWrite(); err != nil {
 		return l.fail("truncate front", err)
+	}
+	if l.stale {
+		if err := l.reopenTidwall(); err != nil {
+			return l.fail("truncate front: reopen", err)
+		}
 	}
 	if err := l.tw.TruncateFront(index); err != nil {
 		return l.fail("truncate front", err)
@@ -318,6 +386,20 @@ func (l *Log) TruncateFront(index uint64) error {
 	if err := l.segs.load(l.dir); err != nil {
 		return l.fail("list segments", err)
 	}
+	return nil
+}
+
+// reopenTidwall closes tidwall and opens it again, so that its list of segments matches the
+// directory after this package removed some. The caller holds l.front and l.mu.
+func (l *Log) reopenTidwall() error {
+	if err := l.tw.Close(); err != nil {
+		return err
+	}
+	tw, err := tidwall.Open(l.dir, tidwallOptions(l.opts))
+	if err != nil {
+		return err // l.tw stays closed: the log fail-stops, and Close reports it
+	}
+	l.tw, l.stale = tw, false
 	return nil
 }
 
@@ -350,9 +432,13 @@ func (l *Log) tailPath() string {
 	return filepath.Join(l.dir, segmentName(l.segs.starts[len(l.segs.starts)-1]))
 }
 
-// Close closes the log. tidwall fsyncs the tail segment while closing, even with NoSync. A
-// fail-stopped log closes too; reopen it to continue.
+// Close closes the log. tidwall fsyncs the tail segment while closing, even with NoSync. If
+// the log never fail-stopped and that fsync succeeded, Close leaves a clean-close marker so
+// that the next Open can trust the tail segment without rewriting it. A fail-stopped log
+// closes too; reopen it to continue. Close waits for a CompactTo in progress.
 func (l *Log) Close() error {
+	l.front.Lock()
+	defer l.front.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
@@ -361,6 +447,9 @@ func (l *Log) Close() error {
 	l.closed.Store(true)
 	if err := l.tw.Close(); err != nil {
 		return fmt.Errorf("wal: close: %w", err)
+	}
+	if l.failed == nil {
+		writeCleanMarker(l.dir, l.segs.starts[len(l.segs.starts)-1], l.opts.Logger)
 	}
 	return nil
 }

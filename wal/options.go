@@ -13,9 +13,10 @@ const DefaultSegmentSize = 16 << 20
 // Options configures Open. The zero value is the production configuration.
 type Options struct {
 	// NoSync skips every fsync this package issues: the segment file after a Write, the
-	// directory after a segment is created or truncated, and the side file of a torn tail.
-	// An explicit Sync still syncs. tidwall/wal itself still fsyncs a segment it closes and
-	// the temporary file of a front truncation. Default false.
+	// directory after a segment is created, removed or truncated, and the side file of a torn
+	// tail; and Open does not rewrite the last segment after an unclean stop. An explicit Sync
+	// still syncs. tidwall/wal itself still fsyncs a segment it closes and the temporary file
+	// of a truncation inside a segment. Default false.
 	//
 	// With NoSync an operating-system crash may lose any suffix of the page cache in any
 	// order, so Open may later refuse the log as corrupt; use it for tests and benchmarks.
@@ -35,17 +36,21 @@ type Options struct {
 // Faults lets tests and the crash simulator inject storage errors. Each func, when non-nil, is
 // called before the corresponding operation; a non-nil return makes that operation fail with
 // it. BeforeWrite precedes every write this package makes to the log directory: a Write's
-// append, a TruncateFront, and the side file and truncation of a torn-tail repair in Open.
-// BeforeSync precedes every fsync this package issues (file or directory), not the ones
-// tidwall/wal issues on its own.
+// append, each segment file CompactTo (or TruncateFront at a segment start) removes, a
+// TruncateFront inside a segment, the side file and truncation of a torn-tail repair in Open,
+// and the rewrite of the last segment in Open. BeforeSync precedes every fsync this package
+// issues (file or directory), not the ones tidwall/wal issues on its own.
 //
 // AfterSync follows every fsync this package issues that succeeded, with the path of the file
 // or directory synced: the tail segment after a Write or Sync, the log directory, a torn-tail
-// side file, a repaired segment. Its bytes are durable by then. A non-nil return makes the
-// operation fail with it as if the fsync had failed (a Write, Sync or TruncateFront
-// fail-stops the Log; Open returns the error). The crash simulator uses it to learn what is
-// durable at each fsync, and to stop the log right after one: what was synced is on disk, but
-// the caller never hears so.
+// side file, a repaired segment, the temporary copy of the last segment that Open rewrites.
+// Its bytes are durable by then. A non-nil return makes the operation fail with it as if the
+// fsync had failed (a Write, Sync, CompactTo or TruncateFront fail-stops the Log; Open returns
+// the error). The crash simulator uses it to learn what is durable at each fsync, and to stop
+// the log right after one: what was synced is on disk, but the caller never hears so.
+//
+// CompactTo calls them from its own goroutine, without the Log's lock, while a Write may be
+// calling them from another: they must be safe for concurrent use when both run.
 type Faults struct {
 	BeforeWrite func() error
 	BeforeSync  func() error

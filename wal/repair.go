@@ -11,8 +11,9 @@ import (
 	tidwall "github.com/tidwall/wal"
 )
 
-// resolvePending finishes what a crash interrupted in tidwall's own file protocol before the
-// log is scanned: it deletes stale TEMP files and lets tidwall resolve START/END files.
+// resolvePending finishes what a crash interrupted before the log is scanned: it deletes
+// stale TEMP files and segment files compaction took out of the log, and lets tidwall resolve
+// START/END files.
 func resolvePending(dir string, o Options) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -22,9 +23,10 @@ func resolvePending(dir string, o Options) error {
 	for _, e := range entries {
 		name := e.Name()
 		switch {
-		case strings.HasSuffix(name, ".TEMP"):
-			// A TEMP file is a START/END file that was never renamed into place: its
-			// truncation never happened, so it holds nothing the log needs.
+		case strings.HasSuffix(name, ".TEMP"), strings.HasSuffix(name, droppedSuffix):
+			// A TEMP file is a START/END file or a rewritten segment that was never
+			// renamed into place, so it holds nothing the log needs; a DROPPED file is a
+			// segment compaction took out of the log.
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				return err
 			}

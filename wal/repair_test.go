@@ -244,16 +244,19 @@ func TestDamagedEarlierBatchInTheLastSegmentRefusesToOpen(t *testing.T) {
 	}
 }
 
-func TestDamagedOlderSegmentFailsReplay(t *testing.T) {
+func TestDamagedOlderSegmentIsRefused(t *testing.T) {
+	// Damage that changes how many entries the segment holds is refused at Open, which counts
+	// them; a changed byte inside an entry is refused when the entry is read.
 	tests := []struct {
 		name   string
 		mangle func(data []byte, ends []int) []byte
 		index  uint64 // index the error names
+		atOpen bool
 	}{
-		{"payload bit flipped", func(d []byte, e []int) []byte { return damage(d, e[1]+50, e[1]+51, 0x08) }, 3},
-		{"entry zeroed", func(d []byte, e []int) []byte { return damage(d, e[0], e[1], 0) }, 2},
-		{"cut inside an entry", func(d []byte, e []int) []byte { return d[:e[2]-3] }, 3},
-		{"cut on an entry boundary", func(d []byte, e []int) []byte { return d[:e[2]] }, 4},
+		{"payload bit flipped", func(d []byte, e []int) []byte { return damage(d, e[1]+50, e[1]+51, 0x08) }, 3, false},
+		{"entry zeroed", func(d []byte, e []int) []byte { return damage(d, e[0], e[1], 0) }, 2, true},
+		{"cut inside an entry", func(d []byte, e []int) []byte { return d[:e[2]-3] }, 3, true},
+		{"cut on an entry boundary", func(d []byte, e []int) []byte { return d[:e[2]] }, 4, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -272,12 +275,17 @@ func TestDamagedOlderSegmentFailsReplay(t *testing.T) {
 			data := readFile(t, seg)
 			writeFile(t, seg, tt.mangle(data, entryBounds(t, data)))
 
-			l = openLog(t, dir, opts)
-			defer closeLog(t, l)
-			err := l.Replay(l.FirstIndex(), func(uint64, []byte) error { return nil })
+			l, err := Open(dir, opts)
+			if err == nil {
+				defer closeLog(t, l)
+				if tt.atOpen {
+					t.Fatal("Open accepted a segment holding the wrong number of entries")
+				}
+				err = l.Replay(l.FirstIndex(), func(uint64, []byte) error { return nil })
+			}
 			var c *CorruptionError
 			if !errors.As(err, &c) || c.Segment != names[0] || c.Index != tt.index {
-				t.Fatalf("Replay = %v; want a *CorruptionError for index %d in %s", err, tt.index, names[0])
+				t.Fatalf("Open or Replay = %v; want a *CorruptionError for index %d in %s", err, tt.index, names[0])
 			}
 		})
 	}

@@ -1,8 +1,11 @@
 package wal
 
 import (
+	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,6 +96,13 @@ func (m *segmentMirror) addEntry(index uint64, frameLen int) int {
 	return 0
 }
 
+// drop forgets a segment whose file was removed; never the tail.
+func (m *segmentMirror) drop(start uint64) {
+	i := slices.Index(m.starts, start)
+	assert(i >= 0 && i < len(m.starts)-1, "wal: segment mirror: removed segment is unknown or the tail")
+	m.starts = slices.Delete(m.starts, i, i+1)
+}
+
 func (m *segmentMirror) cycle(first uint64) {
 	m.starts = append(m.starts, first)
 	m.tailBytes = 0
@@ -178,4 +188,80 @@ func walkSegment(dir, name string, k uint64) segmentWalk {
 		off += size
 	}
 	return w
+}
+
+// checkContiguous refuses segment files that do not hold one run of consecutive entries:
+// every segment but the last must hold exactly as many entries as the next one's name says
+// (next start - start). Front compaction removes files oldest first, each removal durable
+// before the next, and the store never removes anything else, so a crash cannot leave a gap
+// or an overlap: either is damage, refused with a *CorruptionError rather than left for a
+// replay that might never read that far (entries a snapshot covers are never read again,
+// and FirstIndex would name an entry that is not there). Only the entry lengths are walked;
+// the frames are verified when read.
+func checkContiguous(dir string, starts []uint64) error {
+	var r *bufio.Reader // one buffer for every segment
+	if len(starts) > 1 {
+		r = bufio.NewReaderSize(nil, 256<<10)
+	}
+	for i := 0; i+1 < len(starts); i++ {
+		name := segmentName(starts[i])
+		count, end, reason, err := countEntries(filepath.Join(dir, name), r)
+		if err != nil {
+			return fmt.Errorf("wal: open: read segment %s: %w", name, err)
+		}
+		if reason != "" {
+			return &CorruptionError{Segment: name, Index: starts[i] + count, Offset: end,
+				Reason: "segment file does not parse: " + reason}
+		}
+		switch want := starts[i+1] - starts[i]; {
+		case count < want:
+			return &CorruptionError{Segment: name, Index: starts[i] + count, Offset: end,
+				Reason: fmt.Sprintf("the segment holds %d entries and the next segment starts at %d: entries %d to %d are missing",
+					count, starts[i+1], starts[i]+count, starts[i+1]-1)}
+		case count > want:
+			return &CorruptionError{Segment: name, Index: starts[i+1], Offset: -1,
+				Reason: fmt.Sprintf("the segment holds %d entries, past the start of the next segment (%d)", count, starts[i+1])}
+		}
+	}
+	return nil
+}
+
+// countEntries walks the tidwall entries of a segment file by their lengths alone, through
+// r, and returns how many it holds. reason is "" when the whole file parses; otherwise end is
+// the offset of the entry that does not, and reason says why.
+func countEntries(path string, r *bufio.Reader) (count uint64, end int64, reason string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer f.Close()
+	r.Reset(f)
+	for {
+		head, err := r.Peek(binary.MaxVarintLen64)
+		if len(head) == 0 && errors.Is(err, io.EOF) {
+			return count, end, "", nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return count, end, "", err
+		}
+		n, k := binary.Uvarint(head)
+		switch {
+		case k == 0:
+			return count, end, "entry length truncated", nil
+		case k < 0:
+			return count, end, "entry length overflows 64 bits", nil
+		case n <= frameHeaderSize || n > frameHeaderSize+MaxPayloadBytes:
+			return count, end, fmt.Sprintf("entry of %d bytes cannot hold a frame", n), nil
+		}
+		if _, err := r.Discard(k); err != nil {
+			return count, end, "", err
+		}
+		if _, err := r.Discard(int(n)); errors.Is(err, io.EOF) {
+			return count, end, fmt.Sprintf("entry of %d bytes runs past the end of the segment", n), nil
+		} else if err != nil {
+			return count, end, "", err
+		}
+		count++
+		end += int64(k) + int64(n)
+	}
 }

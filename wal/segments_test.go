@@ -1,8 +1,11 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -43,6 +46,10 @@ func TestSegmentPredictionMatchesTheDirectoryAfterEveryWrite(t *testing.T) {
 					l = openLog(t, dir, opts)
 				case step%37 == 36:
 					if err := l.TruncateFront(l.LastIndex() - uint64(r.IntN(5))); err != nil {
+						t.Fatal(err)
+					}
+				case step%23 == 22:
+					if _, err := l.CompactTo(l.LastIndex() - uint64(r.IntN(20))); err != nil {
 						t.Fatal(err)
 					}
 				default:
@@ -87,5 +94,63 @@ func TestSegmentLimitChangedBetweenOpensIsPredicted(t *testing.T) {
 				t.Fatalf("segment files %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestGapsInTheLogAreRefusedAtOpen(t *testing.T) {
+	tests := []struct {
+		name    string
+		mangle  func(t *testing.T, dir string, s []uint64)
+		segment func(s []uint64) uint64 // the segment the error names
+		index   func(s []uint64) uint64 // the index it names
+	}{
+		{"a middle segment removed", func(t *testing.T, dir string, s []uint64) {
+			remove(t, dir, s[2])
+		}, func(s []uint64) uint64 { return s[1] }, func(s []uint64) uint64 { return s[2] }},
+		{"the segment before the tail removed", func(t *testing.T, dir string, s []uint64) {
+			remove(t, dir, s[len(s)-2])
+		}, func(s []uint64) uint64 { return s[len(s)-3] }, func(s []uint64) uint64 { return s[len(s)-2] }},
+		{"newer segments removed before the oldest", func(t *testing.T, dir string, s []uint64) {
+			remove(t, dir, s[1])
+			remove(t, dir, s[2])
+		}, func(s []uint64) uint64 { return s[0] }, func(s []uint64) uint64 { return s[1] }},
+		{"a segment renamed one index later", func(t *testing.T, dir string, s []uint64) {
+			if err := os.Rename(filepath.Join(dir, segmentName(s[2])), filepath.Join(dir, segmentName(s[2]+1))); err != nil {
+				t.Fatal(err)
+			}
+		}, func(s []uint64) uint64 { return s[1] }, func(s []uint64) uint64 { return s[2] }},
+		{"an older segment holding one entry too many", func(t *testing.T, dir string, s []uint64) {
+			next := readFile(t, filepath.Join(dir, segmentName(s[2])))
+			path := filepath.Join(dir, segmentName(s[1]))
+			writeFile(t, path, append(readFile(t, path), next[:entryBounds(t, next)[0]]...))
+		}, func(s []uint64) uint64 { return s[1] }, func(s []uint64) uint64 { return s[2] }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := Options{SegmentSize: compactSegmentSize}
+			l := openLog(t, dir, opts)
+			segmentedLog(t, l, dir, 6)
+			closeLog(t, l)
+			s := segmentStarts(t, dir)
+			tt.mangle(t, dir, s)
+			files := segmentFiles(t, dir)
+
+			_, err := Open(dir, opts)
+			var c *CorruptionError
+			if !errors.As(err, &c) || c.Segment != segmentName(tt.segment(s)) || c.Index != tt.index(s) {
+				t.Fatalf("Open = %v; want a *CorruptionError for index %d in segment %s", err, tt.index(s), segmentName(tt.segment(s)))
+			}
+			if got := segmentFiles(t, dir); !slices.Equal(got, files) {
+				t.Fatalf("a refused open changed the segments: %v, was %v", got, files)
+			}
+		})
+	}
+}
+
+func remove(t *testing.T, dir string, start uint64) {
+	t.Helper()
+	if err := os.Remove(filepath.Join(dir, segmentName(start))); err != nil {
+		t.Fatal(err)
 	}
 }

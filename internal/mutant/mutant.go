@@ -30,6 +30,16 @@ var (
 	// write all of them except the last: a snapshot whose checksum is right
 	// and whose state is not.
 	EncodeSkipsLastRecord bool
+	// SkipTailRewrite makes the WAL trust the page cache when it reopens
+	// after an unclean stop: it replays the last segment without rewriting
+	// and fsyncing it.
+	SkipTailRewrite bool
+	// CompactPastKeep makes WAL compaction remove one segment more than it
+	// may: the one holding the first entry it was asked to keep.
+	CompactPastKeep bool
+	// CompactNewestFirst makes WAL compaction remove segment files newest
+	// first, so that a crash in the middle leaves a gap in the log.
+	CompactNewestFirst bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.
