@@ -88,7 +88,8 @@
 //
 // Open also checks that the segments are one contiguous run: every segment but the last must
 // hold exactly next start - start entries (it walks the entry lengths of each file; the
-// frames are verified when read). Segment creation cannot leave a gap or an overlap (each new
+// frames are verified when read, and so is a file whose lengths do not parse, which is
+// damaged rather than missing and may lie wholly behind the caller's snapshot). Segment creation cannot leave a gap or an overlap (each new
 // segment's directory entry is fsynced before its Write returns, and tidwall creates it only
 // after fsyncing its predecessor whole), and neither can compaction (see below), so either is
 // damage, and Open refuses it with a *CorruptionError naming the segment and the first missing

@@ -197,7 +197,8 @@ func walkSegment(dir, name string, k uint64) segmentWalk {
 // or an overlap: either is damage, refused with a *CorruptionError rather than left for a
 // replay that might never read that far (entries a snapshot covers are never read again,
 // and FirstIndex would name an entry that is not there). Only the entry lengths are walked;
-// the frames are verified when read.
+// the frames are verified when read. A segment whose lengths do not parse is damaged, not
+// missing: its count is unknown, so it is left to the reads that meet it.
 func checkContiguous(dir string, starts []uint64) error {
 	var r *bufio.Reader // one buffer for every segment
 	if len(starts) > 1 {
@@ -210,8 +211,11 @@ func checkContiguous(dir string, starts []uint64) error {
 			return fmt.Errorf("wal: open: read segment %s: %w", name, err)
 		}
 		if reason != "" {
-			return &CorruptionError{Segment: name, Index: starts[i] + count, Offset: end,
-				Reason: "segment file does not parse: " + reason}
+			// Damage, not a gap: the name still says which entries the file holds, and
+			// reading any of them reports a *CorruptionError. Refusing to open here would
+			// refuse a store whose damage lies wholly behind its snapshot, which it never
+			// reads again (the store checks that range in the background instead).
+			continue
 		}
 		switch want := starts[i+1] - starts[i]; {
 		case count < want:
