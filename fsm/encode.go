@@ -13,7 +13,9 @@ import (
 // format: a reader refuses versions it does not know, and reads every older
 // one. Version 2 keeps a retired record's outcome as records keep theirs,
 // and its parent link.
-const StateVersion = 2
+//
+// Version 3 adds the change log (list_codec.go).
+const StateVersion = 3
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -46,6 +48,7 @@ type Reader interface {
 //	         parent:(0 | 1 caller:str key:str)) in ID order
 //	         (version 1: id:str workflow:str result:opt error admitted:uv
 //	         updated:uv deliveries:uv status:1B, and no parent)
+//	changes  (version 3) the change log: see list_codec.go
 //
 // The due index, the retirement queue and the two watch indexes are derived,
 // not stored: decoding rebuilds the due index and the watch indexes from the
@@ -137,6 +140,9 @@ func (s *State) Encode(w Writer) error {
 		e.flush(false)
 		return e.err == nil
 	})
+	if e.err == nil {
+		s.encodeChanges(e)
+	}
 	e.flush(true)
 	return e.err
 }
@@ -345,6 +351,12 @@ func DecodeState(r Reader) (*State, error) {
 		// Version 1 kept the child-start requests of retired executions;
 		// retirement now drops them, as replaying its commands would.
 		s.retired.Scan(func(it retiredItem) bool { s.deleteStarts(it.ID); return true })
+	}
+	// The change log, and the listing indexes built with it (list_codec.go).
+	if version < 3 {
+		s.deriveChanges()
+	} else if err := s.decodeChanges(d); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/tidwall/btree"
 )
 
 // dump is a state's whole value, for comparing states.
@@ -26,6 +27,51 @@ type dump struct {
 	Retired []Retired
 	RetIDs  []string
 	Ended   []dueKey
+	List    listDump
+}
+
+// listDump is the listing indexes and the change log by value: each entry
+// names its record by ID (CheckInvariants checks that it points to the
+// stored record).
+type listDump struct {
+	ByStatus   []listedAs // in (status, admission time, ID) order
+	ByWorkflow []listedAs // in (status, workflow, admission time, ID) order
+	ByParent   []listedAs // in (status, parent, admission time, ID) order
+	Changes    []Change
+	Counts     [statusCap]int
+	Workflows  []workflowCount
+}
+
+type listedAs struct {
+	Status Status
+	Group  string
+	At     int64
+	ID     string
+	Seq    uint64
+}
+
+func listDumpOf(s *State) listDump {
+	l := &s.list
+	d := listDump{Counts: l.counts, Workflows: collect[workflowCount](l.workflows)}
+	for st := range statusCap {
+		l.byStatus[st].Scan(func(k listEntry) bool {
+			d.ByStatus = append(d.ByStatus, listedAs{Status: Status(st), At: k.At, ID: k.e.ID, Seq: k.Seq})
+			return true
+		})
+		for i, t := range []*btree.BTreeG[groupEntry]{l.byWorkflow[st], l.byParent[st]} {
+			t.Scan(func(k groupEntry) bool {
+				e := listedAs{Status: Status(st), Group: k.Group, At: k.At, ID: k.e.ID}
+				if i == 0 {
+					d.ByWorkflow = append(d.ByWorkflow, e)
+				} else {
+					d.ByParent = append(d.ByParent, e)
+				}
+				return true
+			})
+		}
+	}
+	s.Changes(0, l.changes.Len(), func(c Change) { d.Changes = append(d.Changes, c) })
+	return d
 }
 
 func collect[T any](tr interface{ Scan(func(T) bool) }) []T {
@@ -74,10 +120,11 @@ func dumpOf(s *State) dump {
 		Retired: retiredRecords(s),
 		RetIDs:  retiredIDs(s),
 		Ended:   collect[dueKey](s.ended),
+		List:    listDumpOf(s),
 	}
 }
 
-var cmpOpts = cmp.AllowUnexported(dump{}, Execution{}, claimKey{})
+var cmpOpts = cmp.AllowUnexported(dump{}, Execution{}, claimKey{}, listDump{}, workflowCount{})
 
 // gen produces random but structurally valid commands over a small space of
 // IDs, keys and times, so that conflicts, lost leases, merges and repeats are
@@ -318,6 +365,23 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		"watch index missing": func(s *State) { s.wkeys.Delete(watchKey{Key: "k", ID: 1}) },
 		"orphan step":         func(s *State) { s.steps.Set(stepEntry{ExecutionID: "zz", Key: "k"}) },
 		"terminal count":      func(s *State) { s.meta.Terminal = 5 },
+		"listing entry missing": func(s *State) {
+			s.list.byStatus[StatusAdmitted].Delete(listEntry{At: 10, e: s.lookup("a")})
+		},
+		"listing entry under another status": func(s *State) {
+			k, _ := s.list.byStatus[StatusAdmitted].Delete(listEntry{At: 10, e: s.lookup("a")})
+			s.list.byStatus[StatusSuspended].Set(k)
+		},
+		"workflow entry points elsewhere": func(s *State) {
+			e := *s.lookup("a")
+			s.list.byWorkflow[StatusAdmitted].Set(groupEntry{Group: "w", At: 10, e: &e})
+		},
+		"change missing":         func(s *State) { s.list.changes.Delete(change{Key: changeKey(1, StatusAdmitted)}) },
+		"change sequence behind": func(s *State) { s.meta.ChangeSeq = 1 },
+		"status count":           func(s *State) { s.list.counts[StatusFailed]++ },
+		"workflow count": func(s *State) {
+			s.list.workflows.Set(workflowCount{Name: "w", N: 3})
+		},
 	}
 	if err := build().CheckInvariants(); err != nil {
 		t.Fatalf("intact state: %v", err)

@@ -131,6 +131,10 @@ type Meta struct {
 	NextWatchID uint64 // the ID the next watch gets; starts at 1
 	Terminal    int    // executions with a terminal status, retired ones included
 	Retired     int    // terminal executions retired to their compact record
+
+	// ChangeSeq is the position of the latest change of a record's status
+	// (see list.go); it only grows.
+	ChangeSeq uint64
 }
 
 // State is the whole state machine: every execution record and the indexes
@@ -153,6 +157,9 @@ type State struct {
 	retired *btree.BTreeG[retiredItem]
 	ended   *btree.BTreeG[dueKey] // (UpdatedAt, ID) of terminal records not yet retired, while trackEnded
 	meta    Meta
+
+	// list: the secondary indexes for listing and the change log (list.go).
+	list listIndexes
 
 	// trackEnded: ended is kept (see TrackRetirement); otherwise it is empty.
 	trackEnded bool
@@ -193,6 +200,8 @@ func New() *State {
 		ended:   newTree(dueLess),
 		meta:    Meta{NextWatchID: 1},
 		gen:     1,
+
+		list: newListIndexes(),
 	}
 }
 
@@ -220,6 +229,8 @@ func (s *State) Copy() *State {
 		retired: s.retired.Copy(),
 		ended:   s.ended.Copy(),
 		meta:    s.meta,
+
+		list: s.list.copy(),
 
 		trackEnded: s.trackEnded,
 	}
@@ -379,13 +390,26 @@ func (s *State) claimIndex(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
 // changed in place (no allocation, no tree search); a shared one is replaced.
 func (s *State) putRecord(old, e *Execution) *Execution {
 	if old != nil && old.gen == s.gen {
+		was := old.Status
 		*old = *e
+		if was != e.Status {
+			s.reindex(old, was)
+		}
 		return old
 	}
 	n := new(Execution)
 	*n = *e
 	n.gen = s.gen
 	s.execs.SetHint(execItem{ID: n.ID, e: n}, &s.execHint)
+	// The listing indexes and the change log follow every record (list.go).
+	switch {
+	case old == nil:
+		s.indexNew(n)
+	case old.Status != n.Status:
+		s.reindex(n, old.Status)
+	default:
+		s.repoint(n)
+	}
 	return n
 }
 

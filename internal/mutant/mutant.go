@@ -47,3 +47,11 @@ func Set(v *bool) (reset func()) {
 	*v = true
 	return func() { *v = false }
 }
+
+// Listing and the change log.
+var (
+	// ChangeSeqRestarts makes the state encoder number the change log again
+	// from 1, as if the sequence restarted at the snapshot: after a reopen
+	// from it, positions a consumer already read are handed out again.
+	ChangeSeqRestarts bool
+)
