@@ -58,7 +58,7 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 	}
 	// The change log (list_codec.go): read from version 3, derived before.
 	if version < 3 {
-		sum.Meta.ChangeSeq = uint64(c.live)
+		sum.Meta.ChangeSeq = 2 * uint64(c.live)
 	} else if err := c.changes(&sum); err != nil {
 		return StateSummary{}, err
 	}

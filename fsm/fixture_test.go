@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -131,18 +132,30 @@ func TestVersion1CommandsAndAVersion2StateStillOpen(t *testing.T) {
 			decoded.Len(), decoded.meta.Retired, decoded.meta.Terminal)
 	}
 	// Version 2 has no change log: DecodeState derives one (list_codec.go),
-	// one change per record, numbered in (time, ID) order, where replaying
-	// the commands numbered every change as it happened. So the comparison
-	// leaves out exactly the change numbering: Meta.ChangeSeq, the change
-	// log's sequence numbers and times, and the sequence number each
-	// listing entry keeps. What is compared of the change log is which
-	// record each change is of and its status; every record, every index
-	// (the listing indexes included) and every count must be equal.
+	// numbering admissions in admission-time order and latest changes in
+	// time order after them, where replaying the commands numbered every
+	// change as it happened. So the comparison leaves out exactly the change
+	// numbering: Meta.ChangeSeq, each record's AdmitSeq and ChangeSeq, the
+	// change log's positions and times, and the admission position each
+	// listing entry is ordered by (entries of equal admission time may
+	// therefore come in another order: they are compared sorted by ID).
+	// What is compared of the change log is which record each change is of
+	// and its status; every record, every other index and every count must
+	// be equal.
+	checkDerivedChanges(t, decoded)
+	for _, s := range []*State{replayed, decoded} { // the states are not used after this
+		s.execs.Scan(func(it execItem) bool { it.e.AdmitSeq, it.e.ChangeSeq = 0, 0; return true })
+	}
 	want, got := dumpOf(replayed), dumpOf(decoded)
 	for _, d := range []*dump{&want, &got} {
 		d.Meta.ChangeSeq = 0
-		for i := range d.List.ByStatus {
-			d.List.ByStatus[i].Seq = 0
+		for _, entries := range [][]listedAs{d.List.ByStatus, d.List.ByWorkflow, d.List.ByParent} {
+			for i := range entries {
+				entries[i].Adm = 0
+			}
+			slices.SortStableFunc(entries, func(a, b listedAs) int {
+				return strings.Compare(fmt.Sprint(a.Status, " ", a.Group, " ", a.At, " ", a.ID), fmt.Sprint(b.Status, " ", b.Group, " ", b.At, " ", b.ID))
+			})
 		}
 		for i := range d.List.Changes {
 			d.List.Changes[i].Seq, d.List.Changes[i].At = 0, 0
@@ -152,13 +165,12 @@ func TestVersion1CommandsAndAVersion2StateStillOpen(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
 		t.Fatalf("state-v2.bin differs from its replayed commands (-replayed +decoded):\n%s", diff)
 	}
-	checkDerivedChanges(t, decoded)
 }
 
 // checkDerivedChanges checks the change log DecodeState derives for a state
-// of version 1 or 2: one change per record, to its status, numbered from 1
-// in (time, ID) order, the time being the admission of a record still
-// admitted and the latest update of any other.
+// of version 1 or 2 of n records: one change per record, to its status,
+// numbered from n+1 in (time, ID) order, the time being the admission of a
+// record still admitted and the latest update of any other.
 func checkDerivedChanges(t *testing.T, s *State) {
 	t.Helper()
 	var got []Change
@@ -181,12 +193,12 @@ func checkDerivedChanges(t *testing.T, s *State) {
 		return 0
 	})
 	for i := range want {
-		want[i].Seq = uint64(i + 1)
+		want[i].Seq = uint64(len(want) + i + 1)
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("derived change log (-want +got):\n%s", diff)
 	}
-	if s.meta.ChangeSeq != uint64(len(want)) {
-		t.Fatalf("derived change sequence %d, want %d", s.meta.ChangeSeq, len(want))
+	if s.meta.ChangeSeq != uint64(2*len(want)) {
+		t.Fatalf("derived change sequence %d, want %d", s.meta.ChangeSeq, 2*len(want))
 	}
 }

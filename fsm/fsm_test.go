@@ -34,9 +34,9 @@ type dump struct {
 // names its record by ID (CheckInvariants checks that it points to the
 // stored record).
 type listDump struct {
-	ByStatus   []listedAs // in (status, admission time, ID) order
-	ByWorkflow []listedAs // in (status, workflow, admission time, ID) order
-	ByParent   []listedAs // in (status, parent, admission time, ID) order
+	ByStatus   []listedAs // in (status, admission time, admission) order
+	ByWorkflow []listedAs // in (workflow, admission time, admission) order
+	ByParent   []listedAs // in (parent, admission time, admission) order
 	Changes    []Change
 	Counts     [statusCap]int
 	Workflows  []workflowCount
@@ -46,8 +46,8 @@ type listedAs struct {
 	Status Status
 	Group  string
 	At     int64
+	Adm    uint64
 	ID     string
-	Seq    uint64
 }
 
 func listDumpOf(s *State) listDump {
@@ -55,20 +55,20 @@ func listDumpOf(s *State) listDump {
 	d := listDump{Counts: l.counts, Workflows: collect[workflowCount](l.workflows)}
 	for st := range statusCap {
 		l.byStatus[st].Scan(func(k listEntry) bool {
-			d.ByStatus = append(d.ByStatus, listedAs{Status: Status(st), At: k.At, ID: k.e.ID, Seq: k.Seq})
+			d.ByStatus = append(d.ByStatus, listedAs{Status: Status(st), At: k.At, Adm: k.Adm, ID: k.e.ID})
 			return true
 		})
-		for i, t := range []*btree.BTreeG[groupEntry]{l.byWorkflow[st], l.byParent[st]} {
-			t.Scan(func(k groupEntry) bool {
-				e := listedAs{Status: Status(st), Group: k.Group, At: k.At, ID: k.e.ID}
-				if i == 0 {
-					d.ByWorkflow = append(d.ByWorkflow, e)
-				} else {
-					d.ByParent = append(d.ByParent, e)
-				}
-				return true
-			})
-		}
+	}
+	for i, t := range []*btree.BTreeG[groupEntry]{l.byWorkflow, l.byParent} {
+		t.Scan(func(k groupEntry) bool {
+			e := listedAs{Group: k.Group, At: k.At, Adm: k.Adm, ID: k.e.ID}
+			if i == 0 {
+				d.ByWorkflow = append(d.ByWorkflow, e)
+			} else {
+				d.ByParent = append(d.ByParent, e)
+			}
+			return true
+		})
 	}
 	s.Changes(0, l.changes.Len(), func(c Change) { d.Changes = append(d.Changes, c) })
 	return d
@@ -366,19 +366,26 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		"orphan step":         func(s *State) { s.steps.Set(stepEntry{ExecutionID: "zz", Key: "k"}) },
 		"terminal count":      func(s *State) { s.meta.Terminal = 5 },
 		"listing entry missing": func(s *State) {
-			s.list.byStatus[StatusAdmitted].Delete(listEntry{At: 10, e: s.lookup("a")})
+			s.list.byStatus[StatusAdmitted].Delete(statusEntry(s.lookup("a")))
 		},
 		"listing entry under another status": func(s *State) {
-			k, _ := s.list.byStatus[StatusAdmitted].Delete(listEntry{At: 10, e: s.lookup("a")})
+			k, _ := s.list.byStatus[StatusAdmitted].Delete(statusEntry(s.lookup("a")))
 			s.list.byStatus[StatusSuspended].Set(k)
 		},
 		"workflow entry points elsewhere": func(s *State) {
 			e := *s.lookup("a")
-			s.list.byWorkflow[StatusAdmitted].Set(groupEntry{Group: "w", At: 10, e: &e})
+			s.list.byWorkflow.Set(workflowEntry(&e))
 		},
 		"change missing":         func(s *State) { s.list.changes.Delete(change{Key: changeKey(1, StatusAdmitted)}) },
 		"change sequence behind": func(s *State) { s.meta.ChangeSeq = 1 },
-		"status count":           func(s *State) { s.list.counts[StatusFailed]++ },
+		"admission after the latest change": func(s *State) {
+			e := s.lookup("b")
+			k, _ := s.list.byStatus[StatusAdmitted].Delete(statusEntry(e))
+			e.AdmitSeq = e.ChangeSeq + 1
+			k.Adm = e.AdmitSeq
+			s.list.byStatus[StatusAdmitted].Set(k)
+		},
+		"status count": func(s *State) { s.list.counts[StatusFailed]++ },
 		"workflow count": func(s *State) {
 			s.list.workflows.Set(workflowCount{Name: "w", N: 3})
 		},

@@ -8,32 +8,39 @@ import (
 
 // Listing and the change log.
 //
-// Every record that is not retired is in three secondary indexes, one tree
-// per status each, ordered by admission time then ID:
+// Every record that is not retired is in these secondary indexes, each
+// ordered by admission within its group:
 //
-//	byStatus[s]    (AdmittedAt, ID)              every record with status s
-//	byWorkflow[s]  (WorkflowID, AdmittedAt, ID)  the same records, by workflow
-//	byParent[s]    (Parent, AdmittedAt, ID)      the children among them, by parent
+//	byStatus[s]  (AdmittedAt, AdmitSeq)              the records with status s, one tree per status
+//	byWorkflow   (WorkflowID, AdmittedAt, AdmitSeq)  every record, by workflow
+//	byParent     (Parent, AdmittedAt, AdmitSeq)      the children, by parent
 //
-// so a listing by status, workflow or parent, within an admission-time range,
-// in either order, reads one contiguous range of one tree per status it asks
-// for: O(log n + page) for a status, O(S log n + S page) for any status (S
-// statuses, a constant). Only parent and workflow together are not indexed:
-// they read the parent's children and skip the other workflows, at most
-// ListQuery.ScanMax entries per page (the page then ends early, with a
-// position to go on from).
+// AdmitSeq, the position of the record's admission in the change log, breaks
+// ties of admission time (every admission of a batch has the batch's time)
+// without a look at the record: keys compare as integers. Time never goes
+// backwards, so this is admission order.
+//
+// A listing by status, by workflow or by parent, within an admission-time
+// range, in either order, reads one contiguous range: O(log n + page). With
+// no filter it merges the status trees: O(S log n + S page), S statuses (a
+// constant). The workflow and parent indexes leave the status out, so that a
+// change of status moves one entry, not three: a listing by workflow or
+// parent that also filters by status (or by parent and workflow) reads the
+// group's range and skips what does not match, examining at most
+// ListQuery.ScanMax entries per page; the page then ends early, with a
+// position to go on from.
 //
 // Entries carry the stored record, as the claimable indexes do, so a page
 // reaches its records without searching for them: putRecord moves an entry
-// when the record's status changes and repoints it when the record is
+// when the record's status changes and repoints them when the record is
 // replaced.
 //
 // The change log numbers every change of a record's status (admission
 // included) with a sequence, Meta.ChangeSeq, that only grows: it is part of
 // the snapshot, and replay assigns the same numbers. It keeps the latest
-// change of each record that is not retired: a new change of a record
-// removes its previous one, so the log holds exactly one entry per such
-// record. Retirement removes a record from the indexes and from the change
+// change of each record that is not retired (the record keeps its position,
+// ChangeSeq): a new change of a record removes its previous one, so the log
+// holds exactly one entry per such record. Retirement removes a record from the indexes and from the change
 // log; it is not a change itself.
 //
 // All of it is copy-on-write like the rest of the state: Copy captures it in
@@ -47,25 +54,25 @@ const statusCap = 8
 // status iterates it.
 var AllStatuses = []Status{StatusAdmitted, StatusSuspended, StatusCompleted, StatusFailed}
 
-// listEntry is an entry of a status's admission index. Seq is the position of
-// the record's latest status change (the key of its change-log entry).
+// listEntry is an entry of a status's admission index.
 type listEntry struct {
 	At  int64
+	Adm uint64
 	e   *Execution
-	Seq uint64
 }
 
 func listLess(a, b listEntry) bool {
 	if a.At != b.At {
 		return a.At < b.At
 	}
-	return a.e.ID < b.e.ID
+	return a.Adm < b.Adm
 }
 
 // groupEntry is an entry of a workflow's or a parent's admission index.
 type groupEntry struct {
 	Group string
 	At    int64
+	Adm   uint64
 	e     *Execution
 }
 
@@ -76,7 +83,17 @@ func groupLess(a, b groupEntry) bool {
 	if a.At != b.At {
 		return a.At < b.At
 	}
-	return a.e.ID < b.e.ID
+	return a.Adm < b.Adm
+}
+
+func statusEntry(e *Execution) listEntry { return listEntry{At: e.AdmittedAt, Adm: e.AdmitSeq, e: e} }
+
+func workflowEntry(e *Execution) groupEntry {
+	return groupEntry{Group: e.WorkflowID, At: e.AdmittedAt, Adm: e.AdmitSeq, e: e}
+}
+
+func parentEntry(e *Execution) groupEntry {
+	return groupEntry{Group: e.Parent.ExecutionID, At: e.AdmittedAt, Adm: e.AdmitSeq, e: e}
 }
 
 // change is an entry of the change log. Key is the change's sequence number
@@ -114,24 +131,25 @@ func workflowCountLess(a, b workflowCount) bool { return a.Name < b.Name }
 // from the records except the change log's sequence numbers and times.
 type listIndexes struct {
 	byStatus   [statusCap]*btree.BTreeG[listEntry]
-	byWorkflow [statusCap]*btree.BTreeG[groupEntry]
-	byParent   [statusCap]*btree.BTreeG[groupEntry]
+	byWorkflow *btree.BTreeG[groupEntry]
+	byParent   *btree.BTreeG[groupEntry]
 	changes    *btree.BTreeG[change]
 	workflows  *btree.BTreeG[workflowCount]
 	counts     [statusCap]int // records by status, retired ones included
 
 	// Search hints of the applying goroutine: scratch, not state.
-	hints [3][statusCap]indexHints
-	chint indexHints
+	hints  [statusCap]indexHints // byStatus
+	ghints [2]indexHints         // byWorkflow, byParent
+	chint  indexHints
 }
 
 func newListIndexes() listIndexes {
 	var l listIndexes
 	for i := range statusCap {
 		l.byStatus[i] = newTree(listLess)
-		l.byWorkflow[i] = newTree(groupLess)
-		l.byParent[i] = newTree(groupLess)
 	}
+	l.byWorkflow = newTree(groupLess)
+	l.byParent = newTree(groupLess)
 	l.changes = newTree(changeLess)
 	l.workflows = newTree(workflowCountLess)
 	return l
@@ -141,22 +159,22 @@ func (l *listIndexes) copy() listIndexes {
 	var c listIndexes
 	for i := range statusCap {
 		c.byStatus[i] = l.byStatus[i].Copy()
-		c.byWorkflow[i] = l.byWorkflow[i].Copy()
-		c.byParent[i] = l.byParent[i].Copy()
 	}
+	c.byWorkflow = l.byWorkflow.Copy()
+	c.byParent = l.byParent.Copy()
 	c.changes = l.changes.Copy()
 	c.workflows = l.workflows.Copy()
 	c.counts = l.counts
 	return c
 }
 
-// indexNew indexes a record just created (admitted or started as a child)
-// and logs its first change.
+// indexNew indexes a record just created (admitted or started as a child):
+// putRecord gave it its admission's position.
 func (s *State) indexNew(e *Execution) {
 	l := &s.list
-	seq := s.nextChangeSeq()
-	l.insert(e, seq)
-	l.changes.Load(change{Key: changeKey(seq, e.Status), At: e.UpdatedAt, ID: e.ID}) // sequences only grow: an append
+	l.byStatus[e.Status].SetHint(statusEntry(e), &l.hints[e.Status].set)
+	l.setGroups(e)
+	l.changes.Load(change{Key: changeKey(e.ChangeSeq, e.Status), At: e.UpdatedAt, ID: e.ID}) // sequences only grow: an append
 	l.counts[e.Status]++
 	wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID})
 	wc.Name = e.WorkflowID
@@ -165,15 +183,18 @@ func (s *State) indexNew(e *Execution) {
 }
 
 // reindex moves a record whose status changed from old to its new status and
-// logs the change, replacing the record's previous change. e is the stored
-// record (possibly the same pointer the entries hold, changed in place).
-func (s *State) reindex(e *Execution, old Status) {
+// logs the change (putRecord numbered it), replacing the record's previous
+// change, oldSeq. e is the stored record: replaced is false when it was
+// changed in place, so that the entries already point to it.
+func (s *State) reindex(e *Execution, old Status, oldSeq uint64, replaced bool) {
 	l := &s.list
-	prev := l.remove(e, old)
-	l.changes.DeleteHint(change{Key: changeKey(prev, old)}, &l.chint.del)
-	seq := s.nextChangeSeq()
-	l.insert(e, seq)
-	l.changes.Load(change{Key: changeKey(seq, e.Status), At: e.UpdatedAt, ID: e.ID})
+	l.byStatus[old].DeleteHint(statusEntry(e), &l.hints[old].del)
+	l.changes.DeleteHint(change{Key: changeKey(oldSeq, old)}, &l.chint.del)
+	l.byStatus[e.Status].SetHint(statusEntry(e), &l.hints[e.Status].set)
+	if replaced {
+		l.setGroups(e)
+	}
+	l.changes.Load(change{Key: changeKey(e.ChangeSeq, e.Status), At: e.UpdatedAt, ID: e.ID})
 	l.counts[old]--
 	l.counts[e.Status]++
 }
@@ -182,15 +203,16 @@ func (s *State) reindex(e *Execution, old Status) {
 // in place) point to its new stored version. Its status is unchanged.
 func (s *State) repoint(e *Execution) {
 	l := &s.list
-	h := &l.hints[0][e.Status]
-	t := l.byStatus[e.Status]
-	k := listEntry{At: e.AdmittedAt, e: e}
-	prev, _ := t.GetHint(k, &h.set)
-	k.Seq = prev.Seq
-	t.SetHint(k, &h.set)
-	l.byWorkflow[e.Status].SetHint(groupEntry{Group: e.WorkflowID, At: e.AdmittedAt, e: e}, &l.hints[1][e.Status].set)
+	l.byStatus[e.Status].SetHint(statusEntry(e), &l.hints[e.Status].set)
+	l.setGroups(e)
+}
+
+// setGroups sets a record's entries in the workflow and parent indexes,
+// pointing to e.
+func (l *listIndexes) setGroups(e *Execution) {
+	l.byWorkflow.SetHint(workflowEntry(e), &l.ghints[0].set)
 	if e.Parent != nil {
-		l.byParent[e.Status].SetHint(groupEntry{Group: e.Parent.ExecutionID, At: e.AdmittedAt, e: e}, &l.hints[2][e.Status].set)
+		l.byParent.SetHint(parentEntry(e), &l.ghints[1].set)
 	}
 }
 
@@ -198,29 +220,12 @@ func (s *State) repoint(e *Execution) {
 // from the log. Its counts stay: a retired record is still a record.
 func (s *State) unindex(e *Execution) {
 	l := &s.list
-	seq := l.remove(e, e.Status)
-	l.changes.Delete(change{Key: changeKey(seq, e.Status)})
-}
-
-// insert adds a record's entries under its status.
-func (l *listIndexes) insert(e *Execution, seq uint64) {
-	st := e.Status
-	l.byStatus[st].SetHint(listEntry{At: e.AdmittedAt, e: e, Seq: seq}, &l.hints[0][st].set)
-	l.byWorkflow[st].SetHint(groupEntry{Group: e.WorkflowID, At: e.AdmittedAt, e: e}, &l.hints[1][st].set)
+	l.byStatus[e.Status].Delete(statusEntry(e))
+	l.byWorkflow.Delete(workflowEntry(e))
 	if e.Parent != nil {
-		l.byParent[st].SetHint(groupEntry{Group: e.Parent.ExecutionID, At: e.AdmittedAt, e: e}, &l.hints[2][st].set)
+		l.byParent.Delete(parentEntry(e))
 	}
-}
-
-// remove deletes a record's entries under status st and returns the
-// sequence number of its latest change.
-func (l *listIndexes) remove(e *Execution, st Status) uint64 {
-	prev, _ := l.byStatus[st].DeleteHint(listEntry{At: e.AdmittedAt, e: e}, &l.hints[0][st].del)
-	l.byWorkflow[st].DeleteHint(groupEntry{Group: e.WorkflowID, At: e.AdmittedAt, e: e}, &l.hints[1][st].del)
-	if e.Parent != nil {
-		l.byParent[st].DeleteHint(groupEntry{Group: e.Parent.ExecutionID, At: e.AdmittedAt, e: e}, &l.hints[2][st].del)
-	}
-	return prev.Seq
+	l.changes.Delete(change{Key: changeKey(e.ChangeSeq, e.Status)})
 }
 
 func (s *State) nextChangeSeq() uint64 {
@@ -243,21 +248,22 @@ type ListQuery struct {
 	From     int64  // admitted at or after From; 0: no bound
 	To       int64  // admitted before To; 0: no bound
 	Newest   bool   // newest first; otherwise oldest first
-	// After resumes a listing after the position (AfterAt, AfterID), which
-	// the listing itself excludes; AfterID "" starts from the beginning.
-	AfterAt int64
-	AfterID string
-	Limit   int // the most records to return; at least 1
+	// After resumes a listing after a position (ListPos), which the listing
+	// itself excludes; the zero position means from the beginning.
+	After ListPos
+	Limit int // the most records to return; at least 1
 	// ScanMax bounds the entries one page examines when the query filters
-	// by parent and workflow together (the only filter the indexes do not
-	// serve directly); at least Limit.
+	// by status and a workflow or parent, or by a workflow and a parent
+	// (the indexes serve one of them; the page skips what fails the
+	// other); at least Limit.
 	ScanMax int
 }
 
-// ListPos is a position in a listing: the last entry a page examined.
+// ListPos is a position in a listing: the admission time and the admission's
+// position in the change log of the last record a page examined.
 type ListPos struct {
-	At int64
-	ID string
+	At  int64
+	Adm uint64
 }
 
 // List calls fn with each record the query selects, in order, at most
@@ -265,26 +271,38 @@ type ListPos struct {
 // listing may go on after it. fn must not change or keep the record. Like
 // Get, List may run in several goroutines at once: it uses no search hint.
 func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bool) {
-	statuses := AllStatuses
-	if q.Status != 0 {
-		statuses = []Status{q.Status}
-	}
-	n := q.Limit + 1
-	scanning := q.Parent != "" && q.Workflow != ""
-	if scanning {
-		n = max(q.ScanMax, q.Limit) + 1
-	}
+	l := &s.list
 	var hits []hit
-	var tmp []hit
-	for _, st := range statuses {
-		if int(st) >= statusCap {
-			continue
+	n := q.Limit + 1
+	keep := func(*Execution) bool { return true }
+	switch {
+	case q.Parent == "" && q.Workflow == "":
+		statuses := AllStatuses
+		if q.Status != 0 {
+			statuses = []Status{q.Status}
 		}
-		tmp = s.list.collect(st, q, n, tmp[:0])
-		hits = mergeHits(hits, tmp, q.Newest)
-		if len(hits) > n {
-			hits = hits[:n]
+		var tmp []hit
+		for _, st := range statuses {
+			if int(st) >= statusCap {
+				continue
+			}
+			tmp = l.collectStatus(st, q, n, tmp[:0])
+			if hits = mergeHits(hits, tmp, q.Newest); len(hits) > n {
+				hits = hits[:n]
+			}
 		}
+	default:
+		tr, group := l.byWorkflow, q.Workflow
+		if q.Parent != "" {
+			tr, group = l.byParent, q.Parent
+		}
+		if q.Status != 0 || (q.Parent != "" && q.Workflow != "") {
+			n = max(q.ScanMax, q.Limit) + 1
+			keep = func(e *Execution) bool {
+				return (q.Status == 0 || e.Status == q.Status) && (q.Workflow == "" || e.WorkflowID == q.Workflow)
+			}
+		}
+		hits = collectGroup(tr, group, q, n, nil)
 	}
 	examined, returned := 0, 0
 	for _, h := range hits {
@@ -292,13 +310,12 @@ func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bo
 			return next, true
 		}
 		examined++
-		next = ListPos{At: h.At, ID: h.e.ID}
-		if scanning && h.e.WorkflowID != q.Workflow {
+		next = ListPos{At: h.At, Adm: h.Adm}
+		if !keep(h.e) {
 			continue
 		}
 		fn(h.e)
-		returned++
-		if returned == q.Limit {
+		if returned++; returned == q.Limit {
 			return next, examined < len(hits)
 		}
 	}
@@ -307,15 +324,16 @@ func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bo
 
 // hit is an index entry a listing found.
 type hit struct {
-	At int64
-	e  *Execution
+	At  int64
+	Adm uint64
+	e   *Execution
 }
 
 func hitBefore(a, b hit, newest bool) bool {
 	if a.At != b.At {
 		return (a.At < b.At) != newest
 	}
-	return (a.e.ID < b.e.ID) != newest
+	return (a.Adm < b.Adm) != newest
 }
 
 // mergeHits merges two listings in the same order.
@@ -337,91 +355,88 @@ func mergeHits(a, b []hit, newest bool) []hit {
 	return append(append(out, a[i:]...), b[j:]...)
 }
 
-// collect appends to out, in the query's order, at most n entries of
-// status st that the query selects, after its position. It picks the index:
-// the parent's, the workflow's, or the status's own.
-func (l *listIndexes) collect(st Status, q *ListQuery, n int, out []hit) []hit {
-	ok := func(at int64, e *Execution) bool {
-		switch {
-		case q.To != 0 && at >= q.To, at < q.From:
-			return false
-		case q.AfterID == "":
-			return true
-		case at != q.AfterAt:
-			return (at > q.AfterAt) != q.Newest
-		}
-		return e.ID != q.AfterID && (e.ID > q.AfterID) != q.Newest
-	}
-	// past reports whether an entry lies beyond the range, in the query's
-	// order: the walk stops there.
-	past := func(at int64) bool {
-		if q.Newest {
-			return at < q.From
-		}
-		return q.To != 0 && at >= q.To
-	}
-	lo, hi := q.From, q.To // the pivot's time: where the walk starts
-	loID, hiID := "", ""
-	if q.AfterID != "" {
-		if !q.Newest && q.AfterAt >= lo {
-			lo, loID = q.AfterAt, q.AfterID
-		}
-		if q.Newest && (hi == 0 || q.AfterAt < hi) {
-			hi, hiID = q.AfterAt, q.AfterID
-		}
-	}
-	group, tr := "", (*btree.BTreeG[groupEntry])(nil)
-	switch {
-	case q.Parent != "":
-		group, tr = q.Parent, l.byParent[st]
-	case q.Workflow != "":
-		group, tr = q.Workflow, l.byWorkflow[st]
-	}
-	if tr == nil {
-		t := l.byStatus[st]
-		visit := func(k listEntry) bool {
-			if past(k.At) || len(out) == n {
-				return false
-			}
-			if ok(k.At, k.e) {
-				out = append(out, hit{At: k.At, e: k.e})
-			}
-			return true
-		}
-		switch {
-		case !q.Newest:
-			t.Ascend(listEntry{At: lo, e: &Execution{ID: loID}}, visit)
-		case hi == 0:
-			t.Reverse(visit)
-		default:
-			t.Descend(listEntry{At: hi, e: &Execution{ID: hiID}}, visit)
-		}
-		return out
-	}
-	visit := func(k groupEntry) bool {
-		if k.Group != group || past(k.At) || len(out) == n {
-			return false
-		}
-		if ok(k.At, k.e) {
-			out = append(out, hit{At: k.At, e: k.e})
-		}
-		return true
-	}
-	switch {
-	case !q.Newest:
-		tr.Ascend(groupEntry{Group: group, At: lo, e: &Execution{ID: loID}}, visit)
-	case hi == 0:
-		// The group's last entry: just before the next group name.
-		tr.Descend(groupEntry{Group: group, At: maxTime, e: &Execution{ID: maxIDKey}}, visit)
-	default:
-		tr.Descend(groupEntry{Group: group, At: hi, e: &Execution{ID: hiID}}, visit)
-	}
-	return out
+// walk is a listing's walk of one index range: where it starts and which
+// entries it takes.
+type walk struct {
+	q     *ListQuery
+	pivot ListPos // where the walk starts (its entry included)
+	n     int
+	out   []hit
 }
 
-// maxIDKey sorts after every execution ID (IDs are at most 200 bytes of
-// UTF-8, whose bytes are never 0xff).
-var maxIDKey = string([]byte{0xff})
+// newWalk starts a walk at the query's position or its time bound,
+// whichever comes later in the query's order. A descending walk with
+// neither starts at the end (pivot.At 0).
+func newWalk(q *ListQuery, n int, out []hit) *walk {
+	w := &walk{q: q, n: n, out: out}
+	a := q.After
+	switch {
+	case !q.Newest:
+		w.pivot = ListPos{At: q.From}
+		if a != (ListPos{}) && (a.At > q.From || (a.At == q.From)) {
+			w.pivot = a
+		}
+	case a != (ListPos{}) && (q.To == 0 || a.At < q.To):
+		w.pivot = a
+	case q.To != 0:
+		w.pivot = ListPos{At: q.To} // admission numbers start at 1: every entry at To comes after
+	}
+	return w
+}
+
+// take offers the next entry of the walk, and reports whether to go on.
+func (w *walk) take(at int64, adm uint64, e *Execution) bool {
+	q := w.q
+	past := (q.Newest && at < q.From) || (!q.Newest && q.To != 0 && at >= q.To)
+	if past || len(w.out) == w.n {
+		return false
+	}
+	a := q.After
+	switch {
+	case q.To != 0 && at >= q.To, at < q.From:
+	case a == (ListPos{}),
+		at != a.At && (at > a.At) != q.Newest,
+		at == a.At && adm != a.Adm && (adm > a.Adm) != q.Newest:
+		w.out = append(w.out, hit{At: at, Adm: adm, e: e})
+	}
+	return true
+}
+
+// collectStatus appends to out, in the query's order, at most n records of
+// status st that the query's time range selects, after its position.
+func (l *listIndexes) collectStatus(st Status, q *ListQuery, n int, out []hit) []hit {
+	w := newWalk(q, n, out)
+	t := l.byStatus[st]
+	visit := func(k listEntry) bool { return w.take(k.At, k.Adm, k.e) }
+	p := listEntry{At: w.pivot.At, Adm: w.pivot.Adm}
+	switch {
+	case !q.Newest:
+		t.Ascend(p, visit)
+	case w.pivot.At == 0:
+		t.Reverse(visit)
+	default:
+		t.Descend(p, visit)
+	}
+	return w.out
+}
+
+// collectGroup is collectStatus for one group (a workflow or a parent) of a
+// group index.
+func collectGroup(tr *btree.BTreeG[groupEntry], group string, q *ListQuery, n int, out []hit) []hit {
+	w := newWalk(q, n, out)
+	visit := func(k groupEntry) bool { return k.Group == group && w.take(k.At, k.Adm, k.e) }
+	p := groupEntry{Group: group, At: w.pivot.At, Adm: w.pivot.Adm}
+	switch {
+	case !q.Newest:
+		tr.Ascend(p, visit)
+	case w.pivot.At == 0:
+		// The group's last entry: just before the next group name.
+		tr.Descend(groupEntry{Group: group, At: maxTime, Adm: ^uint64(0)}, visit)
+	default:
+		tr.Descend(p, visit)
+	}
+	return w.out
+}
 
 // Change is one entry of the change log: the record ID changed to Status at
 // time At, and Seq is the change's position.
@@ -475,9 +490,11 @@ func (s *State) WorkflowCount() int { return s.list.workflows.Len() }
 // checkList verifies the listing indexes and the change log against the
 // records: each record that is not retired has exactly one entry in its
 // status's index, its workflow's and (a child) its parent's, each pointing
-// to the stored record, and exactly one change, the latest, with its status;
-// no entry of anything else; changes are numbered at most Meta.ChangeSeq;
-// the counts agree with the records, retired ones included.
+// to the stored record, and exactly one change, its latest (ChangeSeq), with
+// its status, at a time within its admission and its latest update; no entry
+// of anything else; positions are at most Meta.ChangeSeq and admissions
+// come no later than latest changes; the counts agree with the records,
+// retired ones included.
 func (s *State) checkList() error {
 	l := &s.list
 	var err error
@@ -487,41 +504,37 @@ func (s *State) checkList() error {
 	}
 	var counts [statusCap]int
 	workflows := map[string]int{} // only looked up and compared, never iterated for a result
-	seqs := map[uint64]bool{}
+	admissions := map[uint64]bool{}
 	entries, children := 0, 0
 	s.execs.Scan(func(it execItem) bool {
 		e := it.e
 		st := e.Status
 		counts[st]++
 		workflows[e.WorkflowID]++
-		k, ok := l.byStatus[st].Get(listEntry{At: e.AdmittedAt, e: e})
-		switch {
-		case !ok:
-			return fail(e.ID, "missing from the "+statusName(st)+" listing index")
-		case k.e != e:
-			return fail(e.ID, "listing entry points to another record than the stored one")
-		case seqs[k.Seq]:
-			return fail(e.ID, "shares its change with another record")
+		if k, ok := l.byStatus[st].Get(statusEntry(e)); !ok || k.e != e {
+			return fail(e.ID, "missing from the "+statusName(st)+" listing index, or its entry points elsewhere")
 		}
-		seqs[k.Seq] = true
-		if g, ok := l.byWorkflow[st].Get(groupEntry{Group: e.WorkflowID, At: e.AdmittedAt, e: e}); !ok || g.e != e {
+		if g, ok := l.byWorkflow.Get(workflowEntry(e)); !ok || g.e != e {
 			return fail(e.ID, "missing from its workflow's listing index, or its entry points elsewhere")
 		}
 		if e.Parent != nil {
 			children++
-			if g, ok := l.byParent[st].Get(groupEntry{Group: e.Parent.ExecutionID, At: e.AdmittedAt, e: e}); !ok || g.e != e {
+			if g, ok := l.byParent.Get(parentEntry(e)); !ok || g.e != e {
 				return fail(e.ID, "missing from its parent's listing index, or its entry points elsewhere")
 			}
 		}
-		c, ok := l.changes.Get(change{Key: changeKey(k.Seq, st)})
+		c, ok := l.changes.Get(change{Key: changeKey(e.ChangeSeq, st)})
 		switch {
 		case !ok || c.ID != e.ID:
-			return fail(e.ID, "its latest change "+itoa(k.Seq)+" ("+statusName(st)+") is not in the change log")
-		case k.Seq == 0 || k.Seq > s.meta.ChangeSeq:
-			return fail(e.ID, "change "+itoa(k.Seq)+" numbered beyond the sequence "+itoa(s.meta.ChangeSeq))
+			return fail(e.ID, "its latest change "+itoa(e.ChangeSeq)+" ("+statusName(st)+") is not in the change log")
+		case e.AdmitSeq == 0 || e.AdmitSeq > e.ChangeSeq || e.ChangeSeq > s.meta.ChangeSeq:
+			return fail(e.ID, "admitted at position "+itoa(e.AdmitSeq)+", changed at "+itoa(e.ChangeSeq)+", the sequence is at "+itoa(s.meta.ChangeSeq))
+		case admissions[e.AdmitSeq]:
+			return fail(e.ID, "shares its admission's position with another record")
 		case c.At < e.AdmittedAt || c.At > e.UpdatedAt:
 			return fail(e.ID, "latest change at a time outside its record's admission and update")
 		}
+		admissions[e.AdmitSeq] = true
 		entries++
 		return true
 	})
@@ -533,11 +546,9 @@ func (s *State) checkList() error {
 		workflows[it.r.WorkflowID]++
 		return true
 	})
-	sizes := [3]int{}
+	sizes := [3]int{0, l.byWorkflow.Len(), l.byParent.Len()}
 	for _, st := range AllStatuses {
 		sizes[0] += l.byStatus[st].Len()
-		sizes[1] += l.byWorkflow[st].Len()
-		sizes[2] += l.byParent[st].Len()
 	}
 	for st := range statusCap {
 		if counts[st] != l.counts[st] {

@@ -2,29 +2,33 @@ package fsm
 
 import (
 	"slices"
-
-	"github.com/execstore/execstore/internal/mutant"
 )
 
 // The change log in the state encoding (version 3), after the retired
-// records:
+// records: two lists, each naming every record once by its position in the
+// records section (ID order), so that decoding builds each structure in its
+// own order by appends, without sorting:
 //
-//	changes  last:uv (Meta.ChangeSeq) count:uv (one per record), then per
-//	         change in sequence order: seq-delta:uv (from the previous
-//	         change's, the first from 0; at least 1) at:uv
-//	         record:uv (the record's position in the records section)
+//	changes  last:uv (Meta.ChangeSeq) count:uv (the number of records)
+//	         admissions, in admission order: (adm-delta:uv record:uv) per
+//	           record, adm-delta from the previous admission's position
+//	           (the first from 0), at least 1: the record's AdmitSeq
+//	         latest changes, in sequence order: (seq-delta:uv at:uv
+//	           record:uv) per record, likewise: its ChangeSeq, and the
+//	           change's time
 //
-// A change's status is its record's: the log keeps only each record's latest
-// change. The listing indexes and the counts are derived, not stored:
-// decoding rebuilds them from the records (and the retired records, for the
-// counts).
+// Positions are at most last. A change's status is its record's: the log
+// keeps only each record's latest change. The listing indexes and the counts
+// are derived, not stored: decoding rebuilds them from the records (and the
+// retired records, for the counts).
 //
-// Versions 1 and 2 have no change log. Decoding one derives it: one change
-// per record that is not retired, to its status, at its admission time if
-// it is still admitted and at its latest update otherwise (for a terminal
-// record that is when it ended; a suspended record's suspension may be
-// earlier than that), numbered 1, 2, ... in (time, ID) order. A store
-// opened from such a snapshot continues the sequence from there.
+// Versions 1 and 2 have no change log. Decoding one derives it: each record
+// that is not retired is admitted at a position in (admission time, ID)
+// order, 1 to n, and its latest change is numbered n+1 to 2n in (time, ID)
+// order, to its status, at its admission time if it is still admitted and
+// at its latest update otherwise (for a terminal record that is when it
+// ended; a suspended record's suspension may be earlier than that). A store
+// opened from such a snapshot continues the sequence from 2n.
 
 // encodeChanges writes the change log.
 func (s *State) encodeChanges(e *encoder) {
@@ -33,16 +37,17 @@ func (s *State) encodeChanges(e *encoder) {
 		at  int64
 		pos uint64
 	}
-	refs := make([]ref, 0, s.execs.Len())
+	adms := make([]ref, 0, s.execs.Len())
+	changes := make([]ref, 0, s.execs.Len())
 	pos := uint64(0)
 	s.execs.Scan(func(it execItem) bool {
-		k, _ := s.list.byStatus[it.e.Status].Get(listEntry{At: it.e.AdmittedAt, e: it.e})
-		c, _ := s.list.changes.Get(change{Key: changeKey(k.Seq, it.e.Status)})
-		refs = append(refs, ref{seq: k.Seq, at: c.At, pos: pos})
+		c, _ := s.list.changes.Get(change{Key: changeKey(it.e.ChangeSeq, it.e.Status)})
+		adms = append(adms, ref{seq: it.e.AdmitSeq, pos: pos})
+		changes = append(changes, ref{seq: it.e.ChangeSeq, at: c.At, pos: pos})
 		pos++
 		return true
 	})
-	slices.SortFunc(refs, func(a, b ref) int {
+	bySeq := func(a, b ref) int {
 		switch {
 		case a.seq < b.seq:
 			return -1
@@ -50,26 +55,24 @@ func (s *State) encodeChanges(e *encoder) {
 			return 1
 		}
 		return 0
-	})
-	last := s.meta.ChangeSeq
-	if mutant.ChangeSeqRestarts {
-		// The sequence as if it had started again at this snapshot.
-		for i := range refs {
-			refs[i].seq = uint64(i + 1)
-		}
-		last = uint64(len(refs))
 	}
-	e.uv(last)
-	e.uv(uint64(len(refs)))
-	prev := uint64(0)
-	for _, r := range refs {
-		e.uv(r.seq - prev)
-		e.uv(uint64(r.at))
-		e.uv(r.pos)
-		prev = r.seq
-		e.flush(false)
-		if e.err != nil {
-			return
+	slices.SortFunc(adms, bySeq)
+	slices.SortFunc(changes, bySeq)
+	e.uv(s.meta.ChangeSeq)
+	e.uv(uint64(len(changes)))
+	for i, list := range [][]ref{adms, changes} {
+		prev := uint64(0)
+		for _, r := range list {
+			e.uv(r.seq - prev)
+			if i == 1 {
+				e.uv(uint64(r.at))
+			}
+			e.uv(r.pos)
+			prev = r.seq
+			e.flush(false)
+			if e.err != nil {
+				return
+			}
 		}
 	}
 }
@@ -82,6 +85,13 @@ func (s *State) recordList() []*Execution {
 	return recs
 }
 
+// changeLists is what the change log's two lists say, by record position.
+type changeLists struct {
+	admitted []int32 // record positions in admission order
+	changed  []int32 // record positions in sequence order
+	ats      []int64 // the time of each record's latest change
+}
+
 // decodeChanges reads the change log and builds the listing indexes.
 func (s *State) decodeChanges(d *streamDecoder) error {
 	recs := s.recordList()
@@ -90,40 +100,56 @@ func (s *State) decodeChanges(d *streamDecoder) error {
 	if d.err == nil && n != len(recs) {
 		return decodeErr("state: " + itoa(uint64(n)) + " changes for " + itoa(uint64(len(recs))) + " records")
 	}
-	seqs := make([]uint64, len(recs))
-	ats := make([]int64, len(recs))
-	order := make([]int32, 0, len(recs)) // record positions in sequence order
-	seq := uint64(0)
-	for i := 0; i < n && d.err == nil; i++ {
-		delta, at, pos := d.Uvarint(), d.int(), d.Uvarint()
-		if d.err != nil {
-			break
+	cl := changeLists{admitted: make([]int32, 0, n), changed: make([]int32, 0, n), ats: make([]int64, n)}
+	for list := range 2 {
+		seq := uint64(0)
+		for i := 0; i < n && d.err == nil; i++ {
+			delta := d.Uvarint()
+			var at int64
+			if list == 1 {
+				at = d.int()
+			}
+			pos := d.Uvarint()
+			if d.err != nil {
+				break
+			}
+			msg := checkChange(&seq, delta, last, pos, len(recs))
+			e := (*Execution)(nil)
+			if msg == "" {
+				e = recs[pos]
+				if (list == 0 && e.AdmitSeq != 0) || (list == 1 && e.ChangeSeq != 0) {
+					msg = "a record named twice"
+				}
+			}
+			if msg != "" {
+				return decodeErr("state: change log: " + msg)
+			}
+			if list == 0 {
+				e.AdmitSeq = seq
+				cl.admitted = append(cl.admitted, int32(pos))
+			} else {
+				e.ChangeSeq = seq
+				cl.ats[pos] = at
+				cl.changed = append(cl.changed, int32(pos))
+			}
 		}
-		msg := checkChange(&seq, delta, last, pos, len(recs))
-		if msg == "" && seqs[pos] != 0 {
-			msg = "a second change of one record"
-		}
-		if msg != "" {
-			return decodeErr("state: change " + itoa(uint64(i)) + ": " + msg)
-		}
-		seqs[pos], ats[pos] = seq, at
-		order = append(order, int32(pos))
 	}
 	if d.err != nil {
 		return d.err
 	}
 	s.meta.ChangeSeq = last
-	s.buildList(recs, seqs, ats, order)
+	s.buildList(recs, &cl)
 	return nil
 }
 
-// checkChange checks one encoded change's sequence and record, and advances
-// seq; it returns "" when they hold. CheckState and DecodeState both use it
-// (each then checks that no record has two changes).
+// checkChange checks one entry of the change log's lists (its position's
+// delta, and the record it names) and advances seq; it returns "" when they
+// hold. CheckState and DecodeState both use it (and then check that no
+// record is named twice in one list).
 func checkChange(seq *uint64, delta, last, pos uint64, records int) string {
 	switch {
 	case delta == 0 || delta > maxChangeSeq || *seq+delta > last:
-		return "sequence out of order or beyond the last"
+		return "positions out of order or beyond the last"
 	case pos >= uint64(records):
 		return "names no record"
 	}
@@ -135,87 +161,77 @@ func checkChange(seq *uint64, delta, last, pos uint64, records int) string {
 // see the format comment above.
 func (s *State) deriveChanges() {
 	recs := s.recordList()
-	seqs := make([]uint64, len(recs))
-	ats := make([]int64, len(recs))
-	order := make([]int32, len(recs))
+	n := len(recs)
+	cl := changeLists{admitted: make([]int32, n), changed: make([]int32, n), ats: make([]int64, n)}
 	for i, e := range recs {
-		ats[i] = e.UpdatedAt
+		cl.ats[i] = e.UpdatedAt
 		if e.Status == StatusAdmitted {
-			ats[i] = e.AdmittedAt
+			cl.ats[i] = e.AdmittedAt
 		}
-		order[i] = int32(i)
+		cl.admitted[i], cl.changed[i] = int32(i), int32(i)
 	}
-	slices.SortStableFunc(order, func(a, b int32) int { // records are in ID order already
-		switch {
-		case ats[a] < ats[b]:
-			return -1
-		case ats[a] > ats[b]:
-			return 1
+	byTime := func(at func(int32) int64) func(a, b int32) int {
+		return func(a, b int32) int { // records are in ID order already
+			switch x, y := at(a), at(b); {
+			case x < y:
+				return -1
+			case x > y:
+				return 1
+			}
+			return 0
 		}
-		return 0
-	})
-	for i, pos := range order {
-		seqs[pos] = uint64(i + 1)
 	}
-	s.meta.ChangeSeq = uint64(len(recs))
-	s.buildList(recs, seqs, ats, order)
+	slices.SortStableFunc(cl.admitted, byTime(func(i int32) int64 { return recs[i].AdmittedAt }))
+	slices.SortStableFunc(cl.changed, byTime(func(i int32) int64 { return cl.ats[i] }))
+	for i, pos := range cl.admitted {
+		recs[pos].AdmitSeq = uint64(i + 1)
+	}
+	for i, pos := range cl.changed {
+		recs[pos].ChangeSeq = uint64(n + i + 1)
+	}
+	s.meta.ChangeSeq = uint64(2 * n)
+	s.buildList(recs, &cl)
 }
 
 // buildList builds the listing indexes, the change log and the counts of a
-// decoded state. recs are the records in ID order; seqs[i] and ats[i] are
-// record i's latest change; order lists the records in sequence order.
-func (s *State) buildList(recs []*Execution, seqs []uint64, ats []int64, order []int32) {
+// decoded state whose records have their positions.
+func (s *State) buildList(recs []*Execution, cl *changeLists) {
 	l := &s.list
-	for _, pos := range order {
+	for _, pos := range cl.changed {
 		e := recs[pos]
-		l.changes.Load(change{Key: changeKey(seqs[pos], e.Status), At: ats[pos], ID: e.ID})
+		l.changes.Load(change{Key: changeKey(e.ChangeSeq, e.Status), At: cl.ats[pos], ID: e.ID})
 	}
-	// Records in (admission time, ID) order: then each index is filled in
-	// its own order, by appends.
-	byAdmission := make([]int32, len(recs))
-	for i := range byAdmission {
-		byAdmission[i] = int32(i)
-	}
-	slices.SortStableFunc(byAdmission, func(a, b int32) int { // ID order breaks ties
-		switch x, y := recs[a].AdmittedAt, recs[b].AdmittedAt; {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	})
-	workflows := map[string][]int32{} // only looked up; the names are sorted below
-	parents := map[string][]int32{}
+	// In admission order each index is filled in its own order, by appends
+	// (Load falls back to an insertion for an entry out of that order).
+	workflows := map[string][]*Execution{} // only looked up; the names are sorted below
+	parents := map[string][]*Execution{}
 	var names, parentNames []string
-	for _, pos := range byAdmission {
+	for _, pos := range cl.admitted {
 		e := recs[pos]
 		l.counts[e.Status]++
-		l.byStatus[e.Status].Load(listEntry{At: e.AdmittedAt, e: e, Seq: seqs[pos]})
+		l.byStatus[e.Status].Load(statusEntry(e))
 		if _, ok := workflows[e.WorkflowID]; !ok {
 			names = append(names, e.WorkflowID)
 		}
-		workflows[e.WorkflowID] = append(workflows[e.WorkflowID], pos)
+		workflows[e.WorkflowID] = append(workflows[e.WorkflowID], e)
 		if e.Parent != nil {
 			p := e.Parent.ExecutionID
 			if _, ok := parents[p]; !ok {
 				parentNames = append(parentNames, p)
 			}
-			parents[p] = append(parents[p], pos)
+			parents[p] = append(parents[p], e)
 		}
 	}
 	slices.Sort(names)
 	slices.Sort(parentNames)
 	for _, name := range names {
-		for _, pos := range workflows[name] {
-			e := recs[pos]
-			l.byWorkflow[e.Status].Load(groupEntry{Group: name, At: e.AdmittedAt, e: e})
+		for _, e := range workflows[name] {
+			l.byWorkflow.Load(workflowEntry(e))
 		}
 	}
 	for _, name := range parentNames {
-		for _, pos := range parents[name] {
-			e := recs[pos]
-			l.byParent[e.Status].Load(groupEntry{Group: name, At: e.AdmittedAt, e: e})
+		for _, e := range parents[name] {
+			l.byParent.Load(parentEntry(e))
 		}
 	}
 	counts := map[string]int{}
@@ -236,29 +252,35 @@ func (s *State) buildList(recs []*Execution, seqs []uint64, ats []int64, order [
 	}
 }
 
-// changes reads the change log as decodeChanges does, keeping one bit per
-// record to find a record with two changes.
+// changes reads the change log as decodeChanges does, keeping two bits per
+// record: whether each list named it.
 func (c *checker) changes(sum *StateSummary) error {
 	last := c.Uvarint()
 	n := c.count(maxCount)
 	if c.err == nil && n != c.live {
 		return decodeErr("state: " + itoa(uint64(n)) + " changes for " + itoa(uint64(c.live)) + " records")
 	}
-	seen := make([]uint64, (c.live+63)/64)
-	seq := uint64(0)
-	for i := 0; i < n && c.err == nil; i++ {
-		delta, _, pos := c.Uvarint(), c.int(), c.Uvarint()
-		if c.err != nil {
-			break
+	seen := [2][]uint64{make([]uint64, (c.live+63)/64), make([]uint64, (c.live+63)/64)}
+	for list := range 2 {
+		seq := uint64(0)
+		for i := 0; i < n && c.err == nil; i++ {
+			delta := c.Uvarint()
+			if list == 1 {
+				c.int()
+			}
+			pos := c.Uvarint()
+			if c.err != nil {
+				break
+			}
+			msg := checkChange(&seq, delta, last, pos, c.live)
+			if msg == "" && seen[list][pos/64]&(1<<(pos%64)) != 0 {
+				msg = "a record named twice"
+			}
+			if msg != "" {
+				return decodeErr("state: change log: " + msg)
+			}
+			seen[list][pos/64] |= 1 << (pos % 64)
 		}
-		msg := checkChange(&seq, delta, last, pos, c.live)
-		if msg == "" && seen[pos/64]&(1<<(pos%64)) != 0 {
-			msg = "a second change of one record"
-		}
-		if msg != "" {
-			return decodeErr("state: change " + itoa(uint64(i)) + ": " + msg)
-		}
-		seen[pos/64] |= 1 << (pos % 64)
 	}
 	if c.err != nil {
 		return c.err

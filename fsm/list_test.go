@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -41,12 +40,10 @@ func listWant(s *State, q ListQuery) []string {
 	slices.SortFunc(recs, func(a, b Execution) int {
 		c := 0
 		switch {
-		case a.AdmittedAt < b.AdmittedAt:
+		case a.AdmittedAt < b.AdmittedAt, a.AdmittedAt == b.AdmittedAt && a.AdmitSeq < b.AdmitSeq:
 			c = -1
-		case a.AdmittedAt > b.AdmittedAt:
+		case a.AdmittedAt > b.AdmittedAt, a.AdmitSeq > b.AdmitSeq:
 			c = 1
-		default:
-			c = strings.Compare(a.ID, b.ID)
 		}
 		if q.Newest {
 			c = -c
@@ -78,7 +75,7 @@ func listAll(t *testing.T, s *State, q ListQuery) []string {
 		if !more {
 			return ids
 		}
-		q.AfterAt, q.AfterID = next.At, next.ID
+		q.After = next
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/btree"
+
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // dueKey orders executions by when they can next be claimed, ties by ID.
@@ -389,28 +391,37 @@ func (s *State) claimIndex(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
 // to the caller, and returns the stored record. A record no copy can see is
 // changed in place (no allocation, no tree search); a shared one is replaced.
 func (s *State) putRecord(old, e *Execution) *Execution {
-	if old != nil && old.gen == s.gen {
-		was := old.Status
-		*old = *e
-		if was != e.Status {
-			s.reindex(old, was)
-		}
-		return old
-	}
-	n := new(Execution)
-	*n = *e
-	n.gen = s.gen
-	s.execs.SetHint(execItem{ID: n.ID, e: n}, &s.execHint)
 	// The listing indexes and the change log follow every record (list.go).
+	var was Status
+	var wasSeq uint64
+	if old != nil {
+		was, wasSeq = old.Status, old.ChangeSeq
+	}
+	changed := old == nil || was != e.Status
+	if changed {
+		e.ChangeSeq = s.nextChangeSeq()
+		if old == nil {
+			e.AdmitSeq = e.ChangeSeq
+		}
+	}
+	stored := old
+	if old != nil && old.gen == s.gen {
+		*old = *e
+	} else {
+		stored = new(Execution)
+		*stored = *e
+		stored.gen = s.gen
+		s.execs.SetHint(execItem{ID: stored.ID, e: stored}, &s.execHint)
+	}
 	switch {
 	case old == nil:
-		s.indexNew(n)
-	case old.Status != n.Status:
-		s.reindex(n, old.Status)
-	default:
-		s.repoint(n)
+		s.indexNew(stored)
+	case changed:
+		s.reindex(stored, was, wasSeq, stored != old)
+	case stored != old && !mutant.ListKeepsReplacedRecords:
+		s.repoint(stored)
 	}
-	return n
+	return stored
 }
 
 // ExpiredLeases calls fn for the current leases that have expired by now, in

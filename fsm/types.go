@@ -98,13 +98,22 @@ type Execution struct {
 	Status     Status
 	HasParams  bool
 
+	// AdmitSeq and ChangeSeq are the positions in the change log (list.go)
+	// of the record's admission and of its latest change of status. The
+	// listing indexes order records by (AdmittedAt, AdmitSeq): admission
+	// order.
+	AdmitSeq  uint64
+	ChangeSeq uint64
+
 	gen uint32 // see State.gen; not part of the record's value
 }
 
-// value returns a copy of the record without its bookkeeping.
+// value returns a copy of the record without its bookkeeping (gen, and its
+// positions in the change log, which the indexes keep).
 func (e *Execution) value() Execution {
 	v := *e
 	v.gen = 0
+	v.AdmitSeq, v.ChangeSeq = 0, 0
 	return v
 }
 

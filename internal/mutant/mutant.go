@@ -50,8 +50,9 @@ func Set(v *bool) (reset func()) {
 
 // Listing and the change log.
 var (
-	// ChangeSeqRestarts makes the state encoder number the change log again
-	// from 1, as if the sequence restarted at the snapshot: after a reopen
-	// from it, positions a consumer already read are handed out again.
-	ChangeSeqRestarts bool
+	// ListKeepsReplacedRecords makes the listing indexes keep pointing to a
+	// record's earlier version when a change replaces it (a record a
+	// snapshot still shares) without changing its status: List answers
+	// with a stale record.
+	ListKeepsReplacedRecords bool
 )
