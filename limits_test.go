@@ -226,6 +226,8 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		RetryAfter:            365 * 24 * time.Hour,
 		ErrorMessageBytes:     16 << 10,
 		ErrorCauseDepth:       8,
+		ListPageDefault:       100,  // "pages of List and Changes of 100 records by default"
+		ListPageMax:           1000, // "and at most 1000"
 	}
 	if diff := cmp.Diff(want, execstore.DefaultLimits); diff != "" {
 		t.Errorf("DefaultLimits (-README +code):\n%s", diff)
@@ -241,6 +243,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		{"wal.MaxPayloadBytes (one WAL entry)", wal.MaxPayloadBytes, 64 << 20},
 		{"DefaultSnapshotEntries", execstore.DefaultSnapshotEntries, 100_000},
 		{"DefaultSnapshotWALBytes", execstore.DefaultSnapshotWALBytes, 64 << 20},
+		{"StatsWorkflowsMax", execstore.StatsWorkflowsMax, 1000},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, the README says %d", c.name, c.got, c.want)
