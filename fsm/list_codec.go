@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"slices"
+
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // The change log in the state encoding (version 3), after the retired
@@ -58,7 +60,11 @@ func (s *State) encodeChanges(e *encoder) {
 	}
 	slices.SortFunc(adms, bySeq)
 	slices.SortFunc(changes, bySeq)
-	e.uv(s.meta.ChangeSeq)
+	last := s.meta.ChangeSeq
+	if mutant.ChangeSeqRestarts {
+		last = renumber(adms, changes, func(r *ref) *uint64 { return &r.seq })
+	}
+	e.uv(last)
 	e.uv(uint64(len(changes)))
 	for i, list := range [][]ref{adms, changes} {
 		prev := uint64(0)
@@ -75,6 +81,28 @@ func (s *State) encodeChanges(e *encoder) {
 			}
 		}
 	}
+}
+
+// renumber gives the positions of two sorted lists the numbers 1, 2, ... in
+// their joint order, as a sequence that restarted would, and returns the
+// last. Only mutant.ChangeSeqRestarts uses it.
+func renumber[T any](a, b []T, seq func(*T) *uint64) uint64 {
+	var all []uint64
+	for _, l := range [][]T{a, b} {
+		for i := range l {
+			all = append(all, *seq(&l[i]))
+		}
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	for _, l := range [][]T{a, b} {
+		for i := range l {
+			p := seq(&l[i])
+			n, _ := slices.BinarySearch(all, *p)
+			*p = uint64(n + 1)
+		}
+	}
+	return uint64(len(all))
 }
 
 // recordList returns the stored records in ID order: their positions in the

@@ -107,6 +107,9 @@ func (w *world) checkAfter() error {
 	if err := w.store.CheckInvariants(); err != nil {
 		return violationf("%v", err)
 	}
+	if err := w.readFeed(); err != nil {
+		return err
+	}
 	w.checkDue--
 	if w.checkDue <= 0 {
 		w.checkDue = w.cfg.CheckEvery
@@ -185,6 +188,9 @@ func (w *world) checkFull(s *execstore.Store, when string) error {
 			}
 		}
 	}
+	if err := w.checkFeed(s, when); err != nil {
+		return err
+	}
 	for _, key := range w.kvKeys {
 		v, found, err := s.Read(ctx, key)
 		exp := w.model.read(key)
@@ -205,8 +211,15 @@ func equalResults(a, b result) bool {
 		!equalBytes(a.Value, b.Value) || !equalLeasePtr(a.Lease, b.Lease) ||
 		(a.Record == nil) != (b.Record == nil) || (a.Record != nil && !equalRecords(*a.Record, *b.Record)) ||
 		(a.Leases == nil) != (b.Leases == nil) || len(a.Leases) != len(b.Leases) ||
-		(a.Batch == nil) != (b.Batch == nil) || len(a.Batch) != len(b.Batch) {
+		(a.Batch == nil) != (b.Batch == nil) || len(a.Batch) != len(b.Batch) ||
+		(a.Records == nil) != (b.Records == nil) || len(a.Records) != len(b.Records) ||
+		(a.Feed == nil) != (b.Feed == nil) || (a.Feed != nil && !equalFeeds(a.Feed, b.Feed)) {
 		return false
+	}
+	for i := range a.Records {
+		if !equalRecords(a.Records[i], b.Records[i]) {
+			return false
+		}
 	}
 	for i := range a.Leases {
 		if !equalLeases(a.Leases[i], b.Leases[i]) {
@@ -215,6 +228,19 @@ func equalResults(a, b result) bool {
 	}
 	for i := range a.Batch {
 		if !equalResults(a.Batch[i], b.Batch[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalFeeds(a, b *execstore.ChangesPage) bool {
+	if a.Next != b.Next || a.Last != b.Last || len(a.Changes) != len(b.Changes) {
+		return false
+	}
+	for i, c := range a.Changes {
+		d := b.Changes[i]
+		if c.Position != d.Position || c.ExecutionID != d.ExecutionID || c.Status != d.Status || !c.At.Equal(d.At) {
 			return false
 		}
 	}

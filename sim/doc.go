@@ -42,6 +42,10 @@
 // with repeats that match or mismatch; commits of sets and deletes; watches;
 // reads, Get and Await; clock moves; snapshots; clean restarts; crashes;
 // storage errors; bit rot in the log; and damage to the newest snapshot.
+// After one operation in six, a listing (List, through every page, with
+// random filters, orders and page sizes) or a read of the change feed
+// (Changes, from near its head or the start), drawn from a generator of
+// their own so that the rest of each seed's run is what it was without them.
 //
 // # The reference model
 //
@@ -52,7 +56,12 @@
 // store's Stats summary (executions, terminal, pending, next due) and the state
 // machine's invariants (Store.CheckInvariants); every Config.CheckEvery
 // operations and after every recovery, it compares the whole state: every
-// record, every step and every key the workload uses. The store answers
+// record, every step and every key the workload uses, the whole change feed
+// (each execution's latest change at the position the model numbered it,
+// so a sequence that went back after a restart is caught) and listings.
+// The model numbers the feed from the contract: every admission and every
+// change of status takes the next position, in the order the store applies
+// commands. The store answers
 // commands that change nothing without logging them; the model treats every
 // answered command as taking effect at once, which is exactly right for them.
 //
@@ -149,7 +158,9 @@
 // its fsync, an acknowledgement that keeps covered wakes, a claim that reuses
 // a token, a WAL that trusts the page cache when it reopens after an unclean
 // stop, a compaction that removes a segment still needed, a compaction that
-// removes segment files newest first), runs seeds until one reports a
+// removes segment files newest first, listing indexes that keep pointing to
+// a replaced record, a snapshot that numbers the change feed again from 1),
+// runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //

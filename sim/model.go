@@ -24,6 +24,7 @@ type model struct {
 	kv      map[string]string
 	watches []*mwatch // in registration order
 	touched []string  // executions the latest operation may have changed
+	seq     uint64    // the change feed's latest position (feed.go)
 }
 
 // mexec is one execution in the model.
@@ -46,6 +47,9 @@ type mexec struct {
 
 	steps  map[string]string
 	starts map[string]mstart // by step key
+
+	admitSeq, changeSeq uint64 // feed positions of its admission and latest change (feed.go)
+	changeAt            int64  // the time of its latest change
 }
 
 // mstart is a recorded child start: a repeat must match workflow and params
@@ -146,6 +150,9 @@ type result struct {
 	Value  json.RawMessage
 	Found  bool
 	Batch  []result
+
+	Records []execstore.Record     // list: every page's records, in order
+	Feed    *execstore.ChangesPage // changes
 }
 
 func fail(code string) result { return result{Code: code} }
@@ -214,6 +221,7 @@ func (m *model) fresh(id string) bool {
 
 func (m *model) create(e *mexec) {
 	e.steps, e.starts = map[string]string{}, map[string]mstart{}
+	m.changeAt(e, e.admittedAt)
 	m.execs[e.id] = e
 	m.order = append(m.order, e.id)
 	m.touch(e.id)
@@ -358,11 +366,15 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 	e.covered, e.token, e.expires = 0, 0, 0
 	e.updatedAt = now
 	m.touch(e.id)
-	if o.status == execstore.StatusSuspended {
+	if was := e.status; o.status == execstore.StatusSuspended {
 		e.status = execstore.StatusSuspended
+		if was != e.status {
+			m.changeAt(e, now)
+		}
 	} else {
 		out := o.recorded(m.lim)
 		e.status, e.outcome, e.due = out.Status, out, 0
+		m.changeAt(e, now)
 		m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
 		if e.parent != nil {
 			if p := m.execs[e.parent.ExecutionID]; p != nil && !p.terminal() {

@@ -30,6 +30,8 @@ const (
 	opWatch    opKind = "watch"
 	opGet      opKind = "get"
 	opAwait    opKind = "await"
+	opList     opKind = "list"
+	opChanges  opKind = "changes"
 )
 
 // op is one call of the store's API with its arguments.
@@ -50,6 +52,8 @@ type op struct {
 	keys   []string
 	acks   []ackArg
 	cancel bool // await: the model says the execution is running
+	list   listQuery
+	after  uint64 // changes
 }
 
 type ackArg struct {
@@ -125,6 +129,10 @@ func (o *op) call(s *execstore.Store) result {
 		return recordResult(rec, err)
 	case opAwait:
 		return o.await(s)
+	case opList:
+		return listAll(s, o.list)
+	case opChanges:
+		return changesOf(s, o.after, o.limit)
 	}
 	panic("sim: unknown operation " + string(o.kind))
 }
@@ -180,6 +188,10 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 		return m.get(o.id)
 	case opAwait:
 		return m.await(o.id)
+	case opList:
+		return m.list(o.list)
+	case opChanges:
+		return m.changes(o.after, o.limit)
 	}
 	panic("sim: unknown operation " + string(o.kind))
 }
@@ -260,6 +272,12 @@ func (o *op) describe(t *trace) string {
 		fmt.Fprintf(&b, " %s keys=%s", t.alias(o.id), strings.Join(o.keys, ","))
 	case opGet, opAwait:
 		fmt.Fprintf(&b, " %s", t.alias(o.id))
+	case opList:
+		q := o.list.q
+		fmt.Fprintf(&b, " status=%s wf=%s parent=%s after=%s before=%s order=%s limit=%d", q.Status, q.WorkflowID,
+			t.alias(q.ParentID), simTime(q.AdmittedAfter), simTime(q.AdmittedBefore), q.Order, o.list.limit)
+	case opChanges:
+		fmt.Fprintf(&b, " after=%d limit=%d", o.after, o.limit)
 	}
 	return b.String()
 }
@@ -304,6 +322,15 @@ func (r result) describe(t *trace) string {
 	}
 	for _, e := range r.Batch {
 		fmt.Fprintf(&b, " [%s]", e.describe(t))
+	}
+	for _, rec := range r.Records {
+		fmt.Fprintf(&b, " %s", t.alias(rec.ExecutionID))
+	}
+	if f := r.Feed; f != nil {
+		for _, c := range f.Changes {
+			fmt.Fprintf(&b, " %d:%s:%s", c.Position, t.alias(c.ExecutionID), c.Status)
+		}
+		fmt.Fprintf(&b, " next=%d last=%d", f.Next, f.Last)
 	}
 	return b.String()
 }

@@ -42,6 +42,9 @@ type world struct {
 	cfg  Config
 	seed uint64
 	rng  *rand.Rand // drives the workload; the hooks draw from their own
+	// feedRng drives the listings and feed reads (feed.go), so that adding
+	// them left the rest of every seed's run as it was.
+	feedRng *rand.Rand
 
 	clock clock
 	opts  execstore.Options
@@ -79,6 +82,7 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		millis:   map[int64]bool{},
 	}
 	w.hooks = &hooks{rng: rand.New(rand.NewPCG(seed, 0xd15c))}
+	w.feedRng = rand.New(rand.NewPCG(seed, 0xfeed))
 	w.clock.set(simEpoch.UnixNano())
 	segment := []int{512, 1024, 2048, 4096, 16 << 10, 256 << 10}[w.rng.IntN(6)]
 	// Generated IDs' random bits are written to the log, and a crash image's

@@ -55,4 +55,9 @@ var (
 	// snapshot still shares) without changing its status: List answers
 	// with a stale record.
 	ListKeepsReplacedRecords bool
+	// ChangeSeqRestarts makes the state encoder number the change feed again
+	// from 1 (in the same order), as if the sequence restarted at the
+	// snapshot: the state is consistent, but after a reopen from it the
+	// store hands out positions a consumer has already read.
+	ChangeSeqRestarts bool
 )
