@@ -303,3 +303,33 @@ func TestChangesWaitsForTheNextChangeUntilItsContextEnds(t *testing.T) {
 		t.Fatal("Changes was not woken by the change")
 	}
 }
+
+// A cursor is read strictly: whatever the string, List answers a page or
+// ErrInvalidArgument, and never a page of another query's position.
+func FuzzListCursor(f *testing.F) {
+	store, err := execstore.Open(f.TempDir(), execstore.Options{NoSync: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer store.Close()
+	for _, wf := range []string{"w1", "w1", "w2", "w1"} {
+		if _, err := store.Admit(ctx, execstore.AdmitRequest{WorkflowID: wf}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	page, _ := store.List(ctx, execstore.ListQuery{Limit: 1})
+	f.Add(page.Cursor, "")
+	f.Add(page.Cursor, "w1")
+	f.Add("", "")
+	f.Add("AQ", "")
+	f.Fuzz(func(t *testing.T, cursor, workflow string) {
+		q := execstore.ListQuery{Cursor: cursor, WorkflowID: workflow, Limit: 2}
+		p, err := store.List(ctx, q)
+		if err != nil && !errors.Is(err, execstore.ErrInvalidArgument) {
+			t.Fatalf("cursor %q: %v", cursor, err)
+		}
+		if err == nil && len(p.Records) > 2 {
+			t.Fatalf("cursor %q: a page of %d", cursor, len(p.Records))
+		}
+	})
+}

@@ -273,10 +273,8 @@ type ListPos struct {
 func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bool) {
 	l := &s.list
 	var hits []hit
-	n := q.Limit + 1
-	keep := func(*Execution) bool { return true }
-	switch {
-	case q.Parent == "" && q.Workflow == "":
+	var w *walk
+	if q.Parent == "" && q.Workflow == "" {
 		statuses := AllStatuses
 		if q.Status != 0 {
 			statuses = []Status{q.Status}
@@ -286,38 +284,35 @@ func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bo
 			if int(st) >= statusCap {
 				continue
 			}
-			tmp = l.collectStatus(st, q, n, tmp[:0])
-			if hits = mergeHits(hits, tmp, q.Newest); len(hits) > n {
-				hits = hits[:n]
+			tmp = l.collectStatus(st, q, tmp[:0])
+			if hits = mergeHits(hits, tmp, q.Newest); len(hits) > q.Limit+1 {
+				hits = hits[:q.Limit+1]
 			}
 		}
-	default:
+	} else {
 		tr, group := l.byWorkflow, q.Workflow
 		if q.Parent != "" {
 			tr, group = l.byParent, q.Parent
 		}
+		w = newWalk(q, nil)
 		if q.Status != 0 || (q.Parent != "" && q.Workflow != "") {
-			n = max(q.ScanMax, q.Limit) + 1
-			keep = func(e *Execution) bool {
+			w.scanMax = max(q.ScanMax, q.Limit)
+			w.keep = func(e *Execution) bool {
 				return (q.Status == 0 || e.Status == q.Status) && (q.Workflow == "" || e.WorkflowID == q.Workflow)
 			}
 		}
-		hits = collectGroup(tr, group, q, n, nil)
+		collectGroup(tr, group, w)
+		hits = w.out
 	}
-	examined, returned := 0, 0
-	for _, h := range hits {
-		if examined == n-1 {
+	for i, h := range hits {
+		if i == q.Limit {
 			return next, true
 		}
-		examined++
-		next = ListPos{At: h.At, Adm: h.Adm}
-		if !keep(h.e) {
-			continue
-		}
 		fn(h.e)
-		if returned++; returned == q.Limit {
-			return next, examined < len(hits)
-		}
+		next = ListPos{At: h.At, Adm: h.Adm}
+	}
+	if w != nil && w.bounded {
+		return w.last, true
 	}
 	return next, false
 }
@@ -355,25 +350,31 @@ func mergeHits(a, b []hit, newest bool) []hit {
 	return append(append(out, a[i:]...), b[j:]...)
 }
 
-// walk is a listing's walk of one index range: where it starts and which
-// entries it takes.
+// walk is a listing's walk of one index range: where it starts, which
+// entries it takes, and, for a filter the index does not serve, how many it
+// may examine.
 type walk struct {
 	q     *ListQuery
 	pivot ListPos // where the walk starts (its entry included)
-	n     int
-	out   []hit
+	out   []hit   // at most q.Limit+1: one more than a page tells there is more
+
+	keep    func(*Execution) bool // nil: every entry in range
+	scanMax int                   // with keep: the most entries to examine
+	seen    int                   // entries examined
+	last    ListPos               // the last entry examined
+	bounded bool                  // the walk stopped at scanMax
 }
 
 // newWalk starts a walk at the query's position or its time bound,
 // whichever comes later in the query's order. A descending walk with
 // neither starts at the end (pivot.At 0).
-func newWalk(q *ListQuery, n int, out []hit) *walk {
-	w := &walk{q: q, n: n, out: out}
+func newWalk(q *ListQuery, out []hit) *walk {
+	w := &walk{q: q, out: out}
 	a := q.After
 	switch {
 	case !q.Newest:
 		w.pivot = ListPos{At: q.From}
-		if a != (ListPos{}) && (a.At > q.From || (a.At == q.From)) {
+		if a != (ListPos{}) && a.At >= q.From {
 			w.pivot = a
 		}
 	case a != (ListPos{}) && (q.To == 0 || a.At < q.To):
@@ -388,24 +389,36 @@ func newWalk(q *ListQuery, n int, out []hit) *walk {
 func (w *walk) take(at int64, adm uint64, e *Execution) bool {
 	q := w.q
 	past := (q.Newest && at < q.From) || (!q.Newest && q.To != 0 && at >= q.To)
-	if past || len(w.out) == w.n {
+	if past || len(w.out) > q.Limit {
 		return false
 	}
 	a := q.After
 	switch {
 	case q.To != 0 && at >= q.To, at < q.From:
-	case a == (ListPos{}),
-		at != a.At && (at > a.At) != q.Newest,
-		at == a.At && adm != a.Adm && (adm > a.Adm) != q.Newest:
+		return true // before the range (the pivot's own time): not part of it
+	case a != (ListPos{}) && (at == a.At && adm == a.Adm || (at != a.At && (at > a.At) == q.Newest) ||
+		(at == a.At && (adm > a.Adm) == q.Newest)):
+		return true // at or before the position
+	case w.keep == nil:
+		w.out = append(w.out, hit{At: at, Adm: adm, e: e})
+		return true
+	case w.seen == w.scanMax:
+		w.bounded = true
+		return false
+	}
+	w.seen++
+	w.last = ListPos{At: at, Adm: adm}
+	if w.keep(e) {
 		w.out = append(w.out, hit{At: at, Adm: adm, e: e})
 	}
 	return true
 }
 
-// collectStatus appends to out, in the query's order, at most n records of
-// status st that the query's time range selects, after its position.
-func (l *listIndexes) collectStatus(st Status, q *ListQuery, n int, out []hit) []hit {
-	w := newWalk(q, n, out)
+// collectStatus appends to out, in the query's order, at most q.Limit+1
+// records of status st that the query's time range selects, after its
+// position.
+func (l *listIndexes) collectStatus(st Status, q *ListQuery, out []hit) []hit {
+	w := newWalk(q, out)
 	t := l.byStatus[st]
 	visit := func(k listEntry) bool { return w.take(k.At, k.Adm, k.e) }
 	p := listEntry{At: w.pivot.At, Adm: w.pivot.Adm}
@@ -420,14 +433,12 @@ func (l *listIndexes) collectStatus(st Status, q *ListQuery, n int, out []hit) [
 	return w.out
 }
 
-// collectGroup is collectStatus for one group (a workflow or a parent) of a
-// group index.
-func collectGroup(tr *btree.BTreeG[groupEntry], group string, q *ListQuery, n int, out []hit) []hit {
-	w := newWalk(q, n, out)
+// collectGroup walks one group (a workflow or a parent) of a group index.
+func collectGroup(tr *btree.BTreeG[groupEntry], group string, w *walk) {
 	visit := func(k groupEntry) bool { return k.Group == group && w.take(k.At, k.Adm, k.e) }
 	p := groupEntry{Group: group, At: w.pivot.At, Adm: w.pivot.Adm}
 	switch {
-	case !q.Newest:
+	case !w.q.Newest:
 		tr.Ascend(p, visit)
 	case w.pivot.At == 0:
 		// The group's last entry: just before the next group name.
@@ -435,7 +446,6 @@ func collectGroup(tr *btree.BTreeG[groupEntry], group string, q *ListQuery, n in
 	default:
 		tr.Descend(p, visit)
 	}
-	return w.out
 }
 
 // Change is one entry of the change log: the record ID changed to Status at
