@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/wal"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -332,4 +334,49 @@ func FuzzListCursor(f *testing.F) {
 			t.Fatalf("cursor %q: a page of %d", cursor, len(p.Records))
 		}
 	})
+}
+
+// "A consumer never sees a change that is not durable": while the batch of
+// an admission waits for its fsync, neither the feed nor a listing shows
+// it; once the fsync returned and the batch is applied, both do.
+func TestAChangeIsNotVisibleBeforeItsBatchIsSynced(t *testing.T) {
+	f := newFixture(t)
+	f.s.Close()
+	syncing, release := make(chan struct{}), make(chan struct{})
+	var armed atomic.Bool
+	f.opts.NoSync = false
+	f.opts.WALFaults = &wal.Faults{BeforeSync: func() error {
+		if armed.CompareAndSwap(true, false) {
+			close(syncing)
+			<-release
+		}
+		return nil
+	}}
+	f.open()
+	armed.Store(true)
+	admitted := make(chan error, 1)
+	go func() {
+		_, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"})
+		admitted <- err
+	}()
+	select {
+	case <-syncing:
+	case <-time.After(patience):
+		t.Fatal("the admission never reached its fsync")
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	page, _ := f.s.Changes(done, 0, 10)
+	listed, err := f.s.List(ctx, execstore.ListQuery{})
+	if len(page.Changes) != 0 || page.Last != 0 || err != nil || len(listed.Records) != 0 {
+		t.Fatalf("before the fsync: changes %+v, listed %d records (%v)", page, len(listed.Records), err)
+	}
+	close(release)
+	if err := <-admitted; err != nil {
+		t.Fatal(err)
+	}
+	page, _ = f.s.Changes(done, 0, 10)
+	if got := changeList(page); !slices.Equal(got, []string{"a:admitted"}) {
+		t.Fatalf("after the fsync: %v", got)
+	}
 }

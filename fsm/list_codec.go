@@ -43,9 +43,8 @@ func (s *State) encodeChanges(e *encoder) {
 	changes := make([]ref, 0, s.execs.Len())
 	pos := uint64(0)
 	s.execs.Scan(func(it execItem) bool {
-		c, _ := s.list.changes.Get(change{Key: changeKey(it.e.ChangeSeq, it.e.Status)})
 		adms = append(adms, ref{seq: it.e.AdmitSeq, pos: pos})
-		changes = append(changes, ref{seq: it.e.ChangeSeq, at: c.At, pos: pos})
+		changes = append(changes, ref{seq: it.e.ChangeSeq, pos: pos})
 		pos++
 		return true
 	})
@@ -60,6 +59,16 @@ func (s *State) encodeChanges(e *encoder) {
 	}
 	slices.SortFunc(adms, bySeq)
 	slices.SortFunc(changes, bySeq)
+	// The log holds exactly the records' latest changes, in the same order:
+	// its times pair with the sorted list one to one, without a search.
+	i := 0
+	s.list.changes.Scan(func(c change) bool {
+		if i < len(changes) {
+			changes[i].at = c.At
+		}
+		i++
+		return true
+	})
 	last := s.meta.ChangeSeq
 	if mutant.ChangeSeqRestarts {
 		last = renumber(adms, changes, func(r *ref) *uint64 { return &r.seq })
