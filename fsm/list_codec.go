@@ -240,40 +240,50 @@ func (s *State) buildList(recs []*Execution, cl *changeLists) {
 	}
 	// In admission order each index is filled in its own order, by appends
 	// (Load falls back to an insertion for an entry out of that order).
-	workflows := map[string][]*Execution{} // only looked up; the names are sorted below
-	parents := map[string][]*Execution{}
+	workflows := map[string]*[]*Execution{} // only looked up; the names are sorted below
+	parents := map[string]*[]*Execution{}
 	var names, parentNames []string
+	bucket := func(m map[string]*[]*Execution, names *[]string, name string, last **[]*Execution, lastName *string) *[]*Execution {
+		if *last != nil && name == *lastName { // runs of one name are the common case
+			return *last
+		}
+		b, ok := m[name]
+		if !ok {
+			b = new([]*Execution)
+			m[name] = b
+			*names = append(*names, name)
+		}
+		*last, *lastName = b, name
+		return b
+	}
+	var lastWF, lastParent *[]*Execution
+	var lastWFName, lastParentName string
 	for _, pos := range cl.admitted {
 		e := recs[pos]
 		l.counts[e.Status]++
 		l.byStatus[e.Status].Load(statusEntry(e))
-		if _, ok := workflows[e.WorkflowID]; !ok {
-			names = append(names, e.WorkflowID)
-		}
-		workflows[e.WorkflowID] = append(workflows[e.WorkflowID], e)
+		b := bucket(workflows, &names, e.WorkflowID, &lastWF, &lastWFName)
+		*b = append(*b, e)
 		if e.Parent != nil {
-			p := e.Parent.ExecutionID
-			if _, ok := parents[p]; !ok {
-				parentNames = append(parentNames, p)
-			}
-			parents[p] = append(parents[p], e)
+			b := bucket(parents, &parentNames, e.Parent.ExecutionID, &lastParent, &lastParentName)
+			*b = append(*b, e)
 		}
 	}
 	slices.Sort(names)
 	slices.Sort(parentNames)
 	for _, name := range names {
-		for _, e := range workflows[name] {
+		for _, e := range *workflows[name] {
 			l.byWorkflow.Load(workflowEntry(e))
 		}
 	}
 	for _, name := range parentNames {
-		for _, e := range parents[name] {
+		for _, e := range *parents[name] {
 			l.byParent.Load(parentEntry(e))
 		}
 	}
 	counts := map[string]int{}
 	for _, name := range names {
-		counts[name] = len(workflows[name])
+		counts[name] = len(*workflows[name])
 	}
 	s.retired.Scan(func(it retiredItem) bool {
 		l.counts[it.r.Outcome.Status]++
