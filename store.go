@@ -603,8 +603,12 @@ func (s *Store) applyLogged() {
 						s.awaits.notify(a.Exec.ID)
 					}
 				}
-			default:
+			case r.cmd.Kind == fsm.KindAcknowledge:
 				s.awaits.notify(r.res.Exec.ID)
+			default: // cancel, claim, release: see fsm.Result.Ended
+				for _, id := range r.res.Ended {
+					s.awaits.notify(id)
+				}
 			}
 		}
 	}
@@ -666,6 +670,8 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 		return notFound(c.ExecutionID)
 	case fsm.CodeLeaseLost:
 		return leaseLost(c.ExecutionID, c.Token)
+	case fsm.CodeLeaseCancelled:
+		return leaseCancelled(c.ExecutionID, c.Token)
 	case fsm.CodeMismatch:
 		return errorf(ErrStartRequestMismatch, "execution %q step %q already started child %q", c.ExecutionID, c.Key, res.ID)
 	case fsm.CodeLimitExceeded:
