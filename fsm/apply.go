@@ -649,6 +649,9 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 			continue
 		}
 		s.end(e, out, now, &r)
+		if mutant.CancelSparesChildren {
+			break
+		}
 		n := len(stack)
 		s.starts.Ascend(startEntry{Caller: id}, func(st startEntry) bool {
 			if st.Caller != id {
