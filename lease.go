@@ -51,6 +51,12 @@ func (s *Store) RequestWake(ctx context.Context, executionID string, at time.Tim
 // A claimed lease covers every wake pending at the claim. A claim that finds
 // nothing due writes nothing.
 //
+// An execution whose expired lease was the last attempt its admission allows
+// (AdmitRequest.MaxAttempts) is not leased: the claim fails it with
+// ErrAttemptsExhausted instead, and it takes no place among the leases. A
+// claim fails at most max(limit, 64) of them, in the same order, and stops
+// there.
+//
 // limit must be 1 to Limits.ClaimLimit and leaseDuration positive and at most
 // Limits.LeaseDuration (ErrInvalidArgument).
 func (s *Store) ClaimDue(ctx context.Context, limit int, leaseDuration time.Duration) ([]Lease, error) {
