@@ -668,8 +668,8 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 
 // end records a terminal outcome for a stored, non-terminal execution that no
 // acknowledgement gave it (a cancellation, exhausted attempts): it clears the
-// lease and the wakes, drops the watches, wakes the parent, and notes the
-// execution in r.
+// lease and the wakes, drops the watches, wakes the parent, and notes in r
+// what became terminal or due.
 func (s *State) end(p *Execution, out *Outcome, now int64, r *Result) {
 	e := *p
 	e.Status, e.Outcome = out.Status, out
@@ -683,7 +683,6 @@ func (s *State) end(p *Execution, out *Outcome, now int64, r *Result) {
 	if e.WatchCount > 0 {
 		s.dropWatches(e.ID)
 	}
-	r.Ended = append(r.Ended, e.ID)
 	r.Became.Terminal = true
 	if parent := e.Parent; parent != nil && s.requestWake(parent.ExecutionID, now, now) {
 		r.Woken = append(r.Woken, parent.ExecutionID)

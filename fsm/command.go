@@ -154,18 +154,15 @@ type Result struct {
 	Count  int         // retire: executions retired
 	Acks   []Result    // acknowledge-batch: each acknowledgement's result, in order
 	Became Transitions // what the command changed, for the Store's notifications
-
-	// Ended (cancel, claim, release) lists the executions the command made
-	// terminal, in order: a cancelled execution and its cancelled
-	// descendants; executions that ran out of attempts. (An acknowledgement
-	// reports its own in Exec.) Cancel also returns the record afterwards in
-	// Exec, and Woken lists the parents the command woke.
-	Ended []string
+	// (Cancel returns the record afterwards in Exec. Which executions a
+	// cancel, a claim or a release made terminal is not listed: it would
+	// grow every result, acknowledgements' included, for a rare event; the
+	// Store asks the state about the executions it waits for instead.)
 }
 
 // Transitions summarises effects the Store reacts to after applying.
 type Transitions struct {
-	Terminal bool // some execution became terminal (acknowledge: this one; see Result.Ended)
+	Terminal bool // some execution became terminal (acknowledge: this one; cancel, claim, release: some)
 	Due      bool // something may have become due (admit, wake, release, start, commit, ack, cancel)
 }
 
