@@ -224,13 +224,15 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 // per entry.
 func (s *State) takeClaimable(limit int, now int64) []claimKey {
 	failLimit := FailLimit(limit)
-	prefix := func(t *btree.BTreeG[claimKey], buf []claimKey) []claimKey {
+	// Only a current lease can be exhausted: the due index's entries are not
+	// asked, which would read each record before the claim needs it.
+	prefix := func(t *btree.BTreeG[claimKey], buf []claimKey, leased bool) []claimKey {
 		leasable, failing := 0, 0
 		t.Scan(func(k claimKey) bool {
 			if k.At > now || leasable == limit || failing == failLimit {
 				return false
 			}
-			if k.e.exhausted() {
+			if leased && k.e.exhausted() {
 				failing++
 			} else {
 				leasable++
@@ -240,8 +242,8 @@ func (s *State) takeClaimable(limit int, now int64) []claimKey {
 		})
 		return buf
 	}
-	due := prefix(s.due, s.claimScratch[0][:0])
-	leased := prefix(s.leases, s.claimScratch[1][:0])
+	due := prefix(s.due, s.claimScratch[0][:0], false)
+	leased := prefix(s.leases, s.claimScratch[1][:0], true)
 	taken := s.claimScratch[2][:0]
 	i, j := 0, 0
 	for leasable, failing := 0, 0; leasable < limit && failing < failLimit && (i < len(due) || j < len(leased)); {
