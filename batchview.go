@@ -33,6 +33,7 @@ type batchView struct {
 	superseded map[string]uint64     // execution -> token of an expired lease a logged claim may supersede
 	wakes      map[string]int64      // execution -> earliest wake a logged admission or wake leaves pending
 	watches    map[string]struct{}   // execution and keys of logged watches
+	cancelled  map[string]struct{}   // executions a logged cancel ends (not their descendants: the view does not walk the tree)
 }
 
 type startKey struct{ caller, key string }
@@ -45,6 +46,7 @@ func (v *batchView) reset() {
 	clear(v.superseded)
 	clear(v.wakes)
 	clear(v.watches)
+	clear(v.cancelled)
 }
 
 // settles reports whether the logged commands recorded so far probably make c
@@ -56,10 +58,12 @@ func (v *batchView) settles(c *fsm.Command) bool {
 		return ok && !c.Generated
 	case fsm.KindWake:
 		at, ok := v.wakes[c.ExecutionID]
-		return ok && at <= c.At
+		_, cancelled := v.cancelled[c.ExecutionID] // ignored: it is terminal
+		return (ok && at <= c.At) || cancelled
 	case fsm.KindWatch:
 		_, ok := v.watches[watchKey(c)]
-		return ok
+		_, cancelled := v.cancelled[c.ExecutionID]
+		return ok || cancelled
 	case fsm.KindStart:
 		if _, ok := v.started[startKey{c.ExecutionID, c.Key}]; ok {
 			return true
@@ -74,6 +78,9 @@ func (v *batchView) settles(c *fsm.Command) bool {
 			}
 		}
 		return true
+	case fsm.KindCancel:
+		_, ok := v.cancelled[c.ExecutionID]
+		return ok
 	}
 	return false
 }
@@ -121,6 +128,13 @@ func (v *batchView) note(c *fsm.Command, state *fsm.State) {
 	case fsm.KindAcknowledgeBatch:
 		for i := range c.Acks {
 			v.endLease(c.Acks[i].ExecutionID, c.Acks[i].Token)
+		}
+	case fsm.KindCancel:
+		// A second cancel of it changes nothing, nor does any write fenced by
+		// the lease it ends.
+		v.cancelled = setKey(v.cancelled, c.ExecutionID)
+		if e, ok := state.Get(c.ExecutionID); ok && e.Leased() {
+			v.endLease(c.ExecutionID, e.LeaseToken)
 		}
 	}
 }

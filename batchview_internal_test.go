@@ -139,6 +139,34 @@ func TestACommandMadeANoOpByAnEarlierOneInItsBatchIsNotLogged(t *testing.T) {
 			e.g.let()
 			return errors.Join(<-w1, <-w2)
 		}},
+		{"cancelled twice", 1, func(e *env) error {
+			c1 := e.g.call(func() error { _, err := e.g.s.Cancel(e.ctx, "e", "first"); return err })
+			c2 := e.g.call(func() error {
+				rec, err := e.g.s.Cancel(e.ctx, "e", "second")
+				if err == nil && (rec.Status != StatusCancelled || rec.Outcome.Error.Message != "first") {
+					return fmt.Errorf("the repeat got %s %+v, want the first cancellation", rec.Status, rec.Outcome)
+				}
+				return err
+			})
+			e.g.let()
+			return errors.Join(<-c1, <-c2)
+		}},
+		{"renewed and woken after a cancel", 1, func(e *env) error {
+			c := e.g.call(func() error { _, err := e.g.s.Cancel(e.ctx, "e", ""); return err })
+			renew := e.g.call(func() error { _, err := e.g.s.Renew(e.ctx, e.lease, time.Minute); return err })
+			wake := e.g.call(func() error {
+				res, err := e.g.s.RequestWake(e.ctx, "e", e.clock.now())
+				if err == nil && res != WakeIgnored {
+					return fmt.Errorf("a wake after the cancel was %s, want ignored", res)
+				}
+				return err
+			})
+			e.g.let()
+			if err := <-renew; !errors.Is(err, ErrLeaseLost) || !errors.Is(err, ErrCancelled) {
+				return fmt.Errorf("Renew after Cancel: %v, want ErrLeaseLost and ErrCancelled", err)
+			}
+			return errors.Join(<-c, <-wake)
+		}},
 		{"the same watch twice", 1, func(e *env) error {
 			w1 := e.g.call(func() error { _, err := e.g.s.Watch(e.ctx, "e", "a", "b"); return err })
 			w2 := e.g.call(func() error { _, err := e.g.s.Watch(e.ctx, "e", "b", "a"); return err })

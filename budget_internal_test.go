@@ -190,7 +190,9 @@ func TestCommandBoundHoldsForTheLargestCommands(t *testing.T) {
 		}
 		acks = acks[:ackRunLen(len(acks), func(i int) (string, *fsm.Outcome) { return acks[i].ExecutionID, &acks[i].Outcome })]
 		for _, c := range []fsm.Command{
-			{Kind: fsm.KindAdmit, ExecutionID: id, WorkflowID: id, Params: params, HasParams: true, Context: &ctx},
+			{Kind: fsm.KindAdmit, ExecutionID: id, WorkflowID: id, Params: params, HasParams: true, Context: &ctx, MaxAttempts: MaxAttemptsLimit},
+			{Kind: fsm.KindRelease, ExecutionID: id, Token: token, Duration: int64(l.RetryAfter), Cause: errInfo},
+			{Kind: fsm.KindCancel, ExecutionID: id, Reason: strings.Repeat("r", l.CancelReasonBytes)},
 			{Kind: fsm.KindStart, ExecutionID: id, Token: token, Key: key, WorkflowID: id, Params: params + strings.Repeat("p", ctxBytes), HasParams: true, ChildID: id},
 			{Kind: fsm.KindSaveStep, ExecutionID: id, Token: token, Key: key, Value: value},
 			{Kind: fsm.KindAcknowledge, ExecutionID: id, Token: token, Outcome: fsm.Outcome{Status: fsm.StatusCompleted, Result: value, HasRes: true}},

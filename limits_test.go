@@ -100,7 +100,8 @@ func paramsOf(n int) []byte { return []byte(`{"p":"` + strings.Repeat("p", n-8) 
 
 // smallLimits make every limit cheap to reach.
 var smallLimits = execstore.Limits{EventBytes: 64, ValueBytes: 32, KeyBytes: 8, ContextEntries: 2, WritesPerCommit: 2,
-	CommitBytes: 40, KeysPerWatch: 2, ClaimLimit: 3, AcknowledgeBatchBytes: 100, LeaseDuration: time.Hour, RetryAfter: time.Hour}
+	CommitBytes: 40, KeysPerWatch: 2, ClaimLimit: 3, AcknowledgeBatchBytes: 100, LeaseDuration: time.Hour, RetryAfter: time.Hour,
+	CancelReasonBytes: 8}
 
 // Every size and count limit, and the ID rule, is checked in the caller's
 // goroutine BEFORE the request is queued: one request over it is answered
@@ -176,6 +177,24 @@ func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 			func(f *fixture, l execstore.Lease) error { return f.s.Release(ctx, l, time.Hour+1) },
 			func(f *fixture, l execstore.Lease) error { return f.s.Release(ctx, l, time.Hour) }},
 		{"acknowledgements per batch", execstore.ErrInvalidArgument, acks(4, execstore.Suspended()), acks(3, execstore.Suspended())},
+		{"cancel reason bytes", execstore.ErrInvalidArgument,
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.Cancel(ctx, "e", strings.Repeat("r", 9))
+				return err
+			},
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.Cancel(ctx, "e", strings.Repeat("r", 8))
+				return err
+			}},
+		{"max attempts", execstore.ErrInvalidExecutionEvent,
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "x", WorkflowID: "w", MaxAttempts: execstore.MaxAttemptsLimit + 1})
+				return err
+			},
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "x", WorkflowID: "w", MaxAttempts: execstore.MaxAttemptsLimit})
+				return err
+			}},
 		{"bytes per acknowledgement batch", execstore.ErrInvalidArgument,
 			acks(3, execstore.Completed(jsonStringOf(32))), acks(1, execstore.Completed(jsonStringOf(32)))},
 	}
@@ -226,6 +245,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		RetryAfter:            365 * 24 * time.Hour,
 		ErrorMessageBytes:     16 << 10,
 		ErrorCauseDepth:       8,
+		CancelReasonBytes:     4096, // "cancellation reasons 4096 bytes"
 	}
 	if diff := cmp.Diff(want, execstore.DefaultLimits); diff != "" {
 		t.Errorf("DefaultLimits (-README +code):\n%s", diff)
@@ -235,6 +255,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		got, want int
 	}{
 		{"IDBytes", execstore.IDBytes, 200},
+		{"MaxAttemptsLimit", execstore.MaxAttemptsLimit, 65535},
 		{"MaxStepsPerExecution", execstore.MaxStepsPerExecution, 100_000},
 		{"MaxWatchesPerExecution", execstore.MaxWatchesPerExecution, 1024},
 		{"DefaultMaxBatchBytes", execstore.DefaultMaxBatchBytes, 64 << 20},

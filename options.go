@@ -115,6 +115,9 @@ type Limits struct {
 	// ErrorCauseDepth bounds how many wrapped causes of a failed outcome's
 	// error are recorded; deeper ones are dropped. Default 8, at most 15.
 	ErrorCauseDepth int
+	// CancelReasonBytes bounds the reason given to Cancel, which the
+	// cancelled outcome keeps. Default 4096.
+	CancelReasonBytes int
 }
 
 // IDBytes is the longest execution or workflow ID, in bytes. Fixed by the
@@ -143,6 +146,7 @@ var DefaultLimits = Limits{
 	RetryAfter:            365 * 24 * time.Hour,
 	ErrorMessageBytes:     16 << 10,
 	ErrorCauseDepth:       8,
+	CancelReasonBytes:     4096,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -163,6 +167,7 @@ func (l Limits) withDefaults() Limits {
 	pick(&l.ClaimLimit, d.ClaimLimit)
 	pick(&l.ErrorMessageBytes, d.ErrorMessageBytes)
 	pick(&l.ErrorCauseDepth, d.ErrorCauseDepth)
+	pick(&l.CancelReasonBytes, d.CancelReasonBytes)
 	if l.ErrorCauseDepth > fsm.MaxErrorDepth-1 {
 		l.ErrorCauseDepth = fsm.MaxErrorDepth - 1
 	}

@@ -594,6 +594,7 @@ func (s *Store) applyLogged() {
 	}
 	s.rw.Unlock()
 	if became.Terminal {
+		ended := false
 		for _, r := range s.logged {
 			switch {
 			case !r.res.Became.Terminal:
@@ -603,9 +604,18 @@ func (s *Store) applyLogged() {
 						s.awaits.notify(a.Exec.ID)
 					}
 				}
-			default:
+			case r.cmd.Kind == fsm.KindAcknowledge:
 				s.awaits.notify(r.res.Exec.ID)
+			default: // cancel, claim, release: which ones, the state says
+				ended = true
 			}
+		}
+		if ended {
+			// Only the writer changes the state, so it reads it unlocked.
+			s.awaits.notifyTerminal(func(id string) bool {
+				e, ok := s.state.Get(id)
+				return ok && e.Terminal()
+			})
 		}
 	}
 	if became.Due {
@@ -666,6 +676,8 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 		return notFound(c.ExecutionID)
 	case fsm.CodeLeaseLost:
 		return leaseLost(c.ExecutionID, c.Token)
+	case fsm.CodeLeaseCancelled:
+		return leaseCancelled(c.ExecutionID, c.Token)
 	case fsm.CodeMismatch:
 		return errorf(ErrStartRequestMismatch, "execution %q step %q already started child %q", c.ExecutionID, c.Key, res.ID)
 	case fsm.CodeLimitExceeded:
@@ -731,6 +743,21 @@ func (a *awaiters) notify(id string) {
 		delete(a.byID, id)
 	}
 	a.mu.Unlock()
+}
+
+// notifyTerminal wakes the Awaits of every awaited execution that terminal
+// says has ended: after a command that may have ended several executions
+// it does not name (a cancellation of a tree, a claim that failed
+// exhausted attempts). It costs one look per execution awaited.
+func (a *awaiters) notifyTerminal(terminal func(id string) bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, e := range a.byID {
+		if terminal(id) {
+			close(e.ch)
+			delete(a.byID, id)
+		}
+	}
 }
 
 func (a *awaiters) closeAll() { close(a.closed) }

@@ -51,7 +51,10 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 	sum.Meta.NextWatchID = c.Uvarint()
 	sum.Meta.Terminal = int(c.int())
 	sum.Meta.Retired = int(c.int())
-	for _, step := range []func(*StateSummary) error{c.execs, c.sides, func(s *StateSummary) error { return c.retired(s, version) }} {
+	for _, step := range []func(*StateSummary) error{
+		func(s *StateSummary) error { return c.execs(s, version) }, c.sides,
+		func(s *StateSummary) error { return c.retired(s, version) },
+	} {
 		if err := step(&sum); err != nil {
 			return StateSummary{}, err
 		}
@@ -136,6 +139,14 @@ func (c *checker) u32() uint32 {
 		c.fail("count out of range")
 	}
 	return uint32(v)
+}
+
+func (c *checker) u16() uint16 {
+	v := c.Uvarint()
+	if v > 1<<16-1 {
+		c.fail("count out of range")
+	}
+	return uint16(v)
 }
 
 func (c *checker) count(max uint64) int {
@@ -268,7 +279,7 @@ func nonEmpty(ok bool) string {
 	return "x"
 }
 
-func (c *checker) execs(sum *StateSummary) error {
+func (c *checker) execs(sum *StateSummary, version uint64) error {
 	n := c.count(maxCount)
 	// The retired records' IDs are checked against the records' only if the
 	// counters say there are any (a disagreement is caught in retired).
@@ -300,7 +311,10 @@ func (c *checker) execs(sum *StateSummary) error {
 		}
 		e.AdmittedAt, e.UpdatedAt, e.DueAt, e.CoveredAt, e.LeaseExpiresAt = c.int(), c.int(), c.int(), c.int(), c.int()
 		e.LeaseToken, e.LastToken = c.Uvarint(), c.Uvarint()
-		e.StepCount, e.WatchCount = c.u32(), c.u32()
+		e.StepCount, e.WatchCount = c.u32(), c.u16()
+		if version >= 3 {
+			e.MaxAttempts, e.Tries = c.u16(), c.u16()
+		}
 		if c.err != nil {
 			break
 		}
@@ -328,7 +342,7 @@ func (c *checker) outcome(o *Outcome) {
 	switch o.Status {
 	case StatusCompleted:
 		o.HasRes = c.opt()
-	case StatusFailed:
+	case StatusFailed, StatusCancelled:
 		c.errorInfo(o)
 	}
 }

@@ -50,6 +50,17 @@
 // keeps it pending. Tokens only grow: LastToken is kept for the life of the
 // record, so a token is never issued twice, across restarts too.
 //
+// # Cancellation and bounded attempts
+//
+// A cancel command ends an execution and, depth first, every non-terminal
+// execution it started (found through the child-start records), each before
+// its children, all with one shared outcome. An admission may bound the
+// deliveries in a row that end without an outcome (MaxAttempts; Tries counts
+// them, and a suspended acknowledgement resets it). Having no clock, the
+// state machine judges an expired lease only in a command that carries a
+// time: the claim that would supersede the last allowed attempt's lease
+// fails the execution instead, and a release of that lease fails it at once.
+//
 // # Precheck
 //
 // State.Precheck runs a command through the same code as Apply without

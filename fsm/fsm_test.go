@@ -122,6 +122,9 @@ func (g *gen) next() Command {
 		if g.rng.IntN(2) == 0 {
 			c.Context = &[]KV{{"a", "1"}, {"b", "2"}}
 		}
+		if g.rng.IntN(3) == 0 {
+			c.MaxAttempts = 1 + g.rng.IntN(3)
+		}
 	case KindWake:
 		c.At = g.now + int64(g.rng.IntN(5)-2)*1000
 		if c.At <= 0 {
@@ -136,6 +139,8 @@ func (g *gen) next() Command {
 		c.Duration = int64(g.rng.IntN(3)) * 1000
 		if c.Kind == KindRenew {
 			c.Duration += 1000
+		} else if g.rng.IntN(2) == 0 {
+			c.Cause = &ErrorInfo{Name: "E", Message: "release", Code: "X", Cause: &ErrorInfo{Name: "C"}}
 		}
 	case KindAcknowledge:
 		c.Token = g.token()
@@ -169,6 +174,8 @@ func (g *gen) next() Command {
 		c.ExecutionID = ""
 		c.At = max(1, g.now-int64(g.rng.IntN(4))*1000)
 		c.Limit = 1 + g.rng.IntN(3)
+	case KindCancel:
+		c.Reason = []string{"", "customer cancelled"}[g.rng.IntN(2)]
 	}
 	return c
 }

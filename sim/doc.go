@@ -31,14 +31,19 @@
 // # The workload
 //
 // Admissions with and without IDs (a small pool of IDs, so duplicates are
-// common) and invalid ones (IDs, workflow IDs, params and contexts drawn from
-// catalogs whose entries say whether API.md accepts them); wakes in the past,
+// common), with and without an attempt bound, and invalid ones (IDs,
+// workflow IDs, params, contexts and bounds drawn from catalogs whose
+// entries say whether API.md accepts them); wakes in the past,
 // present and future, before the epoch and past the representable range, for
 // known, unknown and terminal executions; claims of various limits and lease
 // durations; renewals, releases and acknowledgements (suspended, completed,
 // completed with an unstorable result, failed with a chain of causes,
 // invalid) with current, stale, superseded and made-up leases, alone and in
-// AcknowledgeBatch (one batch, one fsync); step saves and reads; child starts
+// AcknowledgeBatch (one batch, one fsync); releases with and without the
+// error that ended the delivery, so that leases of a last allowed attempt
+// expire and are released; cancellations of running, terminal and unknown
+// executions, and of parents whose children are running, with reasons in
+// and over the limit; step saves and reads; child starts
 // with repeats that match or mismatch; commits of sets and deletes; watches;
 // reads, Get and Await; clock moves; snapshots; clean restarts; crashes;
 // storage errors; bit rot in the log; and damage to the newest snapshot.
@@ -138,7 +143,9 @@
 // commit batches their commands) and checks the history with porcupine,
 // partitioned by execution ID; a claim is split into one operation per
 // execution, which is exact because every claim asks for more executions
-// than exist. The clock stands still while clients run and jumps between
+// than exist (and the clients set no attempt bound), and cancellations are
+// of one execution each, as the clients start no children. The clock
+// stands still while clients run and jumps between
 // phases. The seed fixes each client's calls; the interleaving is the
 // scheduler's.
 //
@@ -149,7 +156,8 @@
 // its fsync, an acknowledgement that keeps covered wakes, a claim that reuses
 // a token, a WAL that trusts the page cache when it reopens after an unclean
 // stop, a compaction that removes a segment still needed, a compaction that
-// removes segment files newest first), runs seeds until one reports a
+// removes segment files newest first, a cancellation that spares the
+// children), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //

@@ -44,6 +44,11 @@ type mexec struct {
 	lastToken uint64 // the highest token issued
 	attempts  int    // deliveries claimed
 
+	// Bounded attempts: the admission's bound (0: none), and the deliveries
+	// claimed since the latest suspended acknowledgement (counted only under
+	// a bound).
+	maxAttempts, tries int
+
 	steps  map[string]string
 	starts map[string]mstart // by step key
 }
@@ -186,7 +191,7 @@ func (m *model) validValue(v value) bool {
 
 func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	if (a.id != "" && !validID(a.id)) || !validID(a.workflow) || !a.params.valid || !a.context.valid ||
-		len(a.params.data)+a.context.size() > m.lim.EventBytes {
+		len(a.params.data)+a.context.size() > m.lim.EventBytes || a.maxAttempts < 0 || a.maxAttempts > execstore.MaxAttemptsLimit {
 		return fail(codeInvalidEvent)
 	}
 	now := m.stamp(clock)
@@ -201,7 +206,7 @@ func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	}
 	m.create(&mexec{
 		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
-		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now,
+		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now, maxAttempts: a.maxAttempts,
 	})
 	return result{ID: id}
 }
@@ -264,20 +269,105 @@ func (m *model) claim(limit int, d time.Duration, clock int64) result {
 		}
 		return strings.Compare(a.id, b.id)
 	})
+	// In that order, the claim leases up to limit of them; an expired lease
+	// of the last allowed attempt is not leased but failed, and takes no
+	// place among the leases (at most max(limit, 64) such, and the claim
+	// stops there too). The leasing comes first: a failure's parent woken
+	// by it is then woken during its delivery.
 	leases := []execstore.Lease{}
-	for _, c := range due[:min(limit, len(due))] {
+	var exhausted []*mexec
+	for _, c := range due {
+		if len(leases) == limit || len(exhausted) == max(limit, 64) {
+			break
+		}
 		e := m.execs[c.id]
+		if e.exhausted() {
+			exhausted = append(exhausted, e)
+			continue
+		}
 		e.covered = earliest(e.covered, e.due)
 		e.due = 0
 		e.lastToken++
 		e.attempts++
+		if e.maxAttempts > 0 {
+			e.tries++
+		}
 		e.token = e.lastToken
 		e.expires = addClamped(now, d)
 		e.updatedAt = now
 		m.touch(e.id)
 		leases = append(leases, execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)})
 	}
+	for _, e := range exhausted {
+		m.end(e, exhaustedOutcome(nil), now)
+	}
 	return result{Leases: leases}
+}
+
+// exhausted reports whether e's current lease is the last delivery its bound
+// allows.
+func (e *mexec) exhausted() bool {
+	return e.token != 0 && e.maxAttempts > 0 && e.tries >= e.maxAttempts
+}
+
+// exhaustedOutcome is the failure of an execution whose last allowed attempt
+// expired (cause nil) or was released with cause. API.md leaves the name and
+// message of this error to the implementation (see normalize); its code and
+// cause are the contract.
+func exhaustedOutcome(cause *execstore.WorkflowError) *execstore.Outcome {
+	if cause == nil {
+		cause = &execstore.WorkflowError{Name: "LeaseExpiredError"}
+	}
+	return &execstore.Outcome{Status: execstore.StatusFailed, Error: &execstore.WorkflowError{Code: "ATTEMPTS_EXHAUSTED", Cause: cause}}
+}
+
+// end records a terminal outcome no acknowledgement gave (a cancellation,
+// exhausted attempts): no lease, no wake, no watch; the parent is woken.
+func (m *model) end(e *mexec, out *execstore.Outcome, now int64) {
+	e.status, e.outcome = out.Status, out
+	e.due, e.covered, e.token, e.expires = 0, 0, 0, 0
+	e.updatedAt = now
+	m.touch(e.id)
+	m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
+	if e.parent != nil {
+		if p := m.execs[e.parent.ExecutionID]; p != nil && !p.terminal() {
+			p.wakeAt(now, now)
+			m.touch(p.id)
+		}
+	}
+}
+
+// cancel ends a non-terminal execution and, depth first in step-key order,
+// every non-terminal execution it started, all with the same outcome.
+func (m *model) cancel(id, reason string, clock int64) result {
+	if len(reason) > m.lim.CancelReasonBytes || !utf8Valid(reason) {
+		return fail(codeInvalidArg)
+	}
+	if !validID(id) {
+		return fail(codeNotFound)
+	}
+	now := m.stamp(clock)
+	e := m.execs[id]
+	switch {
+	case e == nil:
+		return fail(codeNotFound)
+	case !e.terminal():
+		out := &execstore.Outcome{Status: execstore.StatusCancelled,
+			Error: &execstore.WorkflowError{Name: "CancelledError", Message: reason, Code: "CANCELLED"}}
+		var tree func(e *mexec)
+		tree = func(e *mexec) {
+			if e.terminal() {
+				return
+			}
+			m.end(e, out, now)
+			for _, key := range slices.Sorted(maps.Keys(e.starts)) {
+				tree(m.execs[e.starts[key].child])
+			}
+		}
+		tree(e)
+	}
+	rec := m.record(e)
+	return result{Record: &rec}
 }
 
 func compare(a, b int64) int {
@@ -320,7 +410,7 @@ func (m *model) renew(l execstore.Lease, d time.Duration, clock int64) result {
 	return result{Lease: &execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)}}
 }
 
-func (m *model) release(l execstore.Lease, retry time.Duration, clock int64) result {
+func (m *model) release(l execstore.Lease, retry time.Duration, cause *workflowFailed, clock int64) result {
 	if !validID(l.ExecutionID) {
 		return fail(codeNotFound)
 	}
@@ -331,6 +421,14 @@ func (m *model) release(l execstore.Lease, retry time.Duration, clock int64) res
 	e, code := m.current(l)
 	if code != "" {
 		return fail(code)
+	}
+	if e.exhausted() {
+		var recorded *execstore.WorkflowError
+		if cause != nil {
+			recorded = cause.recorded()
+		}
+		m.end(e, exhaustedOutcome(recorded), now)
+		return result{}
 	}
 	e.due = max(earliest(e.covered, e.due), addClamped(now, retry))
 	e.covered, e.token, e.expires = 0, 0, 0
@@ -360,6 +458,7 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 	m.touch(e.id)
 	if o.status == execstore.StatusSuspended {
 		e.status = execstore.StatusSuspended
+		e.tries = 0
 	} else {
 		out := o.recorded(m.lim)
 		e.status, e.outcome, e.due = out.Status, out, 0
@@ -434,6 +533,7 @@ func (m *model) start(l execstore.Lease, key, workflow string, p params, clock i
 		id: generated, workflow: workflow, params: p.bytes(), context: maps.Clone(caller.context),
 		parent: &execstore.Parent{ExecutionID: caller.id, StepKey: key},
 		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now,
+		maxAttempts: caller.maxAttempts, // a child runs under its parent's bound
 	})
 	return result{ID: generated}
 }
@@ -538,6 +638,7 @@ func (m *model) record(e *mexec) execstore.Record {
 		UpdatedAt:   timeOf(e.updatedAt),
 		DueAt:       timeOf(e.due),
 		Attempts:    e.attempts,
+		MaxAttempts: e.maxAttempts,
 	}
 	if e.params == nil {
 		r.Params = nil

@@ -30,6 +30,7 @@ const (
 	opWatch    opKind = "watch"
 	opGet      opKind = "get"
 	opAwait    opKind = "await"
+	opCancel   opKind = "cancel"
 )
 
 // op is one call of the store's API with its arguments.
@@ -50,6 +51,9 @@ type op struct {
 	keys   []string
 	acks   []ackArg
 	cancel bool // await: the model says the execution is running
+
+	reason string          // cancel
+	cause  *workflowFailed // release: the error that ended the delivery; nil: none
 }
 
 type ackArg struct {
@@ -82,7 +86,13 @@ func (o *op) call(s *execstore.Store) result {
 		}
 		return result{Lease: &l}
 	case opRelease:
+		if o.cause != nil {
+			return withCode(result{}, s.ReleaseWithCause(ctx, o.lease, o.dur, o.cause))
+		}
 		return withCode(result{}, s.Release(ctx, o.lease, o.dur))
+	case opCancel:
+		rec, err := s.Cancel(ctx, o.id, o.reason)
+		return recordResult(rec, err)
 	case opAck:
 		rec, err := s.Acknowledge(ctx, o.lease, o.out.run())
 		return recordResult(rec, err)
@@ -155,7 +165,9 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 	case opRenew:
 		return m.renew(o.lease, o.dur, clock)
 	case opRelease:
-		return m.release(o.lease, o.dur, clock)
+		return m.release(o.lease, o.dur, o.cause, clock)
+	case opCancel:
+		return m.cancel(o.id, o.reason, clock)
 	case opAck:
 		return m.acknowledge(o.lease, o.out, clock)
 	case opAckBatch:
@@ -207,10 +219,22 @@ func recordResult(rec execstore.Record, err error) result {
 
 // normalize blanks what API.md leaves to the implementation: the name and
 // message of the error recorded for a completed result that cannot be stored
-// (API.md fixes only its code).
+// (API.md fixes only its code), and of the error of exhausted attempts (its
+// code and its cause are fixed: the release's error, or a lease-expired
+// error, whose name is fixed and message free).
 func normalize(rec *execstore.Record) {
-	if o := rec.Outcome; o != nil && o.Error != nil && o.Error.Code == execstore.CodeInvalidStepValue {
+	o := rec.Outcome
+	if o == nil || o.Error == nil {
+		return
+	}
+	switch o.Error.Code {
+	case execstore.CodeInvalidStepValue:
 		o.Error.Name, o.Error.Message = "", ""
+	case "ATTEMPTS_EXHAUSTED":
+		o.Error.Name, o.Error.Message = "", ""
+		if c := o.Error.Cause; c != nil && c.Name == "LeaseExpiredError" {
+			c.Message = ""
+		}
 	}
 }
 
@@ -228,12 +252,20 @@ func (o *op) describe(t *trace) string {
 			id = "(generated)"
 		}
 		fmt.Fprintf(&b, " %s wf=%s params=%s ctx=%s", shortID(id), shortID(o.admit.workflow), o.admit.params.name, o.admit.context.name)
+		if o.admit.maxAttempts != 0 {
+			fmt.Fprintf(&b, " max-attempts=%d", o.admit.maxAttempts)
+		}
 	case opWake:
 		fmt.Fprintf(&b, " %s at=%s", t.alias(o.id), simTime(o.at))
 	case opClaim:
 		fmt.Fprintf(&b, " limit=%d lease=%v", o.limit, o.dur)
 	case opRenew, opRelease:
 		fmt.Fprintf(&b, " %s d=%v", leaseString(t, o.lease), o.dur)
+		if o.cause != nil {
+			fmt.Fprintf(&b, " cause=%s", o.cause.code)
+		}
+	case opCancel:
+		fmt.Fprintf(&b, " %s reason=%s", t.alias(o.id), shortID(o.reason))
 	case opAck:
 		fmt.Fprintf(&b, " %s %s", leaseString(t, o.lease), o.out.name)
 	case opAckBatch:

@@ -80,6 +80,7 @@ var mutations = []struct {
 	{"ReuseToken", &mutant.ReuseToken, 0},
 	{"SkipTailRewrite", &mutant.SkipTailRewrite, 0},
 	{"CompactPastKeep", &mutant.CompactPastKeep, 0},
+	{"CancelSparesChildren", &mutant.CancelSparesChildren, 0},
 	// Rarer: it takes a crash or a storage error in the middle of a compaction
 	// that removes two segment files or more.
 	{"CompactNewestFirst", &mutant.CompactNewestFirst, 40},

@@ -212,11 +212,17 @@ type admitArgs struct {
 	id, workflow string
 	params       params
 	context      ctxArg
+	maxAttempts  int
 }
 
 func (a admitArgs) api() execstore.AdmitRequest {
-	return execstore.AdmitRequest{ExecutionID: a.id, WorkflowID: a.workflow, Params: a.params.bytes(), Context: a.context.copy()}
+	return execstore.AdmitRequest{ExecutionID: a.id, WorkflowID: a.workflow, Params: a.params.bytes(), Context: a.context.copy(),
+		MaxAttempts: a.maxAttempts}
 }
+
+// cancelReasons are the reasons the workload cancels with: valid ones, one
+// over the limit and one that is not UTF-8.
+var cancelReasons = []string{"", "customer cancelled", "annulé ☃", strings.Repeat("r", simCancelReason+1), "bad\xffreason"}
 
 // The limits the simulator configures: small, so that the workload can
 // exceed each of them cheaply.
@@ -229,6 +235,7 @@ const (
 	simClaimLimit    = 64
 	simLeaseDuration = 1 << 36 // about 69 seconds
 	simRetryAfter    = 1 << 35 // about 34 seconds
+	simCancelReason  = 24
 )
 
 func simLimits() execstore.Limits {
@@ -241,5 +248,7 @@ func simLimits() execstore.Limits {
 		ClaimLimit:      simClaimLimit,
 		LeaseDuration:   simLeaseDuration,
 		RetryAfter:      simRetryAfter,
+
+		CancelReasonBytes: simCancelReason,
 	}
 }

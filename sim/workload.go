@@ -37,6 +37,7 @@ var actions = []action{
 	{"watch", 45, func(w *world) error { return w.plain(w.genWatch()) }},
 	{"get", 30, func(w *world) error { return w.plain(w.genGet()) }},
 	{"await", 12, func(w *world) error { return w.plain(w.genAwait()) }},
+	{"cancel", 20, func(w *world) error { return w.plain(w.genCancel()) }},
 	{"tick", 100, (*world).tick},
 	{"leap", 30, (*world).leap},
 	{"clock-back", 6, (*world).clockBack},
@@ -81,7 +82,7 @@ func (w *world) plain(o *op) error {
 var writerOps = []func(w *world) *op{
 	(*world).genAdmit, (*world).genWake, (*world).genClaim, (*world).genRenew, (*world).genRelease,
 	(*world).genAck, (*world).genAckBatch, (*world).genSaveStep, (*world).genStart, (*world).genCommit,
-	(*world).genWatch,
+	(*world).genWatch, (*world).genCancel,
 }
 
 // crashInOp crashes at a hook inside an operation's write (before the write,
@@ -266,6 +267,12 @@ func (w *world) genAdmit() *op {
 	default:
 		a.id = invalidIDs[w.pick(len(invalidIDs))]
 	}
+	switch r := w.pick(100); {
+	case r < 25:
+		a.maxAttempts = 1 + w.pick(3)
+	case r < 27:
+		a.maxAttempts = []int{-1, execstore.MaxAttemptsLimit + 1}[w.pick(2)]
+	}
 	return &op{kind: opAdmit, admit: a}
 }
 
@@ -318,6 +325,19 @@ func (w *world) genRelease() *op {
 		o.dur = 0
 	case r < 23:
 		o.dur = []time.Duration{-time.Millisecond, simRetryAfter + 1}[w.pick(2)]
+	}
+	if w.chance(50) {
+		o.cause = outcomeCatalog[6+w.pick(2)].err
+	}
+	return o
+}
+
+// genCancel cancels an execution, mostly a known one, now and then with a
+// reason the store must refuse.
+func (w *world) genCancel() *op {
+	o := &op{kind: opCancel, id: w.pickExec(), reason: cancelReasons[w.pick(3)]}
+	if w.chance(5) {
+		o.reason = cancelReasons[3+w.pick(2)]
 	}
 	return o
 }

@@ -21,6 +21,7 @@ var routeBodies = map[string]reflect.Type{
 	"POST /v1/leases/steps":            reflect.TypeFor[saveStepBody](),
 	"POST /v1/leases/start":            reflect.TypeFor[startBody](),
 	"POST /v1/store/commit":            reflect.TypeFor[commitBody](),
+	"POST /v1/executions/{id}/cancel":  reflect.TypeFor[cancelBody](),
 }
 
 // docField is a field as the README spells a body: "name", "name"? (may be

@@ -40,6 +40,9 @@ var (
 	// CompactNewestFirst makes WAL compaction remove segment files newest
 	// first, so that a crash in the middle leaves a gap in the log.
 	CompactNewestFirst bool
+	// CancelSparesChildren makes a cancellation end only the execution it
+	// names, leaving the children it started running.
+	CancelSparesChildren bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.
