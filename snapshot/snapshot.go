@@ -110,7 +110,9 @@ func Name(index uint64) string { return fmt.Sprintf("%s%020d%s", prefix, index, 
 
 // Write encodes st into dir as the snapshot covering h.Index, atomically and
 // durably: temporary file, fsync, rename, directory fsync. st must not change
-// while Write runs (pass an fsm.State.Copy).
+// while Write runs (pass an fsm.State.Copy). An error leaves no new file under
+// a snapshot's name, so that nothing counts on a snapshot whose name a crash
+// may lose.
 func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return Info{}, fmt.Errorf("snapshot: %w", err)
@@ -131,12 +133,21 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 		os.Remove(tmp)
 		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
 	}
+	_, statErr := os.Lstat(final)
+	replaced := statErr == nil // the same index written again: the same state
 	if err := os.Rename(tmp, final); err != nil {
 		os.Remove(tmp)
 		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
 	}
 	if !opts.NoSync {
 		if err := syncDir(dir, opts); err != nil {
+			// The new name may not be durable, and after a failed fsync no
+			// later one of the directory is trusted to make it so. Left in
+			// place it would count as one of the snapshots kept, and the
+			// store would truncate its log behind a file a crash may lose.
+			if !replaced {
+				os.Remove(final)
+			}
 			return Info{}, err
 		}
 	}

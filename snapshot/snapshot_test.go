@@ -252,3 +252,49 @@ func failIf(cond bool, err error) error {
 	}
 	return nil
 }
+
+// A snapshot whose directory fsync failed is not left under its name: List
+// would count it as one of the snapshots kept, and the store would truncate
+// its log behind a file whose name a crash may lose.
+func TestAWriteWhoseDirectoryFsyncFailsLeavesNoSnapshot(t *testing.T) {
+	st := sampleState(t, 20)
+	dir := filepath.Join(t.TempDir(), "snaps")
+	errInjected := errors.New("injected")
+	opts := Options{Faults: &Faults{BeforeSync: func(p string) error { return failIf(p == dir, errInjected) }}}
+	if _, err := Write(dir, st, Header{Index: 7, Clock: st.Meta().Now, Records: uint64(st.Len())}, opts); !errors.Is(err, errInjected) {
+		t.Fatalf("Write returned %v, want the injected error", err)
+	}
+	infos, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 0 {
+		t.Fatalf("a failed Write left %v", infos)
+	}
+}
+
+// Writing the same index again replaces the file with the same state; if
+// that directory fsync fails, the earlier file (whose name was durable) stays.
+func TestAFailedRewriteOfTheSameIndexKeepsTheEarlierSnapshot(t *testing.T) {
+	st := sampleState(t, 20)
+	dir := filepath.Join(t.TempDir(), "snaps")
+	h := Header{Index: 7, Clock: st.Meta().Now, Records: uint64(st.Len())}
+	if _, err := Write(dir, st, h, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	errInjected := errors.New("injected")
+	opts := Options{Faults: &Faults{BeforeSync: func(p string) error { return failIf(p == dir, errInjected) }}}
+	if _, err := Write(dir, st, h, opts); !errors.Is(err, errInjected) {
+		t.Fatalf("Write returned %v, want the injected error", err)
+	}
+	infos, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Index != 7 {
+		t.Fatalf("after a failed rewrite: %v", infos)
+	}
+	if _, err := Verify(infos[0].Path); err != nil {
+		t.Fatal(err)
+	}
+}
