@@ -67,9 +67,13 @@
 // fsyncs the tail when it closes; the log's compaction renames segment files
 // out of the log oldest first with a directory fsync after each; the log's
 // rewrite of its last segment at Open fsyncs a temporary copy and renames it
-// over the segment before a directory fsync; the snapshot package writes a
-// temporary file, fsyncs, renames and fsyncs the directory, and prunes, all
-// before the store touches the log again. An injected storage error also
+// over the segment before a directory fsync. The snapshot package has hooks
+// of its own (snapshot.Faults: before every file creation, rename and
+// removal, around every fsync of a file or directory), and the tracker treats
+// its directory like the log's: a file's contents are durable after its own
+// fsync, a new name, a rename and a removal only after the directory's; a
+// failed fsync of the snapshot directory leaves the names it was to make
+// durable at the mercy of every later crash. An injected storage error also
 // stands for the kernel's answer to a failed fsync: the last segment's
 // unsynced bytes stay readable but never reach the disk through a later fsync
 // of that file (the tracker zeroes them in every later image) unless Open
@@ -87,10 +91,11 @@
 // operation at any hook of its write (before the write, before or after the
 // segment's fsync, before or after the directory's), with the hook taking the
 // image and failing the write so the store stops there; while idle; inside a
-// snapshot, at any hook of the log's compaction (before each segment removal,
-// before or after each directory fsync) or at any step of the snapshot recipe
-// rebuilt from the directory before and after (temporary file cut short or
-// whole, renamed, older ones pruned, log truncated); during recovery itself,
+// snapshot, at any hook of the snapshot package (the temporary file created,
+// cut short or whole, synced, renamed or not, older ones pruned) or of the
+// log's compaction (before each segment removal, before or after each
+// directory fsync); during
+// recovery itself,
 // at any hook of the torn-tail repair or of the rewrite of the last segment,
 // repeatedly; and while reopening after a storage error, in the middle of the
 // rewrite that makes the unsynced bytes durable. The crashed store is closed,
@@ -103,31 +108,49 @@
 // # Invariants
 //
 // After every operation and every recovery:
+//
 //   - every acknowledged command survives, and an unacknowledged one is whole
 //     or absent: the log's length after recovery says how many of the
 //     unacknowledged commands of the interrupted batch survived (a prefix),
 //     the model applies exactly those (reading generated IDs from the log),
 //     and then the whole state must equal the model's, so a gap, a phantom
 //     or a half-applied command is a violation;
+//
 //   - the state machine's invariants hold (fsm.State.CheckInvariants);
+//
 //   - replaying the recovered log a second time (a copy of the directory
 //     opened as a second store) gives the identical state;
+//
 //   - a terminal record never changes, field for field;
+//
 //   - a stale lease never writes (the model says LEASE_LOST and the state is
 //     compared), and a token handed out is never handed out again, across
 //     restarts too;
+//
 //   - the store's time never goes backwards, across restarts too, and is
 //     never earlier than a record's update;
+//
 //   - once faults stop (the liveness phase at the end of every seed), every
 //     execution with a pending wake is delivered within a bound of claim
 //     rounds, and nothing is left pending.
+//
+//   - after every open, the writer's indexes agree with the files: every
+//     logged entry is applied (Stats.AppliedIndex), the snapshot it loaded
+//     (Stats.SnapshotIndex) is the newest whole one the log continues, and
+//     after every snapshot it covers every applied entry;
+//
+//   - the log is never truncated behind a snapshot a crash may lose: once it
+//     no longer starts at its first entry, two snapshots whose names and
+//     contents are durable continue it.
 //
 // Injected storage errors (at any hook of a write) must fail the operation
 // with ErrStorageFailed, never a silent success; afterwards every write is
 // refused, the applied state is the model's, and after reopening the
 // unacknowledged commands are whole or absent. Bit rot flips a bit of a
 // durable log entry that a later batch proves was durable: the store must
-// refuse to open rather than start with a changed command. Damage to the
+// refuse to open rather than start with a changed command. A storage error
+// in snapshot writing or pruning must fail the snapshot, and the store either
+// goes on with nothing lost or fail-stops. Damage to the
 // newest snapshot must lose nothing: a copy of the store with one bit of it
 // flipped must open, on the older snapshot and the log after it, with the
 // same state.

@@ -3,8 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -125,7 +123,7 @@ func (w *world) snapshot() error {
 		return violationf("Snapshot: %v", err)
 	}
 	w.tr.line("%d snapshot", w.ops)
-	return nil
+	return w.afterSnapshot()
 }
 
 // ---- The clock ---------------------------------------------------------------
@@ -404,64 +402,4 @@ func (w *world) genAwait() *op {
 		o.cancel = true
 	}
 	return o
-}
-
-// snapshotStep rebuilds a crash image at a step of the snapshot recipe from
-// the directory before and after a snapshot: the temporary file cut short or
-// whole, renamed into place, older snapshots pruned (the log not yet
-// truncated), or everything done.
-func snapshotStep(rng interface{ IntN(int) int }, before, after *crashImage) (*crashImage, string) {
-	snap := func(im *crashImage) map[string][]byte {
-		out := map[string][]byte{}
-		for _, f := range im.files {
-			if name, ok := strings.CutPrefix(f.rel, "snapshots/"); ok {
-				out[name] = f.data
-			}
-		}
-		return out
-	}
-	was, now := snap(before), snap(after)
-	var name string
-	var data []byte
-	for _, n := range slices.Sorted(maps.Keys(now)) {
-		if string(was[n]) != string(now[n]) {
-			name, data = n, now[n]
-		}
-	}
-	build := func(snaps map[string][]byte) *crashImage {
-		im := &crashImage{}
-		for _, f := range before.files {
-			if !strings.HasPrefix(f.rel, "snapshots/") {
-				im.files = append(im.files, f)
-			}
-		}
-		for _, n := range slices.Sorted(maps.Keys(snaps)) {
-			im.files = append(im.files, file{rel: "snapshots/" + n, data: snaps[n]})
-		}
-		return im
-	}
-	step := rng.IntN(5)
-	if name == "" {
-		step = 4
-	}
-	with := func(n string, d []byte) map[string][]byte {
-		m := map[string][]byte{}
-		for k, v := range was {
-			m[k] = v
-		}
-		m[n] = d
-		return m
-	}
-	switch step {
-	case 0:
-		cut := rng.IntN(len(data) + 1)
-		return build(with(name+".tmp", data[:cut])), fmt.Sprintf("snapshot %s written to %d of %d bytes", name, cut, len(data))
-	case 1:
-		return build(with(name+".tmp", data)), "snapshot " + name + " synced, not renamed"
-	case 2:
-		return build(with(name, data)), "snapshot " + name + " renamed, older ones not pruned"
-	case 3:
-		return build(now), "snapshots pruned, log not truncated"
-	}
-	return after, "snapshot and log compaction done"
 }
