@@ -43,6 +43,23 @@
 // reads, Get and Await; clock moves; snapshots; clean restarts; crashes;
 // storage errors; bit rot in the log; and damage to the newest snapshot.
 //
+// # Batches of several commands
+//
+// The other steps make one call at a time, so the writer's batches hold one
+// command each. A batch step holds the writer inside the log's write of a
+// commit (a hook that waits), queues two to five operations one by one (each
+// waits until Stats.Queued says it is queued, or it was refused before
+// queueing), and releases the writer: it takes them as one batch, with
+// acknowledgements of current leases merged into one entry, repeated
+// acknowledgements and admissions deferred after it, claims, wakes and starts
+// sharing it. The queue order comes from the seed, and so does the batch. The
+// calls were concurrent, so the model accepts the first order of them (the
+// queue order first) that gives the store's answers and records. Then a
+// snapshot, a crash in one, a crash, or a clean restart may follow; now and
+// then the store is reopened to take a snapshot on its own after the batch.
+// New kinds of operation in a batch, and of what follows it, are entries in
+// batchEntries and afterBatch.
+//
 // # The reference model
 //
 // model.go is API.md in plain maps and slices, written from the contract and
@@ -94,7 +111,7 @@
 // snapshot, at any hook of the snapshot package (the temporary file created,
 // cut short or whole, synced, renamed or not, older ones pruned) or of the
 // log's compaction (before each segment removal, before or after each
-// directory fsync); during
+// directory fsync); after a batch of several commands (see below); during
 // recovery itself,
 // at any hook of the torn-tail repair or of the rewrite of the last segment,
 // repeatedly; and while reopening after a storage error, in the middle of the

@@ -84,6 +84,15 @@ type gate struct {
 	held, release chan struct{}
 }
 
+// holdNext arms a gate for the log's next write.
+func (h *hooks) holdNext() *gate {
+	g := &gate{held: make(chan struct{}), release: make(chan struct{})}
+	h.mu.Lock()
+	h.gate = g
+	h.mu.Unlock()
+	return g
+}
+
 // wait holds the calling writer at an armed gate until it is released.
 func (h *hooks) wait() {
 	h.mu.Lock()

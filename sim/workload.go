@@ -39,6 +39,7 @@ var actions = []action{
 	{"leap", 30, (*world).leap},
 	{"clock-back", 6, (*world).clockBack},
 	{"snapshot", 6, (*world).snapshot},
+	{"batch", 10, (*world).batch},
 	{"close", 3, (*world).cleanRestart},
 	{"fault", 4, (*world).fault},
 	{"crash-in-op", 5, (*world).crashInOp},
