@@ -468,7 +468,11 @@ func (s *Store) writeLogged(now int64) {
 		}
 		return
 	}
-	s.applied = first + uint64(len(s.entries)) - 1
+	n := len(s.entries)
+	if mutant.AppliedCountsRequests {
+		n = len(s.logged)
+	}
+	s.applied = first + uint64(n) - 1
 	s.appliedIndex.Store(s.applied)
 	s.snaps.entries += len(s.entries)
 	if !mutant.ApplyBeforeLog {

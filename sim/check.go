@@ -150,6 +150,9 @@ func (w *world) checkSummary(s *execstore.Store) error {
 	if got.Executions != exp.Executions || got.Terminal != exp.Terminal || got.Pending != exp.Pending || !got.NextDue.Equal(exp.NextDue) {
 		return violationf("store summary differs from the model (-model +store):\n%s", cmp.Diff(exp, got))
 	}
+	if st.Failed == nil && st.AppliedIndex != st.WALLastIndex {
+		return violationf("the writer says entries up to %d are applied, and the log ends at %d", st.AppliedIndex, st.WALLastIndex)
+	}
 	if now := st.Now.UnixNano(); !st.Now.IsZero() && now < w.storeNow {
 		return violationf("store time went backwards: %s after %s", simTime(st.Now), simTime(timeOf(w.storeNow)))
 	} else if !st.Now.IsZero() {

@@ -189,7 +189,10 @@
 // its fsync, an acknowledgement that keeps covered wakes, a claim that reuses
 // a token, a WAL that trusts the page cache when it reopens after an unclean
 // stop, a compaction that removes a segment still needed, a compaction that
-// removes segment files newest first), runs seeds until one reports a
+// removes segment files newest first, a writer that counts merged
+// acknowledgements as several log entries, a snapshot whose name is never
+// made durable, a lease fence that lets token 0 through, a wake at exactly
+// the pending time that writes), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //

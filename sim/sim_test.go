@@ -83,6 +83,11 @@ var mutations = []struct {
 	// Rarer: it takes a crash or a storage error in the middle of a compaction
 	// that removes two segment files or more.
 	{"CompactNewestFirst", &mutant.CompactNewestFirst, 40},
+	// It takes merged acknowledgements (a batch step) and a snapshot after.
+	{"AppliedCountsRequests", &mutant.AppliedCountsRequests, 0},
+	{"SnapshotSkipDirSync", &mutant.SnapshotSkipDirSync, 0},
+	{"TokenZeroPasses", &mutant.TokenZeroPasses, 0},
+	{"WakeAtPendingTimeWrites", &mutant.WakeAtPendingTimeWrites, 0},
 }
 
 const (

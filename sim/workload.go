@@ -38,6 +38,7 @@ var actions = []action{
 	{"tick", 100, (*world).tick},
 	{"leap", 30, (*world).leap},
 	{"clock-back", 6, (*world).clockBack},
+	{"exact-time", 8, (*world).exactTime},
 	{"snapshot", 6, (*world).snapshot},
 	{"batch", 10, (*world).batch},
 	{"close", 3, (*world).cleanRestart},
@@ -141,6 +142,24 @@ func (w *world) leap() error {
 	return nil
 }
 
+// exactTime moves the clock to exactly a time an execution becomes
+// claimable (a pending wake's, or a lease's expiry) and claims: a boundary is
+// inclusive.
+func (w *world) exactTime() error {
+	var times []int64
+	for _, id := range w.model.order {
+		if at, ok := w.model.execs[id].claimable(); ok && at >= w.clock.nanos() {
+			times = append(times, at)
+		}
+	}
+	if len(times) == 0 {
+		return nil
+	}
+	w.clock.set(times[w.pick(len(times))])
+	w.tr.line("%d clock to exactly %s", w.ops, simTime(w.clock.Now()))
+	return w.plain(w.genClaim())
+}
+
 // clockBack steps the clock backwards, as a clock correction would: the
 // store's time must not follow.
 func (w *world) clockBack() error {
@@ -178,8 +197,17 @@ func (w *world) pickLease() execstore.Lease {
 		}
 	}
 	switch r := w.pick(100); {
-	case r < 70 && len(current) > 0:
+	case r < 66 && len(current) > 0:
 		return current[w.pick(len(current))]
+	case r < 72 && len(current) > 0:
+		// Forged against a current lease: token 0, or one more than issued.
+		l := current[w.pick(len(current))]
+		if w.chance(50) {
+			l.Token = 0
+		} else {
+			l.Token++
+		}
+		return l
 	case r < 92 && len(w.leases) > 0:
 		return w.leases[w.pick(len(w.leases))]
 	case r < 97:
@@ -276,6 +304,13 @@ func (w *world) genWake() *op {
 		o.at = now.Add(-w.pickDuration(0, 5*time.Second))
 	case r < 45:
 		o.at = now
+	case r < 50:
+		// Exactly at the pending wake: it merges.
+		if e := w.model.execs[o.id]; e != nil && e.due != 0 {
+			o.at = timeOf(e.due)
+		} else {
+			o.at = now
+		}
 	case r < 92:
 		o.at = now.Add(w.pickDuration(time.Millisecond, 40*time.Second))
 	case r < 95:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // Part of the snapshot format.
@@ -139,7 +140,7 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 		os.Remove(tmp)
 		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
 	}
-	if !opts.NoSync {
+	if !opts.NoSync && !mutant.SnapshotSkipDirSync {
 		if err := syncDir(dir, opts); err != nil {
 			// The new name may not be durable, and after a failed fsync no
 			// later one of the directory is trusted to make it so. Left in
