@@ -149,6 +149,7 @@ func (w *world) batch() error {
 			return violationf("Snapshot after an automatic one: %v", err)
 		}
 		w.tr.line("%d automatic snapshot, then another", w.ops)
+		w.cover("batch", "then", "automatic snapshot")
 		if err := w.afterSnapshot(); err != nil {
 			return err
 		}
@@ -160,6 +161,7 @@ func (w *world) batch() error {
 	r := w.pick(100)
 	for _, a := range afterBatch {
 		if r < a.weight {
+			w.cover("batch", "then", a.name)
 			return a.run(w)
 		}
 		r -= a.weight
@@ -309,6 +311,13 @@ func (w *world) settleBatch(ops []*op, clock int64, got []result) error {
 			}
 			if !sortedInts(order) {
 				w.tr.line("%d batch linearized as %v", w.ops, order)
+				w.cover("batch", "out of queue order")
+			}
+			for i, o := range ops {
+				w.coverResult(o, got[i])
+				if i > 0 && o.kind == opAck && ops[i-1].kind == opAck && got[i].Code == "" && got[i-1].Code == "" {
+					w.cover("batch", "merged acknowledgements")
+				}
 			}
 			return w.checkAfter()
 		}

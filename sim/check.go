@@ -53,6 +53,7 @@ func (w *world) settle(o *op, clock int64, got result) error {
 func (w *world) compare(o *op, clock int64, got result) error {
 	w.model.touched = nil
 	exp := o.apply(w.model, clock, generatedID(o, got))
+	w.coverResult(o, got)
 	if diff := diffResults(exp, got); diff != "" {
 		return violationf("%s: result differs from the model (-model +store):\n%s", o.describe(w.tr), diff)
 	}

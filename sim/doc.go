@@ -207,7 +207,12 @@
 //
 // It prints progress on stderr, the summary line on stdout, each failing
 // seed's violation with the end of its trace and the command that replays it,
-// and exits non-zero on any violation.
+// and exits non-zero on any violation. With -coverage it also prints what the
+// seeds reached (Coverage: each operation with each result, each crash point
+// and fault by where and at which hook, the shapes of batches, the
+// boundaries) and exits non-zero when a cell of RequiredCells, which the
+// workload is meant to reach within the CI budget, stays at zero; CI runs it
+// so.
 //
 // Not simulated yet: Options.Retention (retirement is also triggered by a
 // wall-clock ticker, which would make runs depend on timing), the store's own

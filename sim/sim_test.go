@@ -6,6 +6,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,6 +52,38 @@ func TestSameSeedGivesTheSameTraceByteForByte(t *testing.T) {
 	}
 	if a, _ := run(3); a == func() [32]byte { h, _ := run(4); return h }() {
 		t.Fatal("seeds 3 and 4 gave the same trace")
+	}
+}
+
+func TestCoverageCountsEveryOperationAndCrashItReached(t *testing.T) {
+	s, err := Run(context.Background(), Config{FirstSeed: 1, Seeds: 4, Ops: 300, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, crashes := 0, 0
+	for cell, n := range s.Coverage {
+		switch {
+		case strings.HasPrefix(cell, "op/"):
+			ops += n
+		case strings.HasPrefix(cell, "crash/"):
+			crashes += n
+		}
+	}
+	// Every compared operation is counted once (a batch's, and each
+	// acknowledgement of an acknowledge-batch, on top); every crash too, and
+	// the idle ones are also counted when an armed crash found nothing to
+	// stop.
+	if ops < s.Ops/2 || crashes < s.Crashes/2 {
+		t.Fatalf("coverage counts %d operations and %d crashes for %d and %d", ops, crashes, s.Ops, s.Crashes)
+	}
+	missing := s.Coverage.Missing()
+	for _, m := range missing {
+		if s.Coverage[m] != 0 {
+			t.Fatalf("%s is reached %d times and reported missing", m, s.Coverage[m])
+		}
+	}
+	if len(missing) == 0 {
+		t.Fatal("four short seeds reached every required cell: the list asks too little")
 	}
 }
 

@@ -157,6 +157,7 @@ func (w *world) exactTime() error {
 	}
 	w.clock.set(times[w.pick(len(times))])
 	w.tr.line("%d clock to exactly %s", w.ops, simTime(w.clock.Now()))
+	w.cover("boundary", "claim at exactly a claimable time")
 	return w.plain(w.genClaim())
 }
 
@@ -202,6 +203,7 @@ func (w *world) pickLease() execstore.Lease {
 	case r < 72 && len(current) > 0:
 		// Forged against a current lease: token 0, or one more than issued.
 		l := current[w.pick(len(current))]
+		w.cover("boundary", "forged token")
 		if w.chance(50) {
 			l.Token = 0
 		} else {
@@ -308,6 +310,7 @@ func (w *world) genWake() *op {
 		// Exactly at the pending wake: it merges.
 		if e := w.model.execs[o.id]; e != nil && e.due != 0 {
 			o.at = timeOf(e.due)
+			w.cover("boundary", "wake at exactly the pending time")
 		} else {
 			o.at = now
 		}

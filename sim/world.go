@@ -64,7 +64,8 @@ type world struct {
 	storeNow int64                       // the latest store time seen (Stats.Now)
 
 	ops, crashes int
-	checkDue     int // operations until the next full check
+	checkDue     int      // operations until the next full check
+	cov          Coverage // what the run reached
 }
 
 func newWorld(seed uint64, cfg Config, base string) *world {
@@ -78,6 +79,7 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		maxToken: map[string]uint64{},
 		terminal: map[string]execstore.Record{},
 		millis:   map[int64]bool{},
+		cov:      Coverage{},
 	}
 	w.hooks = &hooks{rng: rand.New(rand.NewPCG(seed, 0xd15c))}
 	w.clock.set(simEpoch.UnixNano())
@@ -216,6 +218,7 @@ func (w *world) crashTo(im *crashImage, why string) error {
 				return p.err
 			}
 			w.crashes++
+			w.coverPoint("crash", "in-recovery", p.fired)
 			im = p.image
 			w.tr.line("crash during recovery at %s: %s", p.fired, im.describe())
 			os.RemoveAll(w.dir)
@@ -336,6 +339,7 @@ func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
 	if !p.crash {
 		what = "storage error"
 	}
+	w.coverPoint(map[bool]string{true: "crash", false: "fault"}[p.crash], "in-op", p.fired)
 	w.tr.line("%d %s -> %s (%s at %s)", w.ops, o.describe(w.tr), got.describe(w.tr), what, p.fired)
 	w.model = m0
 	unacked, err := w.acknowledged(o, clock, got)
@@ -419,6 +423,7 @@ func (w *world) failStopped(unacked []pending) error {
 		if p.err != nil {
 			return p.err
 		}
+		w.coverPoint("crash", "in-reopen", p.fired)
 		return w.crashTo(p.image, "reopening after a storage error, at "+p.fired.String())
 	}
 	if err != nil {
@@ -546,6 +551,7 @@ func (w *world) replayTwice() error {
 
 // crashNow crashes while the store is idle.
 func (w *world) crashNow(why string) error {
+	w.cover("crash", "idle", "idle")
 	w.barrier()
 	last := w.lastIndex()
 	im, err := w.hooks.quiescentImage()
@@ -592,6 +598,7 @@ func (w *world) snapshotCrash() error {
 	if err == nil {
 		return violationf("Snapshot returned nil after a crash at %s", p.fired)
 	}
+	w.coverPoint("crash", "in-snapshot", p.fired)
 	if err := w.crashTo(p.image, "during a snapshot at "+p.fired.String()); err != nil {
 		return err
 	}
@@ -673,6 +680,7 @@ func (w *world) snapshotFault() error {
 		return violationf("Snapshot returned nil after a storage error at %s", p.fired)
 	}
 	w.tr.line("%d snapshot -> %s (storage error at %s)", w.ops, codeOf(err), p.fired)
+	w.coverPoint("fault", "in-snapshot", p.fired)
 	st, serr := w.store.Stats(context.Background())
 	if serr != nil {
 		return serr

@@ -56,6 +56,7 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 	linOut := fs.String("lin-out", "", "write a failing linearizability history as HTML here")
 	progressEvery := fs.Duration("progress", 10*time.Second, "interval between progress lines on stderr")
 	strictDirs := fs.Bool("strict-dirs", false, "let crashes lose directories created since their parent's last fsync (POSIX, not ext4)")
+	coverage := fs.Bool("coverage", false, "print what the seeds reached (operations x results, crash points, faults, batches, boundaries) and fail if a required cell stays at zero")
 	mutation := fs.String("mutant", "", "turn on one deliberate bug to watch the simulator catch it: "+strings.Join(mutantNames(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -105,10 +106,20 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 		line = fmt.Sprintf("sim: %d seeds, %d ops, %d crashes, %d violations, trace %s",
 			sum.Seeds, sum.Ops, sum.Crashes, len(sum.Failed)+linFailed, sum.Trace)
 	}
+	var missing []string
+	if *coverage {
+		sum.Coverage.Print(stdout)
+		if ctx.Err() == nil {
+			missing = sum.Coverage.Missing()
+		}
+	}
 	fmt.Fprintln(stdout, line)
 	fmt.Fprintf(stderr, "sim: took %s\n", sum.Elapsed.Round(time.Millisecond))
 	if n := len(sum.Failed) + linFailed; n > 0 {
 		return fmt.Errorf("sim: %d violations", n)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sim: %d required coverage cells not reached: %s", len(missing), strings.Join(missing, ", "))
 	}
 	return ctx.Err()
 }
