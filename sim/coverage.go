@@ -172,4 +172,5 @@ var RequiredCells = []string{
 	// Boundaries.
 	"boundary/claim at exactly a claimable time", "boundary/wake at exactly the pending time",
 	"boundary/forged token",
+	"boundary/params at-limit", "boundary/params one-past", "boundary/value at-limit", "boundary/value one-past",
 }

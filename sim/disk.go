@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // disk tracks what is durable in one store directory: for every file, the bytes
@@ -60,8 +61,11 @@ type fileRec struct {
 	// disk holds zeros there (newly allocated blocks), whatever is fsynced later.
 	lost [][2]int
 	// poisoned: a failed fsync of its directory may have dropped its entry,
-	// and no later directory fsync is trusted to make it durable.
+	// and no later directory fsync is trusted to make it durable, as long as
+	// the name is that file's (inode ino): one removed and created again is a
+	// new entry.
 	poisoned bool
+	ino      uint64
 }
 
 // mask returns data with the lost ranges zeroed: what the disk holds of a file
@@ -217,6 +221,11 @@ func (d *disk) dirSyncedLocked(sub string) error {
 	for _, name := range names {
 		rel := sub + "/" + name
 		rec := d.files[rel]
+		if rec != nil && rec.poisoned && inode(filepath.Join(d.root, rel)) != rec.ino {
+			// Removed and created again since the failed fsync: a new entry.
+			delete(d.files, rel)
+			rec = nil
+		}
 		if t := d.renamedFrom(sub, name, names); t != nil && (rec == nil || !rec.poisoned) {
 			// A copy created and fsynced since the last directory fsync, and gone:
 			// renamed into place, a new file. (A durable one that is gone was removed.)
@@ -324,9 +333,21 @@ func (d *disk) poison(sub string) error {
 			}
 			d.files[rel] = rec
 		}
-		rec.poisoned = true
+		rec.poisoned, rec.ino = true, inode(filepath.Join(d.root, rel))
 	}
 	return nil
+}
+
+// inode returns a file's inode number, or 0.
+func inode(path string) uint64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
 }
 
 // renamedFrom returns the record of the temporary file that name in sub was

@@ -237,6 +237,11 @@ func (w *world) pickParams() params {
 			invalid = append(invalid, i)
 		}
 	}
+	if w.chance(3) {
+		p := boundaryParams[w.pick(len(boundaryParams))]
+		w.cover("boundary", "params "+p.name)
+		return p
+	}
 	if w.chance(12) {
 		return paramsCatalog[invalid[w.pick(len(invalid))]]
 	}
@@ -251,6 +256,11 @@ func (w *world) pickContext() ctxArg {
 }
 
 func (w *world) pickValue() value {
+	if w.chance(3) {
+		v := boundaryValues[w.pick(len(boundaryValues))]
+		w.cover("boundary", "value "+v.name)
+		return v
+	}
 	if w.chance(10) {
 		return valueCatalog[5+w.pick(len(valueCatalog)-5)]
 	}

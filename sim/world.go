@@ -105,7 +105,7 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
 	}
 	w.stepKeys = []string{"s1", "s2", "s3", "c1", "c2"}
-	w.kvKeys = []string{"k1", "k2", "k3", "k4", "k5"}
+	w.kvKeys = []string{"k1", "k2", "k3", "k4", "k5", strings.Repeat("k", simKeyBytes)} // the last exactly at the key size limit
 	w.tr.line("segment size %d, %d user IDs", segment, len(w.userIDs))
 	return w
 }
