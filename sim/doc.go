@@ -182,6 +182,23 @@
 // phases. The seed fixes each client's calls; the interleaving is the
 // scheduler's.
 //
+// # Dispatchers
+//
+// CheckDispatch runs two dispatchers against a real store under one manual
+// clock (the store's and the dispatchers' timers), with invokers that
+// succeed, fail, return an error, panic, exit, hang past the abort grace
+// period, or return as soon as they are cancelled, and renewals that fail so
+// that a lease expires and another claim takes it over; the clock moves by
+// ticks and by jumps past a lease. Every publication of an execution must be
+// its one recorded terminal record, no delivery may acknowledge or release
+// after its renewal found the lease lost, no slot may stay held after Stop,
+// and every execution must end and be published. The seed fixes each
+// execution's behaviour per attempt and the clock's moves; the interleaving
+// is the scheduler's, so it checks properties, not a trace. (A record may be
+// published again: the dispatcher publishes what it sees end, and a delivery
+// whose lease was taken over without its knowing sees the other delivery's
+// outcome when it acknowledges. DispatchReport.Republished counts them.)
+//
 // # The harness can fail
 //
 // sim_test.go turns on each mutation of internal/mutant in turn (a WAL that
@@ -192,7 +209,8 @@
 // removes segment files newest first, a writer that counts merged
 // acknowledgements as several log entries, a snapshot whose name is never
 // made durable, a lease fence that lets token 0 through, a wake at exactly
-// the pending time that writes), runs seeds until one reports a
+// the pending time that writes, and, for the dispatcher check, a dispatcher
+// that acknowledges after its lease was lost), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //

@@ -165,6 +165,50 @@ func firstLine(err error) string {
 	return s
 }
 
+func TestDispatchersDeliverEverythingAndNeverActOnALostLease(t *testing.T) {
+	lost, republished := 0, 0
+	for seed := uint64(1); seed <= 6; seed++ {
+		rep, err := CheckDispatch(DispatchConfig{Seed: seed, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Violation != nil {
+			t.Fatalf("seed %d: %v", seed, rep.Violation)
+		}
+		lost += rep.LostLeases
+		republished += rep.Republished
+	}
+	if lost == 0 {
+		t.Fatal("no delivery lost its lease: the check proves nothing about lost leases")
+	}
+	t.Logf("%d leases lost, %d executions published more than once", lost, republished)
+}
+
+// The dispatcher check can fail: a dispatcher that acknowledges or releases
+// after its renewal found the lease lost is caught within the bound.
+func TestADispatcherThatIgnoresALostLeaseIsCaught(t *testing.T) {
+	reset := mutant.Set(&mutant.DispatcherIgnoresLostLease)
+	caught := uint64(0)
+	for seed := uint64(1); seed <= 10 && caught == 0; seed++ {
+		rep, err := CheckDispatch(DispatchConfig{Seed: seed, Dir: t.TempDir()})
+		if err != nil {
+			reset()
+			t.Fatal(err)
+		}
+		if rep.Violation != nil {
+			caught = seed
+			t.Logf("caught by seed %d: %v", seed, rep.Violation)
+		}
+	}
+	reset()
+	if caught == 0 {
+		t.Fatal("DispatcherIgnoresLostLease went unnoticed by seeds 1..10")
+	}
+	if rep, err := CheckDispatch(DispatchConfig{Seed: caught, Dir: t.TempDir()}); err != nil || rep.Violation != nil {
+		t.Fatalf("seed %d fails without the mutation too: %v %v", caught, err, rep.Violation)
+	}
+}
+
 func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
 		rep, err := CheckLinearizable(LinConfig{Seed: seed})

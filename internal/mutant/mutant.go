@@ -56,6 +56,9 @@ var (
 	// WakeAtPendingTimeWrites makes a wake at exactly the pending wake's time
 	// change the record instead of merging into it.
 	WakeAtPendingTimeWrites bool
+	// DispatcherIgnoresLostLease makes a dispatcher acknowledge or release a
+	// delivery whose renewal found the lease lost.
+	DispatcherIgnoresLostLease bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.
