@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -60,6 +61,9 @@ type Options struct {
 	// WALFaults injects storage errors into the write-ahead log. For tests and
 	// the crash simulator only; nil in production.
 	WALFaults *wal.Faults
+	// SnapshotFaults injects storage errors into snapshot writing and
+	// pruning. For tests and the crash simulator only; nil in production.
+	SnapshotFaults *snapshot.Faults
 	// IDRand supplies the random bits of generated execution IDs. Nil means
 	// crypto/rand. It is read in the callers' goroutines: it must be safe for
 	// the concurrent calls the store gets. For tests and the crash simulator

@@ -74,6 +74,11 @@ type Store struct {
 
 	applied uint64 // the last WAL index applied to state
 
+	// Published for Stats: applied, and the index the newest snapshot loaded
+	// or written since Open covers (0: none).
+	appliedIndex  atomic.Uint64
+	snapshotIndex atomic.Uint64
+
 	awaits awaiters
 	due    dueSignal
 	snaps  snapshotter
@@ -218,6 +223,8 @@ func (s *Store) recover() error {
 	}
 	s.state = state
 	s.applied = w.LastIndex()
+	s.appliedIndex.Store(s.applied)
+	s.snapshotIndex.Store(applied)
 	s.last = state.Meta().Now
 	s.logger.Info("execstore: opened", "dir", s.dir, "executions", state.Len(), "snapshot_index", applied,
 		"replayed", replayed, "last_index", s.applied, "took", time.Since(start))
@@ -461,7 +468,12 @@ func (s *Store) writeLogged(now int64) {
 		}
 		return
 	}
-	s.applied = first + uint64(len(s.entries)) - 1
+	n := len(s.entries)
+	if mutant.AppliedCountsRequests {
+		n = len(s.logged)
+	}
+	s.applied = first + uint64(n) - 1
+	s.appliedIndex.Store(s.applied)
 	s.snaps.entries += len(s.entries)
 	if !mutant.ApplyBeforeLog {
 		s.applyLogged()

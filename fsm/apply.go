@@ -129,7 +129,7 @@ func (s *State) wake(c *Command, now int64, dry bool) Result {
 		return Result{Code: CodeNotFound}
 	case p.Terminal():
 		return Result{Wake: WakeIgnored}
-	case p.DueAt != 0 && p.DueAt <= c.At:
+	case p.DueAt != 0 && (p.DueAt < c.At || (p.DueAt == c.At && !mutant.WakeAtPendingTimeWrites)):
 		// Merges into an earlier (or equal) pending wake: nothing changes.
 		return Result{Wake: WakeRequested}
 	case dry:
@@ -294,7 +294,7 @@ func (s *State) current(id string, token uint64) (p *Execution, fail *Result) {
 	if p == nil {
 		return nil, &resultNotFound
 	}
-	if p.LeaseToken == 0 || p.LeaseToken != token {
+	if p.LeaseToken == 0 || (p.LeaseToken != token && !(mutant.TokenZeroPasses && token == 0)) {
 		if p.Status == StatusCancelled {
 			return p, &resultLeaseCancelled
 		}

@@ -53,6 +53,7 @@ func (w *world) settle(o *op, clock int64, got result) error {
 func (w *world) compare(o *op, clock int64, got result) error {
 	w.model.touched = nil
 	exp := o.apply(w.model, clock, generatedID(o, got))
+	w.coverResult(o, got)
 	if diff := diffResults(exp, got); diff != "" {
 		return violationf("%s: result differs from the model (-model +store):\n%s", o.describe(w.tr), diff)
 	}
@@ -149,6 +150,9 @@ func (w *world) checkSummary(s *execstore.Store) error {
 	got, exp := summary{Executions: st.Executions, Terminal: st.Terminal, Pending: st.Pending, NextDue: st.NextDue}, w.model.summary()
 	if got.Executions != exp.Executions || got.Terminal != exp.Terminal || got.Pending != exp.Pending || !got.NextDue.Equal(exp.NextDue) {
 		return violationf("store summary differs from the model (-model +store):\n%s", cmp.Diff(exp, got))
+	}
+	if st.Failed == nil && st.AppliedIndex != st.WALLastIndex {
+		return violationf("the writer says entries up to %d are applied, and the log ends at %d", st.AppliedIndex, st.WALLastIndex)
 	}
 	if now := st.Now.UnixNano(); !st.Now.IsZero() && now < w.storeNow {
 		return violationf("store time went backwards: %s after %s", simTime(st.Now), simTime(timeOf(w.storeNow)))

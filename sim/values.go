@@ -56,6 +56,13 @@ var paramsCatalog = []params{
 	{name: "too-big", data: []byte(`{"big":"` + strings.Repeat("x", simEventBytes) + `"}`)},
 }
 
+// boundaryParams are params exactly at the event size limit and one byte
+// past it (valid JSON both: the size alone decides).
+var boundaryParams = []params{
+	{name: "at-limit", data: []byte(`{"big":"` + strings.Repeat("x", simEventBytes-10) + `"}`), valid: true, class: "at-limit"},
+	{name: "one-past", data: []byte(`{"big":"` + strings.Repeat("x", simEventBytes-9) + `"}`), valid: true, class: "one-past"},
+}
+
 // ctxArg is an admission's context.
 type ctxArg struct {
 	name  string
@@ -102,6 +109,13 @@ var valueCatalog = []value{
 	{name: "bad-word", data: []byte(`nul`)},
 	{name: "dup-key", data: []byte(`{"a":1,"a":1}`)},
 	{name: "big", data: []byte(`"` + strings.Repeat("z", simValueBytes) + `"`), json: true},
+}
+
+// boundaryValues are values exactly at the value size limit and one byte past
+// it.
+var boundaryValues = []value{
+	{name: "at-limit", data: []byte(`"` + strings.Repeat("z", simValueBytes-2) + `"`), json: true},
+	{name: "one-past", data: []byte(`"` + strings.Repeat("z", simValueBytes-1) + `"`), json: true},
 }
 
 // outcome is how the workload ends a delivery.

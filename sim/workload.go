@@ -3,8 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -41,7 +39,9 @@ var actions = []action{
 	{"tick", 100, (*world).tick},
 	{"leap", 30, (*world).leap},
 	{"clock-back", 6, (*world).clockBack},
+	{"exact-time", 8, (*world).exactTime},
 	{"snapshot", 6, (*world).snapshot},
+	{"batch", 10, (*world).batch},
 	{"close", 3, (*world).cleanRestart},
 	{"fault", 4, (*world).fault},
 	{"crash-in-op", 5, (*world).crashInOp},
@@ -126,7 +126,7 @@ func (w *world) snapshot() error {
 		return violationf("Snapshot: %v", err)
 	}
 	w.tr.line("%d snapshot", w.ops)
-	return nil
+	return w.afterSnapshot()
 }
 
 // ---- The clock ---------------------------------------------------------------
@@ -141,6 +141,25 @@ func (w *world) leap() error {
 	w.clock.set(w.clock.nanos() + int64(5+w.rng.IntN(90))*int64(time.Second))
 	w.tr.line("%d clock +leap to %s", w.ops, simTime(w.clock.Now()))
 	return nil
+}
+
+// exactTime moves the clock to exactly a time an execution becomes
+// claimable (a pending wake's, or a lease's expiry) and claims: a boundary is
+// inclusive.
+func (w *world) exactTime() error {
+	var times []int64
+	for _, id := range w.model.order {
+		if at, ok := w.model.execs[id].claimable(); ok && at >= w.clock.nanos() {
+			times = append(times, at)
+		}
+	}
+	if len(times) == 0 {
+		return nil
+	}
+	w.clock.set(times[w.pick(len(times))])
+	w.tr.line("%d clock to exactly %s", w.ops, simTime(w.clock.Now()))
+	w.cover("boundary", "claim at exactly a claimable time")
+	return w.plain(w.genClaim())
 }
 
 // clockBack steps the clock backwards, as a clock correction would: the
@@ -180,8 +199,18 @@ func (w *world) pickLease() execstore.Lease {
 		}
 	}
 	switch r := w.pick(100); {
-	case r < 70 && len(current) > 0:
+	case r < 66 && len(current) > 0:
 		return current[w.pick(len(current))]
+	case r < 72 && len(current) > 0:
+		// Forged against a current lease: token 0, or one more than issued.
+		l := current[w.pick(len(current))]
+		w.cover("boundary", "forged token")
+		if w.chance(50) {
+			l.Token = 0
+		} else {
+			l.Token++
+		}
+		return l
 	case r < 92 && len(w.leases) > 0:
 		return w.leases[w.pick(len(w.leases))]
 	case r < 97:
@@ -209,6 +238,11 @@ func (w *world) pickParams() params {
 			invalid = append(invalid, i)
 		}
 	}
+	if w.chance(3) {
+		p := boundaryParams[w.pick(len(boundaryParams))]
+		w.cover("boundary", "params "+p.name)
+		return p
+	}
 	if w.chance(12) {
 		return paramsCatalog[invalid[w.pick(len(invalid))]]
 	}
@@ -223,6 +257,11 @@ func (w *world) pickContext() ctxArg {
 }
 
 func (w *world) pickValue() value {
+	if w.chance(3) {
+		v := boundaryValues[w.pick(len(boundaryValues))]
+		w.cover("boundary", "value "+v.name)
+		return v
+	}
 	if w.chance(10) {
 		return valueCatalog[5+w.pick(len(valueCatalog)-5)]
 	}
@@ -284,6 +323,14 @@ func (w *world) genWake() *op {
 		o.at = now.Add(-w.pickDuration(0, 5*time.Second))
 	case r < 45:
 		o.at = now
+	case r < 50:
+		// Exactly at the pending wake: it merges.
+		if e := w.model.execs[o.id]; e != nil && e.due != 0 {
+			o.at = timeOf(e.due)
+			w.cover("boundary", "wake at exactly the pending time")
+		} else {
+			o.at = now
+		}
 	case r < 92:
 		o.at = now.Add(w.pickDuration(time.Millisecond, 40*time.Second))
 	case r < 95:
@@ -424,64 +471,4 @@ func (w *world) genAwait() *op {
 		o.cancel = true
 	}
 	return o
-}
-
-// snapshotStep rebuilds a crash image at a step of the snapshot recipe from
-// the directory before and after a snapshot: the temporary file cut short or
-// whole, renamed into place, older snapshots pruned (the log not yet
-// truncated), or everything done.
-func snapshotStep(rng interface{ IntN(int) int }, before, after *crashImage) (*crashImage, string) {
-	snap := func(im *crashImage) map[string][]byte {
-		out := map[string][]byte{}
-		for _, f := range im.files {
-			if name, ok := strings.CutPrefix(f.rel, "snapshots/"); ok {
-				out[name] = f.data
-			}
-		}
-		return out
-	}
-	was, now := snap(before), snap(after)
-	var name string
-	var data []byte
-	for _, n := range slices.Sorted(maps.Keys(now)) {
-		if string(was[n]) != string(now[n]) {
-			name, data = n, now[n]
-		}
-	}
-	build := func(snaps map[string][]byte) *crashImage {
-		im := &crashImage{}
-		for _, f := range before.files {
-			if !strings.HasPrefix(f.rel, "snapshots/") {
-				im.files = append(im.files, f)
-			}
-		}
-		for _, n := range slices.Sorted(maps.Keys(snaps)) {
-			im.files = append(im.files, file{rel: "snapshots/" + n, data: snaps[n]})
-		}
-		return im
-	}
-	step := rng.IntN(5)
-	if name == "" {
-		step = 4
-	}
-	with := func(n string, d []byte) map[string][]byte {
-		m := map[string][]byte{}
-		for k, v := range was {
-			m[k] = v
-		}
-		m[n] = d
-		return m
-	}
-	switch step {
-	case 0:
-		cut := rng.IntN(len(data) + 1)
-		return build(with(name+".tmp", data[:cut])), fmt.Sprintf("snapshot %s written to %d of %d bytes", name, cut, len(data))
-	case 1:
-		return build(with(name+".tmp", data)), "snapshot " + name + " synced, not renamed"
-	case 2:
-		return build(with(name, data)), "snapshot " + name + " renamed, older ones not pruned"
-	case 3:
-		return build(now), "snapshots pruned, log not truncated"
-	}
-	return after, "snapshot and log compaction done"
 }
