@@ -69,6 +69,13 @@ func (s *State) run(c *Command, dry bool) Result {
 		return s.watch(c, dry)
 	case KindRetire:
 		return s.retire(c, dry)
+
+	case KindPutSchedule:
+		return s.putSchedule(c, dry)
+	case KindDeleteSchedule:
+		return s.deleteSchedule(c, dry)
+	case KindFireSchedules:
+		return s.fireSchedules(c, now, dry)
 	}
 	// Commands are validated when decoded and when built; an unknown kind here
 	// is a programming error, and guessing would break determinism.

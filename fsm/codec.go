@@ -37,6 +37,7 @@ var ErrDecode = errors.New("fsm: malformed command")
 //	watch        id:str count:uv, then key:str...
 //	retire       before:uv limit:uv
 //	acknowledge-batch  count:uv, then per acknowledgement id:str token:uv status:1B (as acknowledge)
+//	put-schedule, delete-schedule, fire-schedules: see schedule_codec.go
 
 // AppendEncode appends c's encoding to dst. c must pass Check.
 func AppendEncode(dst []byte, c *Command) []byte {
@@ -98,6 +99,8 @@ func AppendEncode(dst []byte, c *Command) []byte {
 	case KindRetire:
 		dst = binary.AppendUvarint(dst, uint64(c.At))
 		dst = binary.AppendUvarint(dst, uint64(c.Limit))
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		dst = appendScheduleCommand(dst, c) // schedule_codec.go
 	default:
 		panic("fsm: encode: unknown command kind " + c.Kind.String())
 	}
@@ -252,6 +255,8 @@ func DecodeInto(c *Command, b []byte) error {
 	case KindRetire:
 		c.At = d.Int()
 		c.Limit = int(d.Int())
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		d.scheduleCommand(c) // schedule_codec.go
 	default:
 		if d.err == nil {
 			return decodeErr("unknown command kind " + itoa(uint64(c.Kind)))
@@ -512,6 +517,8 @@ func (c *Command) Check() error {
 		if c.At <= 0 || c.Limit <= 0 {
 			return bad("non-positive time or limit")
 		}
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		return checkScheduleCommand(c, bad) // schedule_codec.go
 	default:
 		return bad("unknown command kind")
 	}

@@ -23,6 +23,23 @@ const (
 	kindEnd              Kind = 13 // one past the last valid kind
 )
 
+// Schedules' commands (schedule.go).
+const (
+	// KindPutSchedule creates or replaces a schedule.
+	KindPutSchedule Kind = 20
+	// KindDeleteSchedule removes a schedule.
+	KindDeleteSchedule Kind = 21
+	// KindFireSchedules reaches schedules' due occurrences: it admits an
+	// execution for each the catch-up policy keeps, and advances each
+	// schedule to its next occurrence.
+	KindFireSchedules Kind = 22
+
+	scheduleKindEnd Kind = 23 // one past the last schedule kind
+)
+
+// scheduleKindNames are the schedule kinds' names, from KindPutSchedule on.
+var scheduleKindNames = [...]string{"put-schedule", "delete-schedule", "fire-schedules"}
+
 var kindNames = [...]string{
 	KindAdmit:       "admit",
 	KindWake:        "wake",
@@ -40,7 +57,10 @@ var kindNames = [...]string{
 }
 
 func (k Kind) String() string {
-	if k == 0 || k >= kindEnd {
+	switch {
+	case k >= KindPutSchedule && k < scheduleKindEnd:
+		return scheduleKindNames[k-KindPutSchedule]
+	case k == 0 || k >= kindEnd:
 		return "kind(" + itoa(uint64(k)) + ")"
 	}
 	return kindNames[k]
@@ -83,6 +103,12 @@ type Command struct {
 	Writes []Write  // commit
 	Keys   []string // watch: sorted, unique
 	Acks   []Ack    // acknowledge-batch: 1 to MaxAcksPerCommand
+
+	// put-schedule: the schedule, with At its first occurrence after Now (0:
+	// none) and Limit the most schedules there may be.
+	Schedule   *ScheduleDef
+	ScheduleID string // delete-schedule
+	Fires      []Fire // fire-schedules: 1 to MaxFiresPerCommand
 
 	// retire: terminal executions last updated before At lose their params,
 	// context and steps; at most Limit of them, oldest first.
@@ -141,6 +167,12 @@ type Result struct {
 	Count  int         // retire: executions retired
 	Acks   []Result    // acknowledge-batch: each acknowledgement's result, in order
 	Became Transitions // what the command changed, for the Store's notifications
+
+	// Schedules (schedule.go). put-schedule: the schedule as stored (also
+	// when it was stored already), or CodeLimitExceeded; delete-schedule:
+	// CodeNotFound for an unknown one; fire-schedules: the executions it
+	// admitted, in Woken.
+	Schedule *Schedule
 }
 
 // Transitions summarises effects the Store reacts to after applying.

@@ -12,8 +12,8 @@ import (
 // StateVersion is the version of the state encoding. Part of the snapshot
 // format: a reader refuses versions it does not know, and reads every older
 // one. Version 2 keeps a retired record's outcome as records keep theirs,
-// and its parent link.
-const StateVersion = 2
+// and its parent link. Version 3 adds the schedules.
+const StateVersion = 3
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -46,10 +46,13 @@ type Reader interface {
 //	         parent:(0 | 1 caller:str key:str)) in ID order
 //	         (version 1: id:str workflow:str result:opt error admitted:uv
 //	         updated:uv deliveries:uv status:1B, and no parent)
+//	schedules (version 3) count:uv, then per schedule in ID order its
+//	         definition as put-schedule encodes it, then next:uv last:uv
+//	         caught-up:uv
 //
-// The due index, the retirement queue and the two watch indexes are derived,
-// not stored: decoding rebuilds the due index and the watch indexes from the
-// records and the watches; the retirement queue is rebuilt by
+// The due index, the retirement queue, the two watch indexes and the
+// schedules' due index are derived, not stored: decoding rebuilds the due
+// index, the watch indexes and the schedules' index from what they index; the retirement queue is rebuilt by
 // TrackRetirement, when retention is on.
 
 // flushAt is how much encoded state is buffered before it is written.
@@ -137,6 +140,7 @@ func (s *State) Encode(w Writer) error {
 		e.flush(false)
 		return e.err == nil
 	})
+	s.encodeSchedules(e) // schedule_state.go
 	e.flush(true)
 	return e.err
 }
@@ -340,6 +344,11 @@ func DecodeState(r Reader) (*State, error) {
 	}
 	if err := s.decodeRetired(d, version); err != nil {
 		return nil, err
+	}
+	if version >= 3 {
+		if err := s.decodeSchedules(d); err != nil { // schedule_state.go
+			return nil, err
+		}
 	}
 	if version == 1 {
 		// Version 1 kept the child-start requests of retired executions;

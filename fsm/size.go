@@ -43,6 +43,8 @@ func EncodedLen(c *Command) int {
 		}
 	case KindRetire:
 		n += uvarintLen(uint64(c.At)) + uvarintLen(uint64(c.Limit))
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		n += scheduleCommandLen(c) // schedule_codec.go
 	default:
 		panic("fsm: size: unknown command kind " + c.Kind.String())
 	}

@@ -40,6 +40,11 @@ var (
 	// CompactNewestFirst makes WAL compaction remove segment files newest
 	// first, so that a crash in the middle leaves a gap in the log.
 	CompactNewestFirst bool
+
+	// ScheduleKeepsNext makes a schedule's fire forget to advance the
+	// schedule to its next occurrence: the occurrence is reached again and
+	// again, and every later one never.
+	ScheduleKeepsNext bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.
