@@ -33,6 +33,8 @@ type batchView struct {
 	superseded map[string]uint64     // execution -> token of an expired lease a logged claim may supersede
 	wakes      map[string]int64      // execution -> earliest wake a logged admission or wake leaves pending
 	watches    map[string]struct{}   // execution and keys of logged watches
+
+	schedules map[string]*fsm.ScheduleDef // schedule -> the definition a logged put gives it; nil: a logged delete removes it
 }
 
 type startKey struct{ caller, key string }
@@ -45,6 +47,7 @@ func (v *batchView) reset() {
 	clear(v.superseded)
 	clear(v.wakes)
 	clear(v.watches)
+	clear(v.schedules)
 }
 
 // settles reports whether the logged commands recorded so far probably make c
@@ -74,6 +77,13 @@ func (v *batchView) settles(c *fsm.Command) bool {
 			}
 		}
 		return true
+
+	case fsm.KindPutSchedule: // a put of the definition a logged put gives
+		def, ok := v.schedules[c.Schedule.ID]
+		return ok && def != nil && *def == *c.Schedule
+	case fsm.KindDeleteSchedule: // a delete of what a logged delete removes
+		def, ok := v.schedules[c.ScheduleID]
+		return ok && def == nil
 	}
 	return false
 }
@@ -122,7 +132,19 @@ func (v *batchView) note(c *fsm.Command, state *fsm.State) {
 		for i := range c.Acks {
 			v.endLease(c.Acks[i].ExecutionID, c.Acks[i].Token)
 		}
+
+	case fsm.KindPutSchedule:
+		v.noteSchedule(c.Schedule.ID, c.Schedule)
+	case fsm.KindDeleteSchedule:
+		v.noteSchedule(c.ScheduleID, nil)
 	}
+}
+
+func (v *batchView) noteSchedule(id string, def *fsm.ScheduleDef) {
+	if v.schedules == nil {
+		v.schedules = make(map[string]*fsm.ScheduleDef)
+	}
+	v.schedules[id] = def
 }
 
 func (v *batchView) endLease(id string, token uint64) {

@@ -49,6 +49,9 @@ var (
 	// ErrStorageFailed: a write or fsync of the log failed. The store refuses
 	// every later write until it is reopened; the error also wraps the cause.
 	ErrStorageFailed error = &Error{"STORAGE_FAILED", "StorageFailedError", "storage failed; the store refuses writes until it is reopened"}
+
+	// ErrScheduleNotFound: no schedule has this ID.
+	ErrScheduleNotFound error = &Error{"SCHEDULE_NOT_FOUND", "ScheduleNotFoundError", "schedule not found"}
 )
 
 // ErrorCode returns the stable code of err (see the Err variables), or "" if

@@ -131,7 +131,9 @@ func (d *Decoder) scheduleCommand(c *Command) {
 func scheduleCommandLen(c *Command) int {
 	switch c.Kind {
 	case KindPutSchedule:
-		return scheduleDefLen(c.Schedule) + uvarintLen(uint64(c.At)) + uvarintLen(uint64(c.Limit))
+		// The first occurrence is set once the command is stamped, after it
+		// was sized: counted at its widest, as the time is.
+		return scheduleDefLen(c.Schedule) + binary.MaxVarintLen64 + uvarintLen(uint64(c.Limit))
 	case KindDeleteSchedule:
 		return strLen(c.ScheduleID)
 	}
