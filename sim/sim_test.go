@@ -79,10 +79,13 @@ var mutations = []struct {
 	{"KeepCoveredWakes", &mutant.KeepCoveredWakes, 0},
 	{"ReuseToken", &mutant.ReuseToken, 0},
 	{"SkipTailRewrite", &mutant.SkipTailRewrite, 0},
-	{"CompactPastKeep", &mutant.CompactPastKeep, 0},
+	// Rarer too: it takes damage to the newest snapshot after a compaction
+	// that removed a segment the older snapshot still needs.
+	{"CompactPastKeep", &mutant.CompactPastKeep, 40},
 	// Rarer: it takes a crash or a storage error in the middle of a compaction
 	// that removes two segment files or more.
 	{"CompactNewestFirst", &mutant.CompactNewestFirst, 40},
+	{"ScheduleKeepsNext", &mutant.ScheduleKeepsNext, 0},
 }
 
 const (

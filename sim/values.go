@@ -241,5 +241,8 @@ func simLimits() execstore.Limits {
 		ClaimLimit:      simClaimLimit,
 		LeaseDuration:   simLeaseDuration,
 		RetryAfter:      simRetryAfter,
+
+		Schedules:       simSchedules,
+		ScheduleCatchUp: simScheduleCatchUp,
 	}
 }

@@ -37,6 +37,9 @@ var actions = []action{
 	{"watch", 45, func(w *world) error { return w.plain(w.genWatch()) }},
 	{"get", 30, func(w *world) error { return w.plain(w.genGet()) }},
 	{"await", 12, func(w *world) error { return w.plain(w.genAwait()) }},
+	{"put-schedule", 14, func(w *world) error { return w.plain(w.genPutSchedule()) }},
+	{"delete-schedule", 6, func(w *world) error { return w.plain(w.genDeleteSchedule()) }},
+	{"get-schedule", 6, func(w *world) error { return w.plain(w.genGetSchedule()) }},
 	{"tick", 100, (*world).tick},
 	{"leap", 30, (*world).leap},
 	{"clock-back", 6, (*world).clockBack},
@@ -81,7 +84,7 @@ func (w *world) plain(o *op) error {
 var writerOps = []func(w *world) *op{
 	(*world).genAdmit, (*world).genWake, (*world).genClaim, (*world).genRenew, (*world).genRelease,
 	(*world).genAck, (*world).genAckBatch, (*world).genSaveStep, (*world).genStart, (*world).genCommit,
-	(*world).genWatch,
+	(*world).genWatch, (*world).genPutSchedule, (*world).genDeleteSchedule,
 }
 
 // crashInOp crashes at a hook inside an operation's write (before the write,
@@ -265,6 +268,9 @@ func (w *world) genAdmit() *op {
 		a.id = ""
 	default:
 		a.id = invalidIDs[w.pick(len(invalidIDs))]
+	}
+	if next := w.occurrenceIDs(); len(next) > 0 && w.chance(4) {
+		a.id = next[w.pick(len(next))] // a caller takes an occurrence's ID first
 	}
 	return &op{kind: opAdmit, admit: a}
 }
