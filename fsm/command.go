@@ -158,8 +158,8 @@ const (
 // Result is a command's answer.
 type Result struct {
 	Code   Code
+	Wake   WakeResult  // wake, watch (beside Code: the two share a word)
 	ID     string      // admit, start: the execution's ID
-	Wake   WakeResult  // wake, watch
 	Leases []Lease     // claim
 	Lease  Lease       // renew
 	Exec   Execution   // acknowledge: the record afterwards
