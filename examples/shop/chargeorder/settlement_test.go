@@ -43,7 +43,9 @@ func TestTheNightlySettlementSettlesEachNightOnceAcrossDowntime(t *testing.T) {
 	}
 	s.clock.Set(time.Date(2026, 1, 5, 2, 30, 0, 0, time.UTC))
 	s.open()
-	s.worker(dispatcher.Options{}, nil)
+	// One delivery at a time: the missed nights, due together, are claimed
+	// in ID order, which is night order, and settled one after the other.
+	s.worker(dispatcher.Options{Concurrency: 1}, nil)
 	settled(t, s, night(4))
 	settled(t, s, night(5))
 
