@@ -34,6 +34,8 @@ type batchView struct {
 	wakes      map[string]int64      // execution -> earliest wake a logged admission or wake leaves pending
 	watches    map[string]struct{}   // execution and keys of logged watches
 	cancelled  map[string]struct{}   // executions a logged cancel ends (not their descendants: the view does not walk the tree)
+
+	schedules map[string]*fsm.ScheduleDef // schedule -> the definition a logged put gives it; nil: a logged delete removes it
 }
 
 type startKey struct{ caller, key string }
@@ -47,6 +49,7 @@ func (v *batchView) reset() {
 	clear(v.wakes)
 	clear(v.watches)
 	clear(v.cancelled)
+	clear(v.schedules)
 }
 
 // settles reports whether the logged commands recorded so far probably make c
@@ -81,6 +84,13 @@ func (v *batchView) settles(c *fsm.Command) bool {
 	case fsm.KindCancel:
 		_, ok := v.cancelled[c.ExecutionID]
 		return ok
+
+	case fsm.KindPutSchedule: // a put of the definition a logged put gives
+		def, ok := v.schedules[c.Schedule.ID]
+		return ok && def != nil && *def == *c.Schedule
+	case fsm.KindDeleteSchedule: // a delete of what a logged delete removes
+		def, ok := v.schedules[c.ScheduleID]
+		return ok && def == nil
 	}
 	return false
 }
@@ -136,7 +146,19 @@ func (v *batchView) note(c *fsm.Command, state *fsm.State) {
 		if e, ok := state.Get(c.ExecutionID); ok && e.Leased() {
 			v.endLease(c.ExecutionID, e.LeaseToken)
 		}
+
+	case fsm.KindPutSchedule:
+		v.noteSchedule(c.Schedule.ID, c.Schedule)
+	case fsm.KindDeleteSchedule:
+		v.noteSchedule(c.ScheduleID, nil)
 	}
+}
+
+func (v *batchView) noteSchedule(id string, def *fsm.ScheduleDef) {
+	if v.schedules == nil {
+		v.schedules = make(map[string]*fsm.ScheduleDef)
+	}
+	v.schedules[id] = def
 }
 
 func (v *batchView) endLease(id string, token uint64) {

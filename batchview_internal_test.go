@@ -173,6 +173,24 @@ func TestACommandMadeANoOpByAnEarlierOneInItsBatchIsNotLogged(t *testing.T) {
 			e.g.let()
 			return errors.Join(<-w1, <-w2)
 		}},
+		{"the same schedule put twice", 1, func(e *env) error {
+			sc := Schedule{ID: "hourly", WorkflowID: "w", Interval: time.Hour, Start: e.clock.now()}
+			p1 := e.g.call(func() error { _, err := e.g.s.PutSchedule(e.ctx, sc); return err })
+			p2 := e.g.call(func() error { _, err := e.g.s.PutSchedule(e.ctx, sc); return err })
+			e.g.let()
+			return errors.Join(<-p1, <-p2)
+		}},
+		{"a schedule deleted twice", 1, func(e *env) error {
+			d1 := e.g.call(func() error { return e.g.s.DeleteSchedule(e.ctx, "daily") })
+			d2 := e.g.call(func() error {
+				if err := e.g.s.DeleteSchedule(e.ctx, "daily"); !errors.Is(err, ErrScheduleNotFound) {
+					return fmt.Errorf("the second delete returned %v, want ErrScheduleNotFound", err)
+				}
+				return nil
+			})
+			e.g.let()
+			return errors.Join(<-d1, <-d2)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := &testClock{t: time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)}
@@ -184,6 +202,9 @@ func TestACommandMadeANoOpByAnEarlierOneInItsBatchIsNotLogged(t *testing.T) {
 			leases, err := g.s.ClaimDue(ctx, 1, time.Minute)
 			if err != nil || len(leases) != 1 {
 				t.Fatalf("ClaimDue: %v, %v", leases, err)
+			}
+			if _, err := g.s.PutSchedule(ctx, Schedule{ID: "daily", WorkflowID: "w", Cron: "@daily", Start: clock.now()}); err != nil {
+				t.Fatal(err)
 			}
 			g.hold("blocker")
 			before, _ := g.s.Stats(ctx)

@@ -39,7 +39,8 @@ func checkOptions(o *Options, l *Limits) (maxCommand int, err error) {
 // boundedKinds are the kinds whose size the limits let grow; every other
 // command is a few dozen bytes.
 var boundedKinds = []fsm.Kind{fsm.KindAdmit, fsm.KindStart, fsm.KindSaveStep, fsm.KindAcknowledge,
-	fsm.KindAcknowledgeBatch, fsm.KindCommit, fsm.KindWatch, fsm.KindRelease, fsm.KindCancel}
+	fsm.KindAcknowledgeBatch, fsm.KindCommit, fsm.KindWatch, fsm.KindRelease, fsm.KindCancel,
+	fsm.KindPutSchedule, fsm.KindDeleteSchedule, fsm.KindFireSchedules}
 
 // largestCommand returns the kind of command with the largest encoded size
 // the limits allow, and that size.
@@ -92,6 +93,15 @@ func commandBound(l *Limits, k fsm.Kind) int {
 		return head + num + l.CommitBytes + l.WritesPerCommit*2*num
 	case fsm.KindWatch:
 		return head + id + num + l.KeysPerWatch*str(l.KeyBytes)
+
+	case fsm.KindPutSchedule:
+		// ID, workflow, params (EventBytes), interval, cron, offset, start,
+		// end, policy, first occurrence, limit.
+		return head + id + id + num + l.EventBytes + num + str(fsm.MaxCronBytes) + 3*num + 1 + 2*num
+	case fsm.KindDeleteSchedule:
+		return head + id
+	case fsm.KindFireSchedules:
+		return head + num + fsm.MaxFiresPerCommand*(id+2*num+1)
 	}
 	panic("execstore: no size bound for " + k.String())
 }

@@ -62,6 +62,8 @@ var (
 	// failed with an error matching it, whose cause is the release's error
 	// or a lease-expired error.
 	ErrAttemptsExhausted error = &Error{fsm.CodeAttemptsExhausted, fsm.NameAttemptsExhausted, "attempts exhausted"}
+	// ErrScheduleNotFound: no schedule has this ID.
+	ErrScheduleNotFound error = &Error{"SCHEDULE_NOT_FOUND", "ScheduleNotFoundError", "schedule not found"}
 )
 
 // ErrorCode returns the stable code of err (see the Err variables), or "" if

@@ -142,6 +142,12 @@ func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 			return err
 		}
 	}
+	put := func(id string, params []byte, every time.Duration) func(*fixture, execstore.Lease) error {
+		return func(f *fixture, _ execstore.Lease) error {
+			_, err := f.s.PutSchedule(ctx, execstore.Schedule{ID: id, WorkflowID: "w", Params: params, Interval: every, Start: t0})
+			return err
+		}
+	}
 	id200, id201 := strings.Repeat("i", execstore.IDBytes), strings.Repeat("i", execstore.IDBytes+1)
 	w := func(key string, value []byte) execstore.Write { return execstore.Write{Key: key, Value: value} }
 	cases := []struct {
@@ -197,6 +203,10 @@ func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 			}},
 		{"bytes per acknowledgement batch", execstore.ErrInvalidArgument,
 			acks(3, execstore.Completed(jsonStringOf(32))), acks(1, execstore.Completed(jsonStringOf(32)))},
+		{"schedule ID bytes", execstore.ErrInvalidArgument,
+			put(strings.Repeat("s", execstore.ScheduleIDBytes+1), nil, time.Second), put(strings.Repeat("s", execstore.ScheduleIDBytes), nil, time.Second)},
+		{"a schedule's params", execstore.ErrInvalidArgument, put("s", paramsOf(65), time.Second), put("s", paramsOf(64), time.Second)},
+		{"a schedule's interval", execstore.ErrInvalidArgument, put("s", nil, time.Second-1), put("s", nil, time.Second)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -245,7 +255,10 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		RetryAfter:            365 * 24 * time.Hour,
 		ErrorMessageBytes:     16 << 10,
 		ErrorCauseDepth:       8,
-		CancelReasonBytes:     4096, // "cancellation reasons 4096 bytes"
+		CancelReasonBytes:     4096,        // "cancellation reasons 4096 bytes"
+		Schedules:             10_000,      // "10,000 schedules"
+		ScheduleInterval:      time.Second, // "intervals of at least 1 s"
+		ScheduleCatchUp:       1000,        // "1,000 missed occurrences admitted in a row"
 	}
 	if diff := cmp.Diff(want, execstore.DefaultLimits); diff != "" {
 		t.Errorf("DefaultLimits (-README +code):\n%s", diff)
@@ -262,6 +275,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		{"wal.MaxPayloadBytes (one WAL entry)", wal.MaxPayloadBytes, 64 << 20},
 		{"DefaultSnapshotEntries", execstore.DefaultSnapshotEntries, 100_000},
 		{"DefaultSnapshotWALBytes", execstore.DefaultSnapshotWALBytes, 64 << 20},
+		{"ScheduleIDBytes", execstore.ScheduleIDBytes, 169},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, the README says %d", c.name, c.got, c.want)

@@ -58,6 +58,21 @@ type Options struct {
 	// time, checked before every batch and once a second.
 	Retention time.Duration
 
+	// ScheduleGrace is how late the store may reach a schedule's occurrence
+	// and still count it on time; one reached later was missed (the store was
+	// down, or its clock jumped), and the schedule's catch-up policy decides
+	// whether it is admitted. Default 1 minute.
+	ScheduleGrace time.Duration
+	// ScheduleCheck bounds how long the writer waits, while a schedule
+	// exists, before it reads the clock to see whether an occurrence has
+	// come; it also sets a timer for the next occurrence by the clock, so an
+	// occurrence is normally admitted when it comes, and this only matters
+	// after the clock jumps. Default 1 second. Negative: no timer; the writer
+	// looks only when it takes requests, so occurrences are admitted at
+	// points the callers choose (the crash simulator, whose clock does not
+	// move with real time, uses this).
+	ScheduleCheck time.Duration
+
 	// WALFaults injects storage errors into the write-ahead log. For tests and
 	// the crash simulator only; nil in production.
 	WALFaults *wal.Faults
@@ -122,6 +137,16 @@ type Limits struct {
 	// CancelReasonBytes bounds the reason given to Cancel, which the
 	// cancelled outcome keeps. Default 4096.
 	CancelReasonBytes int
+
+	// Schedules bounds the number of schedules. Default 10,000.
+	Schedules int
+	// ScheduleInterval is the shortest interval of an interval schedule.
+	// Default 1 second.
+	ScheduleInterval time.Duration
+	// ScheduleCatchUp bounds the missed occurrences of one schedule that
+	// CatchUpAll admits in a row; the rest of those missed are skipped.
+	// Default 1,000.
+	ScheduleCatchUp int
 }
 
 // IDBytes is the longest execution or workflow ID, in bytes. Fixed by the
@@ -151,6 +176,10 @@ var DefaultLimits = Limits{
 	ErrorMessageBytes:     16 << 10,
 	ErrorCauseDepth:       8,
 	CancelReasonBytes:     4096,
+
+	Schedules:        10_000,
+	ScheduleInterval: time.Second,
+	ScheduleCatchUp:  1000,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -180,6 +209,11 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.RetryAfter <= 0 {
 		l.RetryAfter = d.RetryAfter
+	}
+	pick(&l.Schedules, d.Schedules)
+	pick(&l.ScheduleCatchUp, d.ScheduleCatchUp)
+	if l.ScheduleInterval <= 0 {
+		l.ScheduleInterval = d.ScheduleInterval
 	}
 	return l
 }

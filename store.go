@@ -72,6 +72,8 @@ type Store struct {
 
 	maxCommand int // the largest encoded command queued (see checkOptions)
 
+	schedTimer scheduleTimer // writer-owned: the timer for the next schedule occurrence (schedules.go)
+
 	applied uint64 // the last WAL index applied to state
 
 	// Published for Stats: applied, and the index the newest snapshot loaded
@@ -119,6 +121,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.SnapshotWALBytes <= 0 {
 		opts.SnapshotWALBytes = DefaultSnapshotWALBytes
 	}
+	scheduleDefaults(&opts)
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -372,6 +375,12 @@ func (s *Store) run() {
 		// Retire what is due first, so that a write that follows the
 		// retention's deadline answers after the retirement.
 		more := s.retireTick()
+		// Likewise admit the schedules' occurrences that have come, so that
+		// a write stamped at or after an occurrence answers after it (unless
+		// one command could not hold them all: the rest follow next round).
+		if n > 0 || s.opts.ScheduleCheck >= 0 {
+			more = s.scheduleTick() && s.opts.ScheduleCheck >= 0 || more
+		}
 		if n > 0 {
 			s.process(taken)
 			clear(taken)
@@ -392,8 +401,10 @@ func (s *Store) run() {
 		case closing:
 			continue
 		}
+		schedTimer := s.armScheduleTimer()
 		select {
 		case <-s.kick:
+		case <-schedTimer:
 		case <-retireTicker:
 		case req := <-s.snaps.requests:
 			s.snaps.pending = append(s.snaps.pending, req)
@@ -408,13 +419,18 @@ func (s *Store) run() {
 const queueCapMax = 1 << 14
 
 // process runs one batch through precheck, the log, and apply.
-func (s *Store) process(batch []*request) {
-	now := s.stamp()
+func (s *Store) process(batch []*request) { s.processAt(batch, s.stamp()) }
+
+// processAt is process with the batch's time already stamped.
+func (s *Store) processAt(batch []*request, now int64) {
 	s.logged = s.logged[:0]
 	s.deferred = s.deferred[:0]
 	s.view.reset()
 	for _, r := range batch {
 		r.cmd.Now = now
+		if r.cmd.Kind == fsm.KindPutSchedule {
+			firstOccurrence(&r.cmd) // its first occurrence follows its time
+		}
 		if err := s.failed(); err != nil {
 			r.err = err
 			r.done <- struct{}{}
@@ -681,6 +697,9 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 	case fsm.CodeConflict:
 		return errorf(ErrExecutionIDConflict, "%q", c.ExecutionID)
 	case fsm.CodeNotFound:
+		if c.Kind == fsm.KindDeleteSchedule {
+			return errorf(ErrScheduleNotFound, "%q", c.ScheduleID)
+		}
 		if c.Token != 0 || c.Kind == fsm.KindRenew || c.Kind == fsm.KindRelease ||
 			c.Kind == fsm.KindAcknowledge || c.Kind == fsm.KindSaveStep || c.Kind == fsm.KindStart {
 			return leaseNotFound(c.ExecutionID)
@@ -693,6 +712,9 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 	case fsm.CodeMismatch:
 		return errorf(ErrStartRequestMismatch, "execution %q step %q already started child %q", c.ExecutionID, c.Key, res.ID)
 	case fsm.CodeLimitExceeded:
+		if c.Kind == fsm.KindPutSchedule {
+			return errorf(ErrLimitExceeded, "there are %d schedules already, the limit", c.Limit)
+		}
 		return errorf(ErrLimitExceeded, "execution %q has reached its limit of %s", c.ExecutionID, limitName(c.Kind))
 	}
 	return fmt.Errorf("execstore: unexpected result code %v", res.Code)

@@ -71,6 +71,13 @@ func (s *State) run(c *Command, dry bool) Result {
 		return s.retire(c, dry)
 	case KindCancel:
 		return s.cancel(c, now, dry)
+
+	case KindPutSchedule:
+		return s.putSchedule(c, dry)
+	case KindDeleteSchedule:
+		return s.deleteSchedule(c, dry)
+	case KindFireSchedules:
+		return s.fireSchedules(c, now, dry)
 	}
 	// Commands are validated when decoded and when built; an unknown kind here
 	// is a programming error, and guessing would break determinism.

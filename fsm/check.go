@@ -8,15 +8,16 @@ import (
 // StateSummary is what a decoded state would report of itself: its counters,
 // its record count (State.Len) and its due count (State.DueLen).
 type StateSummary struct {
-	Meta    Meta
-	Records int
-	Due     int
+	Meta      Meta
+	Records   int
+	Due       int
+	Schedules int
 }
 
 // Summary returns the state's summary, as CheckState reports it of the
 // state's encoding.
 func (s *State) Summary() StateSummary {
-	return StateSummary{Meta: s.meta, Records: s.Len(), Due: s.DueLen()}
+	return StateSummary{Meta: s.meta, Records: s.Len(), Due: s.DueLen(), Schedules: s.schedules.Len()}
 }
 
 // BufferedReader is a Reader whose buffer a reader may look into
@@ -56,6 +57,11 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 		func(s *StateSummary) error { return c.retired(s, version) },
 	} {
 		if err := step(&sum); err != nil {
+			return StateSummary{}, err
+		}
+	}
+	if version >= 3 {
+		if err := c.schedules(&sum); err != nil { // schedule_state.go
 			return StateSummary{}, err
 		}
 	}

@@ -46,6 +46,7 @@ var ErrDecode = errors.New("fsm: malformed command")
 //	admit        ... context, then max-attempts:uv
 //	release      ... delay, then cause: error (depth 0: none)
 //	cancel       id:str reason:str
+//	put-schedule, delete-schedule, fire-schedules: see schedule_codec.go
 
 // AppendEncode appends c's encoding to dst. c must pass Check.
 func AppendEncode(dst []byte, c *Command) []byte {
@@ -122,6 +123,8 @@ func appendEncode(dst []byte, c *Command, version byte) []byte {
 	case KindCancel:
 		dst = appendStr(dst, c.ExecutionID)
 		dst = appendStr(dst, c.Reason)
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		dst = appendScheduleCommand(dst, c) // schedule_codec.go
 	default:
 		panic("fsm: encode: unknown command kind " + c.Kind.String())
 	}
@@ -289,6 +292,8 @@ func DecodeInto(c *Command, b []byte) error {
 		}
 		c.ExecutionID = d.Str()
 		c.Reason = d.Str()
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		d.scheduleCommand(c) // schedule_codec.go
 	default:
 		if d.err == nil {
 			return decodeErr("unknown command kind " + itoa(uint64(c.Kind)))
@@ -559,6 +564,8 @@ func (c *Command) Check() error {
 		if c.ExecutionID == "" {
 			return bad("empty execution ID")
 		}
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		return checkScheduleCommand(c, bad) // schedule_codec.go
 	default:
 		return bad("unknown command kind")
 	}

@@ -26,6 +26,23 @@ const (
 	kindEnd    Kind = 14 // one past the last valid kind
 )
 
+// Schedules' commands (schedule.go).
+const (
+	// KindPutSchedule creates or replaces a schedule.
+	KindPutSchedule Kind = 20
+	// KindDeleteSchedule removes a schedule.
+	KindDeleteSchedule Kind = 21
+	// KindFireSchedules reaches schedules' due occurrences: it admits an
+	// execution for each the catch-up policy keeps, and advances each
+	// schedule to its next occurrence.
+	KindFireSchedules Kind = 22
+
+	scheduleKindEnd Kind = 23 // one past the last schedule kind
+)
+
+// scheduleKindNames are the schedule kinds' names, from KindPutSchedule on.
+var scheduleKindNames = [...]string{"put-schedule", "delete-schedule", "fire-schedules"}
+
 var kindNames = [...]string{
 	KindAdmit:       "admit",
 	KindWake:        "wake",
@@ -45,7 +62,10 @@ var kindNames = [...]string{
 }
 
 func (k Kind) String() string {
-	if k == 0 || k >= kindEnd {
+	switch {
+	case k >= KindPutSchedule && k < scheduleKindEnd:
+		return scheduleKindNames[k-KindPutSchedule]
+	case k == 0 || k >= kindEnd:
 		return "kind(" + itoa(uint64(k)) + ")"
 	}
 	return kindNames[k]
@@ -93,6 +113,11 @@ type Command struct {
 	MaxAttempts int        // admit: 0 (no bound) to MaxAttempts
 	Cause       *ErrorInfo // release: why the delivery ended; nil: none given
 	Reason      string     // cancel: kept as the cancelled outcome's error message
+	// put-schedule: the schedule, with At its first occurrence after Now (0:
+	// none) and Limit the most schedules there may be.
+	Schedule   *ScheduleDef
+	ScheduleID string // delete-schedule
+	Fires      []Fire // fire-schedules: 1 to MaxFiresPerCommand
 
 	// retire: terminal executions last updated before At lose their params,
 	// context and steps; at most Limit of them, oldest first.
@@ -145,8 +170,8 @@ const (
 // Result is a command's answer.
 type Result struct {
 	Code   Code
+	Wake   WakeResult  // wake, watch (beside Code: the two share a word)
 	ID     string      // admit, start: the execution's ID
-	Wake   WakeResult  // wake, watch
 	Leases []Lease     // claim
 	Lease  Lease       // renew
 	Exec   Execution   // acknowledge: the record afterwards
@@ -158,6 +183,12 @@ type Result struct {
 	// cancel, a claim or a release made terminal is not listed: it would
 	// grow every result, acknowledgements' included, for a rare event; the
 	// Store asks the state about the executions it waits for instead.)
+
+	// Schedules (schedule.go). put-schedule: the schedule as stored (also
+	// when it was stored already), or CodeLimitExceeded; delete-schedule:
+	// CodeNotFound for an unknown one; fire-schedules: the executions it
+	// admitted, in Woken.
+	Schedule *Schedule
 }
 
 // Transitions summarises effects the Store reacts to after applying.

@@ -11,7 +11,9 @@
 // draws randomness, never starts a goroutine, never logs, never touches the
 // file system, and never lets the iteration order of a Go map show. Time
 // arrives as Command.Now, generated IDs as Command.ExecutionID and
-// Command.ChildID, and lease tokens come from per-execution counters in the
+// Command.ChildID, schedules' occurrence times in their commands (the writer
+// computes them with a calendar this package does not import; see
+// schedule.go), and lease tokens come from per-execution counters in the
 // state. A test fails if the package imports anything impure.
 //
 // # Layout
@@ -31,6 +33,8 @@
 //	watches  watch ID            → execution, keys
 //	wkeys    (key, watch ID)     the watches a commit to key fires
 //	wexecs   (ID, watch ID)      the watches dropped when an execution ends
+//	schedules ID                 → Schedule (definition, next and latest occurrence)
+//	schedDue (next occurrence, ID) every schedule with an occurrence left
 //
 // An execution's claimableAt is its lease expiry while a lease is current (so
 // an expired lease makes it due again: redelivery) and otherwise its earliest

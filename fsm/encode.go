@@ -14,7 +14,7 @@ import (
 // one. Version 2 keeps a retired record's outcome as records keep theirs,
 // and its parent link. Version 3 keeps each record's attempt bound and
 // count, and knows the cancelled status (its outcome is written as a failed
-// one's).
+// one's), and adds the schedules.
 const StateVersion = 3
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
@@ -49,10 +49,13 @@ type Reader interface {
 //	         parent:(0 | 1 caller:str key:str)) in ID order
 //	         (version 1: id:str workflow:str result:opt error admitted:uv
 //	         updated:uv deliveries:uv status:1B, and no parent)
+//	schedules (version 3) count:uv, then per schedule in ID order its
+//	         definition as put-schedule encodes it, then next:uv last:uv
+//	         caught-up:uv
 //
-// The due index, the retirement queue and the two watch indexes are derived,
-// not stored: decoding rebuilds the due index and the watch indexes from the
-// records and the watches; the retirement queue is rebuilt by
+// The due index, the retirement queue, the two watch indexes and the
+// schedules' due index are derived, not stored: decoding rebuilds the due
+// index, the watch indexes and the schedules' index from what they index; the retirement queue is rebuilt by
 // TrackRetirement, when retention is on.
 
 // flushAt is how much encoded state is buffered before it is written.
@@ -140,6 +143,7 @@ func (s *State) Encode(w Writer) error {
 		e.flush(false)
 		return e.err == nil
 	})
+	s.encodeSchedules(e) // schedule_state.go
 	e.flush(true)
 	return e.err
 }
@@ -344,6 +348,11 @@ func DecodeState(r Reader) (*State, error) {
 	}
 	if err := s.decodeRetired(d, version); err != nil {
 		return nil, err
+	}
+	if version >= 3 {
+		if err := s.decodeSchedules(d); err != nil { // schedule_state.go
+			return nil, err
+		}
 	}
 	if version == 1 {
 		// Version 1 kept the child-start requests of retired executions;

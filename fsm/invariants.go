@@ -102,7 +102,10 @@ func (s *State) CheckInvariants() error {
 			return err
 		}
 	}
-	return s.checkSideIndexes()
+	if err := s.checkSideIndexes(); err != nil {
+		return err
+	}
+	return s.checkSchedules() // schedule_state.go
 }
 
 // checkOutcome verifies a recorded outcome. It returns "" when it holds.

@@ -5,7 +5,8 @@ import "encoding/binary"
 // EncodedLen returns an upper bound on the length of c's encoding: exactly
 // len(AppendEncode(nil, c)) except that the command's time is counted at its
 // widest (binary.MaxVarintLen64 bytes), because the Store stamps the time
-// after it has sized the command. It reads only lengths and counts, so a
+// after it has sized the command (and so is a put-schedule's first
+// occurrence, which follows from the time). It reads only lengths and counts, so a
 // caller can size a command before handing it to the writer.
 func EncodedLen(c *Command) int {
 	n := 2 + binary.MaxVarintLen64 // version, kind, now
@@ -48,6 +49,8 @@ func EncodedLen(c *Command) int {
 		n += uvarintLen(uint64(c.At)) + uvarintLen(uint64(c.Limit))
 	case KindCancel:
 		n += strLen(c.ExecutionID) + strLen(c.Reason)
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		n += scheduleCommandLen(c) // schedule_codec.go
 	default:
 		panic("fsm: size: unknown command kind " + c.Kind.String())
 	}

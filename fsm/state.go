@@ -154,6 +154,9 @@ type State struct {
 	ended   *btree.BTreeG[dueKey] // (UpdatedAt, ID) of terminal records not yet retired, while trackEnded
 	meta    Meta
 
+	schedules *btree.BTreeG[Schedule] // by ID
+	schedDue  *btree.BTreeG[dueKey]   // (Next, ID) of schedules with a next occurrence
+
 	// trackEnded: ended is kept (see TrackRetirement); otherwise it is empty.
 	trackEnded bool
 
@@ -193,6 +196,9 @@ func New() *State {
 		ended:   newTree(dueLess),
 		meta:    Meta{NextWatchID: 1},
 		gen:     1,
+
+		schedules: newTree(scheduleLess),
+		schedDue:  newTree(dueLess),
 	}
 }
 
@@ -220,6 +226,9 @@ func (s *State) Copy() *State {
 		retired: s.retired.Copy(),
 		ended:   s.ended.Copy(),
 		meta:    s.meta,
+
+		schedules: s.schedules.Copy(),
+		schedDue:  s.schedDue.Copy(),
 
 		trackEnded: s.trackEnded,
 	}

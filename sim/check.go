@@ -108,6 +108,9 @@ func (w *world) checkAfter() error {
 	if err := w.store.CheckInvariants(); err != nil {
 		return violationf("%v", err)
 	}
+	if err := w.checkSchedules(w.store); err != nil {
+		return err
+	}
 	w.checkDue--
 	if w.checkDue <= 0 {
 		w.checkDue = w.cfg.CheckEvery
@@ -172,6 +175,9 @@ func (w *world) checkFull(s *execstore.Store, when string) error {
 	if err := w.checkSummary(s); err != nil {
 		return fmt.Errorf("%s: %w", when, err)
 	}
+	if err := w.checkSchedules(s); err != nil {
+		return fmt.Errorf("%s: %w", when, err)
+	}
 	ctx := context.Background()
 	for _, id := range w.model.order {
 		if err := w.checkRecord(s, id); err != nil {
@@ -209,7 +215,8 @@ func equalResults(a, b result) bool {
 		!equalBytes(a.Value, b.Value) || !equalLeasePtr(a.Lease, b.Lease) ||
 		(a.Record == nil) != (b.Record == nil) || (a.Record != nil && !equalRecords(*a.Record, *b.Record)) ||
 		(a.Leases == nil) != (b.Leases == nil) || len(a.Leases) != len(b.Leases) ||
-		(a.Batch == nil) != (b.Batch == nil) || len(a.Batch) != len(b.Batch) {
+		(a.Batch == nil) != (b.Batch == nil) || len(a.Batch) != len(b.Batch) ||
+		!equalSchedulePtr(a.Schedule, b.Schedule) || !equalScheduleLists(a.Schedules, b.Schedules) {
 		return false
 	}
 	for i := range a.Leases {

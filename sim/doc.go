@@ -45,8 +45,20 @@
 // executions, and of parents whose children are running, with reasons in
 // and over the limit; step saves and reads; child starts
 // with repeats that match or mismatch; commits of sets and deletes; watches;
-// reads, Get and Await; clock moves; snapshots; clean restarts; crashes;
-// storage errors; bit rot in the log; and damage to the newest snapshot.
+// reads, Get and Await; schedules put (valid, invalid, past the limit,
+// repeated, changed), deleted and read, whose occurrences the clock's ticks
+// and leaps bring due, and whose occurrences' IDs a caller sometimes admits
+// first; clock moves; snapshots; clean restarts; crashes; storage errors; bit
+// rot in the log; and damage to the newest snapshot.
+//
+// The store runs with Options.ScheduleCheck negative: its writer reaches the
+// schedules' due occurrences before each batch of requests, never on a timer
+// of its own, so a run depends on the seed alone. The model does the same
+// when it stamps a write: it reaches every occurrence due at that time
+// (admitted if on time or kept by the catch-up policy, under its occurrence
+// ID unless a caller took it). An occurrence the clock passed before a crash
+// is therefore reached at the first write after recovery, and must be
+// admitted or skipped exactly as the policy says, once.
 //
 // # Batches of several commands
 //
@@ -219,6 +231,8 @@
 // the pending time that writes, and, for the dispatcher check, a dispatcher
 // that acknowledges after its lease was lost, a cancellation that spares
 // the children), runs seeds until one reports a
+// removes segment files newest first, a schedule that is not advanced past
+// the occurrence it reached), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //
@@ -241,7 +255,8 @@
 // so.
 //
 // Not simulated yet: Options.Retention (retirement is also triggered by a
-// wall-clock ticker, which would make runs depend on timing), the store's own
+// wall-clock ticker, which would make runs depend on timing), the writer's
+// timer for schedules (for the same reason; tests cover it), the store's own
 // snapshot cadence (snapshots run in the background, so the workload asks for
 // them instead), and NoSync, which promises nothing across crashes.
 package sim

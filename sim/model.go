@@ -24,6 +24,8 @@ type model struct {
 	kv      map[string]string
 	watches []*mwatch // in registration order
 	touched []string  // executions the latest operation may have changed
+
+	scheds map[string]*msched // schedules.go
 }
 
 // mexec is one execution in the model.
@@ -84,13 +86,20 @@ func (m *model) clone() *model {
 	c.kv = maps.Clone(m.kv)
 	c.watches = slices.Clone(m.watches)
 	c.touched = nil
+	c.scheds = make(map[string]*msched, len(m.scheds))
+	for id, s := range m.scheds {
+		cs := *s
+		c.scheds[id] = &cs
+	}
 	return &c
 }
 
 // stamp is the time of a command that reaches the store's writer: never
-// earlier than any earlier command's.
+// earlier than any earlier command's. The writer reaches the schedules'
+// occurrences due at that time first (schedules.go).
 func (m *model) stamp(clock int64) int64 {
 	m.last = max(m.last, clock)
+	m.reachOccurrences(m.last)
 	return m.last
 }
 
@@ -151,19 +160,24 @@ type result struct {
 	Value  json.RawMessage
 	Found  bool
 	Batch  []result
+
+	Schedule  *execstore.Schedule
+	Schedules []execstore.Schedule
 }
 
 func fail(code string) result { return result{Code: code} }
 
 const (
-	codeInvalidEvent = "INVALID_EXECUTION_EVENT"
-	codeInvalidArg   = "INVALID_ARGUMENT"
-	codeConflict     = "EXECUTION_ID_CONFLICT"
-	codeNotFound     = "EXECUTION_NOT_FOUND"
-	codeLeaseLost    = "LEASE_LOST"
-	codeMismatch     = "START_REQUEST_MISMATCH"
-	codeStorage      = "STORAGE_FAILED"
-	codeCanceled     = "CANCELED"
+	codeInvalidEvent  = "INVALID_EXECUTION_EVENT"
+	codeInvalidArg    = "INVALID_ARGUMENT"
+	codeConflict      = "EXECUTION_ID_CONFLICT"
+	codeNotFound      = "EXECUTION_NOT_FOUND"
+	codeLeaseLost     = "LEASE_LOST"
+	codeMismatch      = "START_REQUEST_MISMATCH"
+	codeStorage       = "STORAGE_FAILED"
+	codeCanceled      = "CANCELED"
+	codeLimit         = "LIMIT_EXCEEDED"
+	codeSchedNotFound = "SCHEDULE_NOT_FOUND"
 	// codeBadGenerated is the model's answer when the store generated an ID
 	// that is invalid or already used; the store never answers it.
 	codeBadGenerated = "GENERATED_ID_NOT_NEW"

@@ -31,6 +31,11 @@ const (
 	opGet      opKind = "get"
 	opAwait    opKind = "await"
 	opCancel   opKind = "cancel"
+
+	opPutSchedule    opKind = "put-schedule"
+	opDeleteSchedule opKind = "delete-schedule"
+	opGetSchedule    opKind = "get-schedule"
+	opListSchedules  opKind = "list-schedules"
 )
 
 // op is one call of the store's API with its arguments.
@@ -54,6 +59,7 @@ type op struct {
 
 	reason string          // cancel
 	cause  *workflowFailed // release: the error that ended the delivery; nil: none
+	sched  schedArg
 }
 
 type ackArg struct {
@@ -135,6 +141,8 @@ func (o *op) call(s *execstore.Store) result {
 		return recordResult(rec, err)
 	case opAwait:
 		return o.await(s)
+	case opPutSchedule, opDeleteSchedule, opGetSchedule, opListSchedules:
+		return o.callSchedule(s) // schedules.go
 	}
 	panic("sim: unknown operation " + string(o.kind))
 }
@@ -192,6 +200,8 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 		return m.get(o.id)
 	case opAwait:
 		return m.await(o.id)
+	case opPutSchedule, opDeleteSchedule, opGetSchedule, opListSchedules:
+		return o.applySchedule(m, clock) // schedules.go
 	}
 	panic("sim: unknown operation " + string(o.kind))
 }
@@ -292,6 +302,10 @@ func (o *op) describe(t *trace) string {
 		fmt.Fprintf(&b, " %s keys=%s", t.alias(o.id), strings.Join(o.keys, ","))
 	case opGet, opAwait:
 		fmt.Fprintf(&b, " %s", t.alias(o.id))
+	case opPutSchedule:
+		fmt.Fprintf(&b, " %s %s start=%s", shortID(o.sched.sc.ID), o.sched.name, simTime(o.sched.sc.Start))
+	case opDeleteSchedule, opGetSchedule:
+		fmt.Fprintf(&b, " %s", shortID(o.id))
 	}
 	return b.String()
 }
@@ -336,6 +350,12 @@ func (r result) describe(t *trace) string {
 	}
 	for _, e := range r.Batch {
 		fmt.Fprintf(&b, " [%s]", e.describe(t))
+	}
+	if r.Schedule != nil {
+		fmt.Fprintf(&b, " %s", describeSchedule(r.Schedule))
+	}
+	for i := range r.Schedules {
+		fmt.Fprintf(&b, " [%s]", describeSchedule(&r.Schedules[i]))
 	}
 	return b.String()
 }

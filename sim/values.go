@@ -264,5 +264,7 @@ func simLimits() execstore.Limits {
 		RetryAfter:      simRetryAfter,
 
 		CancelReasonBytes: simCancelReason,
+		Schedules:         simSchedules,
+		ScheduleCatchUp:   simScheduleCatchUp,
 	}
 }

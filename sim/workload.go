@@ -36,6 +36,9 @@ var actions = []action{
 	{"get", 30, func(w *world) error { return w.plain(w.genGet()) }},
 	{"await", 12, func(w *world) error { return w.plain(w.genAwait()) }},
 	{"cancel", 20, func(w *world) error { return w.plain(w.genCancel()) }},
+	{"put-schedule", 14, func(w *world) error { return w.plain(w.genPutSchedule()) }},
+	{"delete-schedule", 6, func(w *world) error { return w.plain(w.genDeleteSchedule()) }},
+	{"get-schedule", 6, func(w *world) error { return w.plain(w.genGetSchedule()) }},
 	{"tick", 100, (*world).tick},
 	{"leap", 30, (*world).leap},
 	{"clock-back", 6, (*world).clockBack},
@@ -83,6 +86,7 @@ var writerOps = []func(w *world) *op{
 	(*world).genAdmit, (*world).genWake, (*world).genClaim, (*world).genRenew, (*world).genRelease,
 	(*world).genAck, (*world).genAckBatch, (*world).genSaveStep, (*world).genStart, (*world).genCommit,
 	(*world).genWatch, (*world).genCancel,
+	(*world).genWatch, (*world).genPutSchedule, (*world).genDeleteSchedule,
 }
 
 // crashInOp crashes at a hook inside an operation's write (before the write,
@@ -311,6 +315,9 @@ func (w *world) genAdmit() *op {
 		a.maxAttempts = 1 + w.pick(3)
 	case r < 27:
 		a.maxAttempts = []int{-1, execstore.MaxAttemptsLimit + 1}[w.pick(2)]
+	}
+	if next := w.occurrenceIDs(); len(next) > 0 && w.chance(4) {
+		a.id = next[w.pick(len(next))] // a caller takes an occurrence's ID first
 	}
 	return &op{kind: opAdmit, admit: a}
 }

@@ -100,6 +100,8 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		WALFaults:        w.hooks.faults(),
 		SnapshotFaults:   w.hooks.snapshotFaults(),
 		IDRand:           &lockedReader{r: rand.NewChaCha8(idKey)},
+		ScheduleCheck:    -1, // occurrences are reached at writes only (schedules.go)
+		ScheduleGrace:    simScheduleGrace,
 	}
 	for i := range 6 + w.rng.IntN(30) {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
@@ -346,6 +348,10 @@ type pending struct {
 // the store acknowledged, recovers, and checks that each unacknowledged
 // operation is whole or absent.
 func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
+	// The clock is set for the operation before the barrier, which reaches
+	// the schedules' occurrences due at it: the operation's own write is
+	// then the only one the plan can act in.
+	w.prepare(o)
 	w.barrier()
 	st, err := w.store.Stats(context.Background())
 	if err != nil {
@@ -353,7 +359,6 @@ func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
 	}
 	before := st.WALLastIndex
 	m0 := w.model.clone()
-	w.prepare(o)
 	clock := w.clock.nanos()
 	w.hooks.arm(p)
 	got := o.call(w.store)
@@ -816,6 +821,9 @@ func codeOf(err error) string {
 // wake must be delivered within the bound.
 func (w *world) liveness() error {
 	w.tr.line("liveness")
+	if err := w.deleteSchedules(); err != nil {
+		return err
+	}
 	bound := 3 + len(w.model.order)
 	for round := 0; ; round++ {
 		at, ok := w.model.nextClaimable()

@@ -45,6 +45,7 @@ func newAPI(store *execstore.Store, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/stats", a.stats)
 	mux.HandleFunc("GET /healthz", a.health)
 	mux.HandleFunc("POST /v1/executions/{id}/cancel", a.cancel)
+	a.scheduleRoutes(mux) // schedules.go
 	return mux
 }
 
@@ -544,7 +545,7 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	switch code {
 	case "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT":
 		status = http.StatusBadRequest
-	case "EXECUTION_NOT_FOUND":
+	case "EXECUTION_NOT_FOUND", "SCHEDULE_NOT_FOUND":
 		status = http.StatusNotFound
 	case "EXECUTION_ID_CONFLICT", "LEASE_LOST", "START_REQUEST_MISMATCH":
 		status = http.StatusConflict

@@ -62,6 +62,11 @@ var (
 	// DispatcherIgnoresLostLease makes a dispatcher acknowledge or release a
 	// delivery whose renewal found the lease lost.
 	DispatcherIgnoresLostLease bool
+
+	// ScheduleKeepsNext makes a schedule's fire forget to advance the
+	// schedule to its next occurrence: the occurrence is reached again and
+	// again, and every later one never.
+	ScheduleKeepsNext bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,7 @@ func (s *story) worker(opts dispatcher.Options, wrap func(dispatcher.Store) disp
 	w := &worker{logs: &syncBuffer{}, seen: make(chan dispatcher.Delivery, 100)}
 	inner := workflow.NewWorker(s.store, workflow.Options{})
 	Register(inner, s.shop, Config{Wait: wait})
+	RegisterSettlement(inner, s.shop, Config{})
 	inv := dispatcher.InvokerFunc(func(ctx context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
 		if d.ExecutionID == "order-42" {
 			s.deliveries.Add(1)
@@ -134,13 +136,13 @@ func (s *story) trigger(id string) error {
 	return err
 }
 
-// waitFor waits until id's record has status st.
-func (s *story) waitFor(id string, st execstore.Status) execstore.Record {
+// waitFor waits until id's record has status st (or one of also).
+func (s *story) waitFor(id string, st execstore.Status, also ...execstore.Status) execstore.Record {
 	s.t.Helper()
 	timeout := time.After(patience)
 	for {
 		changed := s.store.DueChanged()
-		if rec, err := s.store.Get(bg, id); err == nil && rec.Status == st {
+		if rec, err := s.store.Get(bg, id); err == nil && (rec.Status == st || slices.Contains(also, rec.Status)) {
 			return rec
 		}
 		select {
