@@ -13,7 +13,22 @@ type AdmitRequest struct {
 	WorkflowID  string            // required
 	Params      json.RawMessage   // optional JSON object; nil means "no params" (not the same as {})
 	Context     map[string]string // optional
+
+	// MaxAttempts bounds the deliveries in a row that end without an
+	// outcome: when the lease of the last allowed one expires (the next claim
+	// then fails the execution instead of delivering it again) or is
+	// released, the execution fails with an error matching
+	// ErrAttemptsExhausted, whose cause is the release's error
+	// (ReleaseWithCause) or a lease-expired error. An acknowledged suspension
+	// starts the count again: waiting is not failing. 0 (the default) means
+	// no bound; at most MaxAttemptsLimit. A child started by Start runs under
+	// its parent's bound.
+	MaxAttempts int
 }
+
+// MaxAttemptsLimit is the largest AdmitRequest.MaxAttempts. It is part of the
+// state machine (the record keeps the bound in 16 bits).
+const MaxAttemptsLimit = fsm.MaxAttempts
 
 // Admit creates the execution's record (status admitted) and its first wake
 // (due now), all or nothing, and returns its ID once that is durable.

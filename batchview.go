@@ -33,6 +33,9 @@ type batchView struct {
 	superseded map[string]uint64     // execution -> token of an expired lease a logged claim may supersede
 	wakes      map[string]int64      // execution -> earliest wake a logged admission or wake leaves pending
 	watches    map[string]struct{}   // execution and keys of logged watches
+	cancelled  map[string]struct{}   // executions a logged cancel ends (not their descendants: the view does not walk the tree)
+
+	schedules map[string]*fsm.ScheduleDef // schedule -> the definition a logged put gives it; nil: a logged delete removes it
 }
 
 type startKey struct{ caller, key string }
@@ -45,6 +48,8 @@ func (v *batchView) reset() {
 	clear(v.superseded)
 	clear(v.wakes)
 	clear(v.watches)
+	clear(v.cancelled)
+	clear(v.schedules)
 }
 
 // settles reports whether the logged commands recorded so far probably make c
@@ -56,10 +61,12 @@ func (v *batchView) settles(c *fsm.Command) bool {
 		return ok && !c.Generated
 	case fsm.KindWake:
 		at, ok := v.wakes[c.ExecutionID]
-		return ok && at <= c.At
+		_, cancelled := v.cancelled[c.ExecutionID] // ignored: it is terminal
+		return (ok && at <= c.At) || cancelled
 	case fsm.KindWatch:
 		_, ok := v.watches[watchKey(c)]
-		return ok
+		_, cancelled := v.cancelled[c.ExecutionID]
+		return ok || cancelled
 	case fsm.KindStart:
 		if _, ok := v.started[startKey{c.ExecutionID, c.Key}]; ok {
 			return true
@@ -74,6 +81,16 @@ func (v *batchView) settles(c *fsm.Command) bool {
 			}
 		}
 		return true
+	case fsm.KindCancel:
+		_, ok := v.cancelled[c.ExecutionID]
+		return ok
+
+	case fsm.KindPutSchedule: // a put of the definition a logged put gives
+		def, ok := v.schedules[c.Schedule.ID]
+		return ok && def != nil && *def == *c.Schedule
+	case fsm.KindDeleteSchedule: // a delete of what a logged delete removes
+		def, ok := v.schedules[c.ScheduleID]
+		return ok && def == nil
 	}
 	return false
 }
@@ -122,7 +139,26 @@ func (v *batchView) note(c *fsm.Command, state *fsm.State) {
 		for i := range c.Acks {
 			v.endLease(c.Acks[i].ExecutionID, c.Acks[i].Token)
 		}
+	case fsm.KindCancel:
+		// A second cancel of it changes nothing, nor does any write fenced by
+		// the lease it ends.
+		v.cancelled = setKey(v.cancelled, c.ExecutionID)
+		if e, ok := state.Get(c.ExecutionID); ok && e.Leased() {
+			v.endLease(c.ExecutionID, e.LeaseToken)
+		}
+
+	case fsm.KindPutSchedule:
+		v.noteSchedule(c.Schedule.ID, c.Schedule)
+	case fsm.KindDeleteSchedule:
+		v.noteSchedule(c.ScheduleID, nil)
 	}
+}
+
+func (v *batchView) noteSchedule(id string, def *fsm.ScheduleDef) {
+	if v.schedules == nil {
+		v.schedules = make(map[string]*fsm.ScheduleDef)
+	}
+	v.schedules[id] = def
 }
 
 func (v *batchView) endLease(id string, token uint64) {

@@ -139,11 +139,57 @@ func TestACommandMadeANoOpByAnEarlierOneInItsBatchIsNotLogged(t *testing.T) {
 			e.g.let()
 			return errors.Join(<-w1, <-w2)
 		}},
+		{"cancelled twice", 1, func(e *env) error {
+			c1 := e.g.call(func() error { _, err := e.g.s.Cancel(e.ctx, "e", "first"); return err })
+			c2 := e.g.call(func() error {
+				rec, err := e.g.s.Cancel(e.ctx, "e", "second")
+				if err == nil && (rec.Status != StatusCancelled || rec.Outcome.Error.Message != "first") {
+					return fmt.Errorf("the repeat got %s %+v, want the first cancellation", rec.Status, rec.Outcome)
+				}
+				return err
+			})
+			e.g.let()
+			return errors.Join(<-c1, <-c2)
+		}},
+		{"renewed and woken after a cancel", 1, func(e *env) error {
+			c := e.g.call(func() error { _, err := e.g.s.Cancel(e.ctx, "e", ""); return err })
+			renew := e.g.call(func() error { _, err := e.g.s.Renew(e.ctx, e.lease, time.Minute); return err })
+			wake := e.g.call(func() error {
+				res, err := e.g.s.RequestWake(e.ctx, "e", e.clock.now())
+				if err == nil && res != WakeIgnored {
+					return fmt.Errorf("a wake after the cancel was %s, want ignored", res)
+				}
+				return err
+			})
+			e.g.let()
+			if err := <-renew; !errors.Is(err, ErrLeaseLost) || !errors.Is(err, ErrCancelled) {
+				return fmt.Errorf("Renew after Cancel: %v, want ErrLeaseLost and ErrCancelled", err)
+			}
+			return errors.Join(<-c, <-wake)
+		}},
 		{"the same watch twice", 1, func(e *env) error {
 			w1 := e.g.call(func() error { _, err := e.g.s.Watch(e.ctx, "e", "a", "b"); return err })
 			w2 := e.g.call(func() error { _, err := e.g.s.Watch(e.ctx, "e", "b", "a"); return err })
 			e.g.let()
 			return errors.Join(<-w1, <-w2)
+		}},
+		{"the same schedule put twice", 1, func(e *env) error {
+			sc := Schedule{ID: "hourly", WorkflowID: "w", Interval: time.Hour, Start: e.clock.now()}
+			p1 := e.g.call(func() error { _, err := e.g.s.PutSchedule(e.ctx, sc); return err })
+			p2 := e.g.call(func() error { _, err := e.g.s.PutSchedule(e.ctx, sc); return err })
+			e.g.let()
+			return errors.Join(<-p1, <-p2)
+		}},
+		{"a schedule deleted twice", 1, func(e *env) error {
+			d1 := e.g.call(func() error { return e.g.s.DeleteSchedule(e.ctx, "daily") })
+			d2 := e.g.call(func() error {
+				if err := e.g.s.DeleteSchedule(e.ctx, "daily"); !errors.Is(err, ErrScheduleNotFound) {
+					return fmt.Errorf("the second delete returned %v, want ErrScheduleNotFound", err)
+				}
+				return nil
+			})
+			e.g.let()
+			return errors.Join(<-d1, <-d2)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,6 +202,9 @@ func TestACommandMadeANoOpByAnEarlierOneInItsBatchIsNotLogged(t *testing.T) {
 			leases, err := g.s.ClaimDue(ctx, 1, time.Minute)
 			if err != nil || len(leases) != 1 {
 				t.Fatalf("ClaimDue: %v, %v", leases, err)
+			}
+			if _, err := g.s.PutSchedule(ctx, Schedule{ID: "daily", WorkflowID: "w", Cron: "@daily", Start: clock.now()}); err != nil {
+				t.Fatal(err)
 			}
 			g.hold("blocker")
 			before, _ := g.s.Stats(ctx)

@@ -39,7 +39,8 @@ func checkOptions(o *Options, l *Limits) (maxCommand int, err error) {
 // boundedKinds are the kinds whose size the limits let grow; every other
 // command is a few dozen bytes.
 var boundedKinds = []fsm.Kind{fsm.KindAdmit, fsm.KindStart, fsm.KindSaveStep, fsm.KindAcknowledge,
-	fsm.KindAcknowledgeBatch, fsm.KindCommit, fsm.KindWatch}
+	fsm.KindAcknowledgeBatch, fsm.KindCommit, fsm.KindWatch, fsm.KindRelease, fsm.KindCancel,
+	fsm.KindPutSchedule, fsm.KindDeleteSchedule, fsm.KindFireSchedules}
 
 // largestCommand returns the kind of command with the largest encoded size
 // the limits allow, and that size.
@@ -67,12 +68,17 @@ func commandBound(l *Limits, k fsm.Kind) int {
 	// A message cut to ErrorMessageBytes ends in a mark, which a tiny limit
 	// may not hold.
 	message := max(l.ErrorMessageBytes, len(truncatedMark))
-	ack := id + num + 1 + max(str(l.ValueBytes),
-		num+(l.ErrorCauseDepth+1)*(str(IDBytes)+str(message)+str(IDBytes)))
+	chain := num + (l.ErrorCauseDepth+1)*(str(IDBytes)+str(message)+str(IDBytes)) // a recorded error
+	ack := id + num + 1 + max(str(l.ValueBytes), chain)
 	switch k {
 	case fsm.KindAdmit:
-		// params and context share EventBytes; each context entry adds two lengths.
-		return head + id + 1 + id + num + num + l.EventBytes + l.ContextEntries*2*num
+		// params and context share EventBytes; each context entry adds two
+		// lengths; the attempt bound last.
+		return head + id + 1 + id + num + num + l.EventBytes + l.ContextEntries*2*num + num
+	case fsm.KindRelease:
+		return head + id + num + num + chain
+	case fsm.KindCancel:
+		return head + id + str(l.CancelReasonBytes)
 	case fsm.KindStart:
 		return head + id + num + str(l.KeyBytes) + id + num + l.EventBytes + id
 	case fsm.KindSaveStep:
@@ -87,6 +93,15 @@ func commandBound(l *Limits, k fsm.Kind) int {
 		return head + num + l.CommitBytes + l.WritesPerCommit*2*num
 	case fsm.KindWatch:
 		return head + id + num + l.KeysPerWatch*str(l.KeyBytes)
+
+	case fsm.KindPutSchedule:
+		// ID, workflow, params (EventBytes), interval, cron, offset, start,
+		// end, policy, first occurrence, limit.
+		return head + id + id + num + l.EventBytes + num + str(fsm.MaxCronBytes) + 3*num + 1 + 2*num
+	case fsm.KindDeleteSchedule:
+		return head + id
+	case fsm.KindFireSchedules:
+		return head + num + fsm.MaxFiresPerCommand*(id+2*num+1)
 	}
 	panic("execstore: no size bound for " + k.String())
 }

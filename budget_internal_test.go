@@ -189,7 +189,19 @@ func TestCommandBoundHoldsForTheLargestCommands(t *testing.T) {
 			acks = append(acks, fsm.Ack{ExecutionID: id, Token: token, Outcome: fsm.Outcome{Status: fsm.StatusCompleted, Result: result, HasRes: true}})
 		}
 		acks = acks[:ackRunLen(len(acks), func(i int) (string, *fsm.Outcome) { return acks[i].ExecutionID, &acks[i].Outcome })]
+		schedule := &fsm.ScheduleDef{ID: id[:ScheduleIDBytes], WorkflowID: id, Params: strings.Repeat("p", l.EventBytes), HasParams: true,
+			Cron: strings.Repeat("c", fsm.MaxCronBytes), Offset: -86399, Start: 1 << 62, End: 1<<63 - 1, CatchUp: fsm.CatchUpNone}
+		fires := make([]fsm.Fire, fsm.MaxFiresPerCommand)
+		for i := range fires {
+			fires[i] = fsm.Fire{ScheduleID: id[:ScheduleIDBytes], At: 1<<63 - 2, Next: 1<<63 - 1, Admit: true, Missed: true}
+		}
 		for _, c := range []fsm.Command{
+			{Kind: fsm.KindAdmit, ExecutionID: id, WorkflowID: id, Params: params, HasParams: true, Context: &ctx, MaxAttempts: MaxAttemptsLimit},
+			{Kind: fsm.KindRelease, ExecutionID: id, Token: token, Duration: int64(l.RetryAfter), Cause: errInfo},
+			{Kind: fsm.KindCancel, ExecutionID: id, Reason: strings.Repeat("r", l.CancelReasonBytes)},
+			{Kind: fsm.KindPutSchedule, Schedule: schedule, At: 1<<63 - 1, Limit: 1<<63 - 1},
+			{Kind: fsm.KindDeleteSchedule, ScheduleID: id},
+			{Kind: fsm.KindFireSchedules, Fires: fires},
 			{Kind: fsm.KindAdmit, ExecutionID: id, WorkflowID: id, Params: params, HasParams: true, Context: &ctx},
 			{Kind: fsm.KindStart, ExecutionID: id, Token: token, Key: key, WorkflowID: id, Params: params + strings.Repeat("p", ctxBytes), HasParams: true, ChildID: id},
 			{Kind: fsm.KindSaveStep, ExecutionID: id, Token: token, Key: key, Value: value},

@@ -36,5 +36,15 @@
 // stale worker's writes (SaveStep, Start, Acknowledge, Renew, Release) are
 // refused with ErrLeaseLost.
 //
+// # Schedules
+//
+// A Schedule (an interval, or a cron expression at a fixed offset from UTC)
+// admits an execution for each of its occurrences, under the ID
+// ScheduleOccurrenceID gives, so each occurrence is admitted at most once
+// ever, and a caller who admits that ID first wins. The writer reaches the
+// occurrences that have come before each batch and on a timer of its own;
+// those reached late after downtime are admitted as the schedule's CatchUp
+// policy says.
+//
 // Limits on every size and count are in one place, Limits.
 package execstore

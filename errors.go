@@ -3,6 +3,8 @@ package execstore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/execstore/execstore/fsm"
 )
 
 // Error is the type of every sentinel error of this package. Compare with
@@ -49,6 +51,19 @@ var (
 	// ErrStorageFailed: a write or fsync of the log failed. The store refuses
 	// every later write until it is reopened; the error also wraps the cause.
 	ErrStorageFailed error = &Error{"STORAGE_FAILED", "StorageFailedError", "storage failed; the store refuses writes until it is reopened"}
+
+	// ErrCancelled: the execution was cancelled (Store.Cancel). A cancelled
+	// outcome's error matches it, and so does the error a write fenced by a
+	// lease of a cancelled execution gets (which matches ErrLeaseLost too),
+	// and so the cause a dispatcher gives the delivery it stops.
+	ErrCancelled error = &Error{fsm.CodeCancelled, fsm.NameCancelled, "execution cancelled"}
+	// ErrAttemptsExhausted: the lease of an execution's last allowed attempt
+	// (AdmitRequest.MaxAttempts) expired or was released; the execution
+	// failed with an error matching it, whose cause is the release's error
+	// or a lease-expired error.
+	ErrAttemptsExhausted error = &Error{fsm.CodeAttemptsExhausted, fsm.NameAttemptsExhausted, "attempts exhausted"}
+	// ErrScheduleNotFound: no schedule has this ID.
+	ErrScheduleNotFound error = &Error{"SCHEDULE_NOT_FOUND", "ScheduleNotFoundError", "schedule not found"}
 )
 
 // ErrorCode returns the stable code of err (see the Err variables), or "" if
@@ -102,6 +117,13 @@ func leaseNotFound(id string) error {
 
 func leaseLost(id string, token uint64) error {
 	return errorf(ErrLeaseLost, "execution %q, token %d", id, token)
+}
+
+// leaseCancelled is returned for a lease of a cancelled execution: it is not
+// current, and the reason is the cancellation.
+func leaseCancelled(id string, token uint64) error {
+	return &detailError{sentinel: ErrLeaseLost.(*Error), detail: fmt.Sprintf("execution %q, token %d: the execution was cancelled", id, token),
+		also: []error{ErrCancelled}}
 }
 
 func invalidEvent(format string, args ...any) error {

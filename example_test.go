@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -156,6 +157,106 @@ func ExampleStore_Now() {
 	// clock 12:01:00 store 13:00:00 claimed 1
 	// wake reached by the store's time: true by the clock: false
 	// stamps held back: 1 by up to 59m0s
+}
+
+// The customer cancels order 42 while its delivery runs: the record is
+// cancelled with the reason, and the worker's next fenced write is refused
+// with an error that says why.
+func ExampleStore_Cancel() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, _ := execstore.Open(dir, execstore.Options{Now: func() time.Time { return now }})
+	defer store.Close()
+	ctx := context.Background()
+
+	store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-42", WorkflowID: "charge-order"})
+	leases, _ := store.ClaimDue(ctx, 1, time.Minute)
+
+	rec, _ := store.Cancel(ctx, "order-42", "the customer cancelled")
+	fmt.Println(rec.Status, rec.Status.Terminal(), rec.Outcome.Error.Message)
+	fmt.Println("matches ErrCancelled:", errors.Is(rec.Outcome.Error, execstore.ErrCancelled))
+
+	err := store.SaveStep(ctx, leases[0], "charge", []byte(`{"receipt":"r-1"}`))
+	fmt.Println("the worker's write:", errors.Is(err, execstore.ErrLeaseLost), errors.Is(err, execstore.ErrCancelled))
+
+	again, _ := store.Cancel(ctx, "order-42", "twice")
+	fmt.Println("again:", again.Status, again.Outcome.Error.Message)
+	// Output:
+	// cancelled true the customer cancelled
+	// matches ErrCancelled: true
+	// the worker's write: true true
+	// again: cancelled the customer cancelled
+}
+
+// An admission with MaxAttempts 2: two deliveries end without an outcome
+// (the first is released with its error, the second's lease expires), and
+// the claim after that fails the execution instead of delivering it a third
+// time.
+func ExampleAdmitRequest_maxAttempts() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, _ := execstore.Open(dir, execstore.Options{Now: func() time.Time { return now }})
+	defer store.Close()
+	ctx := context.Background()
+
+	store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-42", WorkflowID: "charge-order", MaxAttempts: 2})
+	leases, _ := store.ClaimDue(ctx, 1, time.Minute)
+	store.ReleaseWithCause(ctx, leases[0], 0, errors.New("payment gateway unavailable"))
+
+	leases, _ = store.ClaimDue(ctx, 1, time.Minute)
+	fmt.Println("attempt", leases[0].Token, "claimed")
+	now = now.Add(2 * time.Minute) // the worker died: its lease expires
+
+	leases, _ = store.ClaimDue(ctx, 1, time.Minute)
+	rec, _ := store.Get(ctx, "order-42")
+	fmt.Println("claimed:", len(leases), "status:", rec.Status, "attempts:", rec.Attempts, "of", rec.MaxAttempts)
+	fmt.Println(execstore.ErrorCode(rec.Outcome.Error), "caused by", rec.Outcome.Error.Cause.Name)
+	// Output:
+	// attempt 2 claimed
+	// claimed: 0 status: failed attempts: 2 of 2
+	// ATTEMPTS_EXHAUSTED caused by LeaseExpiredError
+}
+
+// A nightly settlement: the schedule admits one execution per night, under
+// the ID "<schedule>@<occurrence>", so a night is settled at most once, even
+// if the store restarts or a caller triggers that night by hand.
+func ExampleStore_PutSchedule() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	var clock atomic.Int64 // the store's clock, which the example moves
+	clock.Store(time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	store, _ := execstore.Open(dir, execstore.Options{Now: now})
+	defer store.Close()
+	ctx := context.Background()
+
+	sc, err := store.PutSchedule(ctx, execstore.Schedule{
+		ID:         "nightly-settlement",
+		WorkflowID: "settle",
+		Params:     []byte(`{"shop":"main"}`),
+		Cron:       "0 2 * * *", // 02:00 every night...
+		CronOffset: time.Hour,   // ...at UTC+1, a fixed offset
+		Start:      now(),
+		CatchUp:    execstore.CatchUpLatest, // after downtime, settle only the latest missed night
+	})
+	fmt.Println("next:", sc.NextAt, err)
+
+	// The night comes: the store's writer, which reads its clock at least
+	// once a second while a schedule exists, admits the occurrence, and the
+	// execution is due for a worker.
+	due := store.DueChanged()
+	clock.Store(sc.NextAt.UnixNano())
+	<-due
+	rec, _ := store.Get(ctx, execstore.ScheduleOccurrenceID(sc.ID, sc.NextAt))
+	fmt.Println(rec.ExecutionID, rec.WorkflowID, string(rec.Params), rec.Status)
+	sc, _ = store.GetSchedule(ctx, sc.ID)
+	fmt.Println("next:", sc.NextAt)
+	// Output:
+	// next: 2026-01-03 01:00:00 +0000 UTC <nil>
+	// nightly-settlement@2026-01-03T01:00:00Z settle {"shop":"main"} admitted
+	// next: 2026-01-04 01:00:00 +0000 UTC
 }
 
 // List pages through the executions a query selects, here the failed ones

@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/google/go-cmp v0.7.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/tidwall/btree v1.8.2
 	github.com/tidwall/wal v1.2.1
 )

@@ -51,6 +51,12 @@ func (s *Store) RequestWake(ctx context.Context, executionID string, at time.Tim
 // A claimed lease covers every wake pending at the claim. A claim that finds
 // nothing due writes nothing.
 //
+// An execution whose expired lease was the last attempt its admission allows
+// (AdmitRequest.MaxAttempts) is not leased: the claim fails it with
+// ErrAttemptsExhausted instead, and it takes no place among the leases. A
+// claim fails at most max(limit, 64) of them, in the same order, and stops
+// there.
+//
 // limit must be 1 to Limits.ClaimLimit and leaseDuration positive and at most
 // Limits.LeaseDuration (ErrInvalidArgument).
 func (s *Store) ClaimDue(ctx context.Context, limit int, leaseDuration time.Duration) ([]Lease, error) {
@@ -97,15 +103,27 @@ func (s *Store) Renew(ctx context.Context, lease Lease, leaseDuration time.Durat
 // Release ends a current lease without an outcome (a retryable failure): the
 // covered wakes stay pending and the execution is due again at
 // max(earliest pending wake, now+retryAfter). ErrLeaseLost if the lease is
-// not current.
+// not current. If the lease was the last attempt AdmitRequest.MaxAttempts
+// allows, the execution fails instead (ErrAttemptsExhausted); Release
+// returns nil, as the lease did end.
 func (s *Store) Release(ctx context.Context, lease Lease, retryAfter time.Duration) error {
+	return s.ReleaseWithCause(ctx, lease, retryAfter, nil)
+}
+
+// ReleaseWithCause is Release with the error that ended the delivery. The
+// cause is logged with the release (recorded as a failed outcome's error is,
+// within Limits.ErrorMessageBytes and Limits.ErrorCauseDepth) and becomes
+// the cause of the ErrAttemptsExhausted error if this was the last allowed
+// attempt; otherwise it is not kept. A nil cause is Release.
+func (s *Store) ReleaseWithCause(ctx context.Context, lease Lease, retryAfter time.Duration, cause error) error {
 	if err := checkLease(lease); err != nil {
 		return err
 	}
 	if err := checkDuration("retry delay", retryAfter, false, s.limits.RetryAfter); err != nil {
 		return err
 	}
-	c := fsm.Command{Kind: fsm.KindRelease, ExecutionID: lease.ExecutionID, Token: lease.Token, Duration: int64(retryAfter)}
+	c := fsm.Command{Kind: fsm.KindRelease, ExecutionID: lease.ExecutionID, Token: lease.Token, Duration: int64(retryAfter),
+		Cause: errorInfo(cause, &s.limits, 0)}
 	res, err := s.do(ctx, &c)
 	if err != nil {
 		return err

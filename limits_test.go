@@ -100,7 +100,8 @@ func paramsOf(n int) []byte { return []byte(`{"p":"` + strings.Repeat("p", n-8) 
 
 // smallLimits make every limit cheap to reach.
 var smallLimits = execstore.Limits{EventBytes: 64, ValueBytes: 32, KeyBytes: 8, ContextEntries: 2, WritesPerCommit: 2,
-	CommitBytes: 40, KeysPerWatch: 2, ClaimLimit: 3, AcknowledgeBatchBytes: 100, LeaseDuration: time.Hour, RetryAfter: time.Hour}
+	CommitBytes: 40, KeysPerWatch: 2, ClaimLimit: 3, AcknowledgeBatchBytes: 100, LeaseDuration: time.Hour, RetryAfter: time.Hour,
+	CancelReasonBytes: 8}
 
 // Every size and count limit, and the ID rule, is checked in the caller's
 // goroutine BEFORE the request is queued: one request over it is answered
@@ -141,6 +142,12 @@ func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 			return err
 		}
 	}
+	put := func(id string, params []byte, every time.Duration) func(*fixture, execstore.Lease) error {
+		return func(f *fixture, _ execstore.Lease) error {
+			_, err := f.s.PutSchedule(ctx, execstore.Schedule{ID: id, WorkflowID: "w", Params: params, Interval: every, Start: t0})
+			return err
+		}
+	}
 	id200, id201 := strings.Repeat("i", execstore.IDBytes), strings.Repeat("i", execstore.IDBytes+1)
 	w := func(key string, value []byte) execstore.Write { return execstore.Write{Key: key, Value: value} }
 	cases := []struct {
@@ -176,8 +183,30 @@ func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 			func(f *fixture, l execstore.Lease) error { return f.s.Release(ctx, l, time.Hour+1) },
 			func(f *fixture, l execstore.Lease) error { return f.s.Release(ctx, l, time.Hour) }},
 		{"acknowledgements per batch", execstore.ErrInvalidArgument, acks(4, execstore.Suspended()), acks(3, execstore.Suspended())},
+		{"cancel reason bytes", execstore.ErrInvalidArgument,
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.Cancel(ctx, "e", strings.Repeat("r", 9))
+				return err
+			},
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.Cancel(ctx, "e", strings.Repeat("r", 8))
+				return err
+			}},
+		{"max attempts", execstore.ErrInvalidExecutionEvent,
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "x", WorkflowID: "w", MaxAttempts: execstore.MaxAttemptsLimit + 1})
+				return err
+			},
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "x", WorkflowID: "w", MaxAttempts: execstore.MaxAttemptsLimit})
+				return err
+			}},
 		{"bytes per acknowledgement batch", execstore.ErrInvalidArgument,
 			acks(3, execstore.Completed(jsonStringOf(32))), acks(1, execstore.Completed(jsonStringOf(32)))},
+		{"schedule ID bytes", execstore.ErrInvalidArgument,
+			put(strings.Repeat("s", execstore.ScheduleIDBytes+1), nil, time.Second), put(strings.Repeat("s", execstore.ScheduleIDBytes), nil, time.Second)},
+		{"a schedule's params", execstore.ErrInvalidArgument, put("s", paramsOf(65), time.Second), put("s", paramsOf(64), time.Second)},
+		{"a schedule's interval", execstore.ErrInvalidArgument, put("s", nil, time.Second-1), put("s", nil, time.Second)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -226,8 +255,12 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		RetryAfter:            365 * 24 * time.Hour,
 		ErrorMessageBytes:     16 << 10,
 		ErrorCauseDepth:       8,
-		ListPageDefault:       100,  // "pages of List and Changes of 100 records by default"
-		ListPageMax:           1000, // "and at most 1000"
+		ListPageDefault:       100,         // "pages of List and Changes of 100 records by default"
+		ListPageMax:           1000,        // "and at most 1000"
+		CancelReasonBytes:     4096,        // "cancellation reasons 4096 bytes"
+		Schedules:             10_000,      // "10,000 schedules"
+		ScheduleInterval:      time.Second, // "intervals of at least 1 s"
+		ScheduleCatchUp:       1000,        // "1,000 missed occurrences admitted in a row"
 	}
 	if diff := cmp.Diff(want, execstore.DefaultLimits); diff != "" {
 		t.Errorf("DefaultLimits (-README +code):\n%s", diff)
@@ -237,6 +270,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		got, want int
 	}{
 		{"IDBytes", execstore.IDBytes, 200},
+		{"MaxAttemptsLimit", execstore.MaxAttemptsLimit, 65535},
 		{"MaxStepsPerExecution", execstore.MaxStepsPerExecution, 100_000},
 		{"MaxWatchesPerExecution", execstore.MaxWatchesPerExecution, 1024},
 		{"DefaultMaxBatchBytes", execstore.DefaultMaxBatchBytes, 64 << 20},
@@ -244,6 +278,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		{"DefaultSnapshotEntries", execstore.DefaultSnapshotEntries, 100_000},
 		{"DefaultSnapshotWALBytes", execstore.DefaultSnapshotWALBytes, 64 << 20},
 		{"StatsWorkflowsMax", execstore.StatsWorkflowsMax, 1000},
+		{"ScheduleIDBytes", execstore.ScheduleIDBytes, 169},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, the README says %d", c.name, c.got, c.want)

@@ -122,8 +122,6 @@ func (s *Store) listQuery(q *ListQuery) (*fsm.ListQuery, error) {
 	return fq, nil
 }
 
-const maxNanos = int64(^uint64(0) >> 1)
-
 // A cursor is base64url (no padding) of: version 1, the position (admission
 // time and admission position, uvarints), and the first 8 bytes of an FNV-1a
 // hash of the query's filters and order, so that a cursor of another query

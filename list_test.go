@@ -205,7 +205,7 @@ func TestRetiredExecutionsLeaveTheListingAndTheFeedButNotTheCounts(t *testing.T)
 func TestStatsCountByStatusAndByWorkflow(t *testing.T) {
 	f := listStore(t)
 	st := f.stats()
-	wantStatus := map[execstore.Status]int{execstore.StatusAdmitted: 4, execstore.StatusSuspended: 1, execstore.StatusCompleted: 1, execstore.StatusFailed: 0}
+	wantStatus := map[execstore.Status]int{execstore.StatusAdmitted: 4, execstore.StatusSuspended: 1, execstore.StatusCompleted: 1, execstore.StatusFailed: 0, execstore.StatusCancelled: 0}
 	if diff := cmp.Diff(wantStatus, st.ByStatus); diff != "" {
 		t.Errorf("ByStatus (-want +got):\n%s", diff)
 	}

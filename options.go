@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -57,9 +58,27 @@ type Options struct {
 	// time, checked before every batch and once a second.
 	Retention time.Duration
 
+	// ScheduleGrace is how late the store may reach a schedule's occurrence
+	// and still count it on time; one reached later was missed (the store was
+	// down, or its clock jumped), and the schedule's catch-up policy decides
+	// whether it is admitted. Default 1 minute.
+	ScheduleGrace time.Duration
+	// ScheduleCheck bounds how long the writer waits, while a schedule
+	// exists, before it reads the clock to see whether an occurrence has
+	// come; it also sets a timer for the next occurrence by the clock, so an
+	// occurrence is normally admitted when it comes, and this only matters
+	// after the clock jumps. Default 1 second. Negative: no timer; the writer
+	// looks only when it takes requests, so occurrences are admitted at
+	// points the callers choose (the crash simulator, whose clock does not
+	// move with real time, uses this).
+	ScheduleCheck time.Duration
+
 	// WALFaults injects storage errors into the write-ahead log. For tests and
 	// the crash simulator only; nil in production.
 	WALFaults *wal.Faults
+	// SnapshotFaults injects storage errors into snapshot writing and
+	// pruning. For tests and the crash simulator only; nil in production.
+	SnapshotFaults *snapshot.Faults
 	// IDRand supplies the random bits of generated execution IDs. Nil means
 	// crypto/rand. It is read in the callers' goroutines: it must be safe for
 	// the concurrent calls the store gets. For tests and the crash simulator
@@ -121,6 +140,19 @@ type Limits struct {
 	ListPageDefault int
 	// ListPageMax bounds the page size of List and Changes. Default 1000.
 	ListPageMax int
+	// CancelReasonBytes bounds the reason given to Cancel, which the
+	// cancelled outcome keeps. Default 4096.
+	CancelReasonBytes int
+
+	// Schedules bounds the number of schedules. Default 10,000.
+	Schedules int
+	// ScheduleInterval is the shortest interval of an interval schedule.
+	// Default 1 second.
+	ScheduleInterval time.Duration
+	// ScheduleCatchUp bounds the missed occurrences of one schedule that
+	// CatchUpAll admits in a row; the rest of those missed are skipped.
+	// Default 1,000.
+	ScheduleCatchUp int
 }
 
 // IDBytes is the longest execution or workflow ID, in bytes. Fixed by the
@@ -151,6 +183,11 @@ var DefaultLimits = Limits{
 	ErrorCauseDepth:       8,
 	ListPageDefault:       100,
 	ListPageMax:           1000,
+	CancelReasonBytes:     4096,
+
+	Schedules:        10_000,
+	ScheduleInterval: time.Second,
+	ScheduleCatchUp:  1000,
 }
 
 func (l Limits) withDefaults() Limits {
@@ -174,6 +211,7 @@ func (l Limits) withDefaults() Limits {
 	pick(&l.ListPageMax, d.ListPageMax)
 	pick(&l.ListPageDefault, min(d.ListPageDefault, l.ListPageMax))
 	l.ListPageDefault = min(l.ListPageDefault, l.ListPageMax)
+	pick(&l.CancelReasonBytes, d.CancelReasonBytes)
 	if l.ErrorCauseDepth > fsm.MaxErrorDepth-1 {
 		l.ErrorCauseDepth = fsm.MaxErrorDepth - 1
 	}
@@ -182,6 +220,11 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.RetryAfter <= 0 {
 		l.RetryAfter = d.RetryAfter
+	}
+	pick(&l.Schedules, d.Schedules)
+	pick(&l.ScheduleCatchUp, d.ScheduleCatchUp)
+	if l.ScheduleInterval <= 0 {
+		l.ScheduleInterval = d.ScheduleInterval
 	}
 	return l
 }

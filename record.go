@@ -22,6 +22,10 @@ type Record struct {
 	DueAt       time.Time // earliest pending wake not covered by a current lease; zero if none
 	Lease       *Lease    // the current lease while a delivery holds one (it may have expired without being superseded); nil otherwise
 	Attempts    int       // deliveries claimed so far
+	// MaxAttempts is the admission's bound on deliveries in a row that end
+	// without an outcome (see AdmitRequest.MaxAttempts); 0: none, and 0
+	// once the record is retired.
+	MaxAttempts int
 }
 
 // Status is an execution's status.
@@ -32,17 +36,23 @@ const (
 	StatusSuspended Status = "suspended" // the latest acknowledged delivery suspended
 	StatusCompleted Status = "completed" // terminal
 	StatusFailed    Status = "failed"    // terminal
+	// StatusCancelled: terminal; Store.Cancel ended the execution, or an
+	// ancestor's cancellation did. The outcome's Error holds the reason (its
+	// Message) and matches ErrCancelled.
+	StatusCancelled Status = "cancelled"
 )
 
-// Terminal reports whether s is completed or failed: the record is then
-// immutable and the execution is never delivered again.
-func (s Status) Terminal() bool { return s == StatusCompleted || s == StatusFailed }
+// Terminal reports whether s is completed, failed or cancelled: the record
+// is then immutable and the execution is never delivered again.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
 
 // Outcome is how an execution ended.
 type Outcome struct {
-	Status Status          // StatusCompleted or StatusFailed
+	Status Status          // StatusCompleted, StatusFailed or StatusCancelled
 	Result json.RawMessage // completed: the result (nil if none)
-	Error  *WorkflowError  // failed: the recorded error
+	Error  *WorkflowError  // failed: the recorded error; cancelled: the reason, as an error matching ErrCancelled
 }
 
 // Parent names the execution, and its step, that started a child.
@@ -63,6 +73,7 @@ var statusNames = [...]Status{
 	fsm.StatusSuspended: StatusSuspended,
 	fsm.StatusCompleted: StatusCompleted,
 	fsm.StatusFailed:    StatusFailed,
+	fsm.StatusCancelled: StatusCancelled,
 }
 
 func statusFromFSM(s fsm.Status) Status { return statusNames[s] }
@@ -108,6 +119,7 @@ func recordFromFSM(e *fsm.Execution) Record {
 		UpdatedAt:   timeFromNanos(e.UpdatedAt),
 		DueAt:       timeFromNanos(e.DueAt),
 		Attempts:    int(e.LastToken),
+		MaxAttempts: int(e.MaxAttempts),
 	}
 	if e.HasParams {
 		r.Params = json.RawMessage(e.Params)

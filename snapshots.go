@@ -118,7 +118,7 @@ func (s *Store) snapshotTick() {
 func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 	start := time.Now()
 	out := snapshotOutcome{records: st.Len()}
-	opts := snapshot.Options{NoSync: s.opts.NoSync}
+	opts := snapshot.Options{NoSync: s.opts.NoSync, Faults: s.opts.SnapshotFaults}
 	out.info, out.err = snapshot.Write(s.snapshotDir(), st, hdr, opts)
 	if out.err == nil {
 		// Read the new file back, decoding all of it, before anything older
@@ -162,6 +162,7 @@ func (s *Store) snapshotDone(out snapshotOutcome) {
 		err = fmt.Errorf("execstore: snapshot: %w", err)
 	default:
 		sn.size = out.size
+		s.snapshotIndex.Store(out.info.Index)
 		s.logger.Info("execstore: snapshot written", "path", out.info.Path, "index", out.info.Index,
 			"records", out.records, "bytes", out.size, "took", out.took, "wal_first_index", s.wal.FirstIndex())
 	}

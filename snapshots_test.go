@@ -446,3 +446,38 @@ func TestFallingBackOntoADamagedLogRefusesToOpen(t *testing.T) {
 		t.Fatalf("Open: %v, want a WAL corruption error", err)
 	}
 }
+
+// Stats reports the writer's indexes about its log: the entry applied last
+// (the log's last, an acknowledge-batch counted once) and the entry the
+// newest snapshot covers, across a snapshot and a reopen.
+func TestStatsReportTheAppliedAndSnapshotIndexes(t *testing.T) {
+	f := snapshotFixture(t)
+	f.load("a", 20)
+	st := f.stats()
+	if st.AppliedIndex != st.WALLastIndex || st.SnapshotIndex != 0 {
+		t.Fatalf("before any snapshot: applied %d, log ends at %d, snapshot %d", st.AppliedIndex, st.WALLastIndex, st.SnapshotIndex)
+	}
+	// One entry holds several acknowledgements.
+	leases := f.claim(6, time.Minute)
+	acks := make([]execstore.Ack, len(leases))
+	for i, l := range leases {
+		acks[i] = execstore.Ack{Lease: l, Outcome: execstore.Completed(raw(`1`))}
+	}
+	if _, err := f.s.AcknowledgeBatch(ctx, acks); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st = f.stats()
+	if st.AppliedIndex != st.WALLastIndex || st.SnapshotIndex != st.AppliedIndex {
+		t.Fatalf("after a snapshot: applied %d, log ends at %d, snapshot %d", st.AppliedIndex, st.WALLastIndex, st.SnapshotIndex)
+	}
+	snap := st.SnapshotIndex
+	f.load("b", 5)
+	f.reopen()
+	st = f.stats()
+	if st.AppliedIndex != st.WALLastIndex || st.SnapshotIndex != snap {
+		t.Fatalf("after a reopen: applied %d, log ends at %d, snapshot %d, want %d", st.AppliedIndex, st.WALLastIndex, st.SnapshotIndex, snap)
+	}
+}

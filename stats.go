@@ -18,6 +18,9 @@ type Stats struct {
 	WALFirstIndex uint64    // first entry still in the write-ahead log
 	WALLastIndex  uint64    // last entry written (the number of logged commands, before truncation)
 	WALBatches    uint64    // WAL batches (writes, each with one fsync) since Open
+	Queued        int       // commands waiting for the writer
+	AppliedIndex  uint64    // last log entry applied to the state; WALLastIndex unless a write failed
+	SnapshotIndex uint64    // last log entry the newest snapshot loaded or written since Open covers; 0 if none
 	Failed        error     // the fail-stop cause, or nil
 
 	// FallbackChecked: the background check after Open has read every byte
@@ -82,7 +85,12 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.WALFirstIndex = s.wal.FirstIndex()
 		st.WALLastIndex = s.wal.LastIndex()
 		st.WALBatches = s.batches.Load()
+		st.AppliedIndex = s.appliedIndex.Load()
+		st.SnapshotIndex = s.snapshotIndex.Load()
 	})
+	s.qmu.Lock()
+	st.Queued = len(s.queue)
+	s.qmu.Unlock()
 	st.ClockBehindStamps = s.clock.heldBack.Load()
 	st.ClockBehindMax = time.Duration(s.clock.behindMax.Load())
 	st.ClockBehind = time.Duration(s.clock.behind.Load())

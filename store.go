@@ -72,7 +72,14 @@ type Store struct {
 
 	maxCommand int // the largest encoded command queued (see checkOptions)
 
+	schedTimer scheduleTimer // writer-owned: the timer for the next schedule occurrence (schedules.go)
+
 	applied uint64 // the last WAL index applied to state
+
+	// Published for Stats: applied, and the index the newest snapshot loaded
+	// or written since Open covers (0: none).
+	appliedIndex  atomic.Uint64
+	snapshotIndex atomic.Uint64
 
 	awaits awaiters
 	due    dueSignal
@@ -118,6 +125,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if opts.SnapshotWALBytes <= 0 {
 		opts.SnapshotWALBytes = DefaultSnapshotWALBytes
 	}
+	scheduleDefaults(&opts)
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -223,6 +231,8 @@ func (s *Store) recover() error {
 	}
 	s.state = state
 	s.applied = w.LastIndex()
+	s.appliedIndex.Store(s.applied)
+	s.snapshotIndex.Store(applied)
 	s.last = state.Meta().Now
 	s.logger.Info("execstore: opened", "dir", s.dir, "executions", state.Len(), "snapshot_index", applied,
 		"replayed", replayed, "last_index", s.applied, "took", time.Since(start))
@@ -370,6 +380,12 @@ func (s *Store) run() {
 		// Retire what is due first, so that a write that follows the
 		// retention's deadline answers after the retirement.
 		more := s.retireTick()
+		// Likewise admit the schedules' occurrences that have come, so that
+		// a write stamped at or after an occurrence answers after it (unless
+		// one command could not hold them all: the rest follow next round).
+		if n > 0 || s.opts.ScheduleCheck >= 0 {
+			more = s.scheduleTick() && s.opts.ScheduleCheck >= 0 || more
+		}
 		if n > 0 {
 			s.process(taken)
 			clear(taken)
@@ -390,8 +406,10 @@ func (s *Store) run() {
 		case closing:
 			continue
 		}
+		schedTimer := s.armScheduleTimer()
 		select {
 		case <-s.kick:
+		case <-schedTimer:
 		case <-retireTicker:
 		case req := <-s.snaps.requests:
 			s.snaps.pending = append(s.snaps.pending, req)
@@ -406,13 +424,18 @@ func (s *Store) run() {
 const queueCapMax = 1 << 14
 
 // process runs one batch through precheck, the log, and apply.
-func (s *Store) process(batch []*request) {
-	now := s.stamp()
+func (s *Store) process(batch []*request) { s.processAt(batch, s.stamp()) }
+
+// processAt is process with the batch's time already stamped.
+func (s *Store) processAt(batch []*request, now int64) {
 	s.logged = s.logged[:0]
 	s.deferred = s.deferred[:0]
 	s.view.reset()
 	for _, r := range batch {
 		r.cmd.Now = now
+		if r.cmd.Kind == fsm.KindPutSchedule {
+			firstOccurrence(&r.cmd) // its first occurrence follows its time
+		}
 		if err := s.failed(); err != nil {
 			r.err = err
 			r.done <- struct{}{}
@@ -466,7 +489,12 @@ func (s *Store) writeLogged(now int64) {
 		}
 		return
 	}
-	s.applied = first + uint64(len(s.entries)) - 1
+	n := len(s.entries)
+	if mutant.AppliedCountsRequests {
+		n = len(s.logged)
+	}
+	s.applied = first + uint64(n) - 1
+	s.appliedIndex.Store(s.applied)
 	s.snaps.entries += len(s.entries)
 	if !mutant.ApplyBeforeLog {
 		s.applyLogged()
@@ -604,6 +632,7 @@ func (s *Store) applyLogged() {
 		s.changed.notify() // after the unlock: a woken Changes reads at once
 	}
 	if became.Terminal {
+		ended := false
 		for _, r := range s.logged {
 			switch {
 			case !r.res.Became.Terminal:
@@ -613,9 +642,18 @@ func (s *Store) applyLogged() {
 						s.awaits.notify(a.Exec.ID)
 					}
 				}
-			default:
+			case r.cmd.Kind == fsm.KindAcknowledge:
 				s.awaits.notify(r.res.Exec.ID)
+			default: // cancel, claim, release: which ones, the state says
+				ended = true
 			}
+		}
+		if ended {
+			// Only the writer changes the state, so it reads it unlocked.
+			s.awaits.notifyTerminal(func(id string) bool {
+				e, ok := s.state.Get(id)
+				return ok && e.Terminal()
+			})
 		}
 	}
 	if became.Due {
@@ -669,6 +707,9 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 	case fsm.CodeConflict:
 		return errorf(ErrExecutionIDConflict, "%q", c.ExecutionID)
 	case fsm.CodeNotFound:
+		if c.Kind == fsm.KindDeleteSchedule {
+			return errorf(ErrScheduleNotFound, "%q", c.ScheduleID)
+		}
 		if c.Token != 0 || c.Kind == fsm.KindRenew || c.Kind == fsm.KindRelease ||
 			c.Kind == fsm.KindAcknowledge || c.Kind == fsm.KindSaveStep || c.Kind == fsm.KindStart {
 			return leaseNotFound(c.ExecutionID)
@@ -676,9 +717,14 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 		return notFound(c.ExecutionID)
 	case fsm.CodeLeaseLost:
 		return leaseLost(c.ExecutionID, c.Token)
+	case fsm.CodeLeaseCancelled:
+		return leaseCancelled(c.ExecutionID, c.Token)
 	case fsm.CodeMismatch:
 		return errorf(ErrStartRequestMismatch, "execution %q step %q already started child %q", c.ExecutionID, c.Key, res.ID)
 	case fsm.CodeLimitExceeded:
+		if c.Kind == fsm.KindPutSchedule {
+			return errorf(ErrLimitExceeded, "there are %d schedules already, the limit", c.Limit)
+		}
 		return errorf(ErrLimitExceeded, "execution %q has reached its limit of %s", c.ExecutionID, limitName(c.Kind))
 	}
 	return fmt.Errorf("execstore: unexpected result code %v", res.Code)
@@ -741,6 +787,21 @@ func (a *awaiters) notify(id string) {
 		delete(a.byID, id)
 	}
 	a.mu.Unlock()
+}
+
+// notifyTerminal wakes the Awaits of every awaited execution that terminal
+// says has ended: after a command that may have ended several executions
+// it does not name (a cancellation of a tree, a claim that failed
+// exhausted attempts). It costs one look per execution awaited.
+func (a *awaiters) notifyTerminal(terminal func(id string) bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, e := range a.byID {
+		if terminal(id) {
+			close(e.ch)
+			delete(a.byID, id)
+		}
+	}
 }
 
 func (a *awaiters) closeAll() { close(a.closed) }

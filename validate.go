@@ -68,6 +68,10 @@ func admitCommand(req *AdmitRequest, lim *Limits, genID string) (fsm.Command, er
 	if msg := checkID("workflow ID", req.WorkflowID); msg != "" {
 		return c, invalidEvent("%s", msg)
 	}
+	if req.MaxAttempts < 0 || req.MaxAttempts > MaxAttemptsLimit {
+		return c, invalidEvent("max attempts %d is outside 0..%d", req.MaxAttempts, MaxAttemptsLimit)
+	}
+	c.MaxAttempts = req.MaxAttempts
 	size := len(req.Params)
 	for k, v := range req.Context {
 		size += len(k) + len(v)

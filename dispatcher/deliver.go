@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // result is what an invoker returned.
@@ -52,7 +53,7 @@ func (d *Dispatcher) deliver(lease execstore.Lease) {
 		return // abandoned: the lease was lost, there is nothing to end
 	}
 	current, lost := r.stop()
-	if lost {
+	if lost && !mutant.DispatcherIgnoresLostLease {
 		return // another claim took over: neither acknowledge nor release
 	}
 	if res.err != nil {
@@ -128,7 +129,13 @@ func (d *Dispatcher) fail(lease execstore.Lease, attempts int, cause error, log 
 	}
 	delay := retryDelay(attempts, d.opts.RetryBaseDelay, d.opts.RetryMaxDelay)
 	log.Error("dispatcher: the delivery failed without an outcome; releasing its lease for redelivery", "err", cause, "retry_after", delay)
-	if err := d.store.Release(context.Background(), lease, delay); err != nil {
+	var err error
+	if cr, ok := d.store.(CauseReleaser); ok {
+		err = cr.ReleaseWithCause(context.Background(), lease, delay, cause)
+	} else {
+		err = d.store.Release(context.Background(), lease, delay)
+	}
+	if err != nil {
 		d.endFailed("release", err, log)
 	}
 }
@@ -167,7 +174,9 @@ type renewal struct {
 }
 
 // renew starts renewing lease. When a renewal finds the lease lost it stops
-// renewing and cancels the delivery with execstore.ErrLeaseLost as the cause.
+// renewing and cancels the delivery with execstore.ErrLeaseLost as the cause,
+// or with the renewal's error, which matches ErrLeaseLost and
+// ErrCancelled, when the execution was cancelled.
 func (d *Dispatcher) renew(lease execstore.Lease, cancel context.CancelCauseFunc, log *slog.Logger) *renewal {
 	r := &renewal{stopc: make(chan struct{}), done: make(chan struct{}), lease: lease}
 	go r.run(d, cancel, log)
@@ -203,6 +212,13 @@ func (r *renewal) run(d *Dispatcher, cancel context.CancelCauseFunc, log *slog.L
 			r.mu.Lock()
 			r.lost, r.when = true, clock.Now()
 			r.mu.Unlock()
+			if errors.Is(err, execstore.ErrCancelled) {
+				// The cause says why: the execution was cancelled (and it
+				// matches ErrLeaseLost too).
+				log.Warn("dispatcher: the execution was cancelled; this delivery stops without an outcome")
+				cancel(err)
+				return
+			}
 			warnLost(log)
 			cancel(execstore.ErrLeaseLost)
 			return

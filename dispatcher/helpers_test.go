@@ -193,6 +193,13 @@ func (f *faultStore) Release(ctx context.Context, l execstore.Lease, retry time.
 	return f.Store.Release(ctx, l, retry)
 }
 
+func (f *faultStore) ReleaseWithCause(ctx context.Context, l execstore.Lease, retry time.Duration, cause error) error {
+	if err := f.enter("Release"); err != nil {
+		return err
+	}
+	return f.Store.ReleaseWithCause(ctx, l, retry, cause)
+}
+
 func (f *faultStore) Acknowledge(ctx context.Context, l execstore.Lease, o execstore.RunOutcome) (execstore.Record, error) {
 	if err := f.enter("Acknowledge"); err != nil {
 		return execstore.Record{}, err
@@ -318,7 +325,12 @@ func newFixtureWith(t *testing.T, opts dispatcher.Options, inv dispatcher.Invoke
 
 func (f *fixture) admit(id string, params string) {
 	f.t.Helper()
-	req := execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w"}
+	f.admitRequest(execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w"}, params)
+}
+
+func (f *fixture) admitRequest(req execstore.AdmitRequest, params string) {
+	f.t.Helper()
+	id := req.ExecutionID
 	if params != "" {
 		req.Params = json.RawMessage(params)
 	}

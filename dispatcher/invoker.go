@@ -12,15 +12,21 @@ import (
 // Invoker runs one delivery of an execution and reports how it ended.
 //
 // ctx is cancelled, with execstore.ErrLeaseLost as its cause
-// (context.Cause), once the delivery's lease is lost to another claim. From
-// then on every write fenced by the lease is refused, and the dispatcher
-// neither acknowledges nor releases: the invoker should stop promptly. One
-// that has not returned AbortGracePeriod after the cancel is abandoned.
+// (context.Cause), once the delivery's lease is lost to another claim; when
+// the execution was cancelled (execstore.Store.Cancel), the cause matches
+// execstore.ErrCancelled as well as ErrLeaseLost (errors.Is). Either is seen
+// at the next renewal, so within RenewInterval. From then on every write
+// fenced by the lease is refused, and the dispatcher neither acknowledges
+// nor releases: the invoker should stop promptly. One that has not returned
+// AbortGracePeriod after the cancel is abandoned.
 //
 // Returning an outcome acknowledges it (execstore.Store.Acknowledge).
 // Returning an error acknowledges nothing: ErrWorkerExited leaves the lease
-// to expire; any other error releases it with a retry delay. Either way the
-// execution's wakes stay pending and it is delivered again.
+// to expire; any other error releases it with a retry delay, and with the
+// error as the release's cause (see Store). Either way the execution's
+// wakes stay pending and it is delivered again, unless that was the last
+// attempt its admission allows (execstore.AdmitRequest.MaxAttempts): then
+// it fails with execstore.ErrAttemptsExhausted, caused by that error.
 type Invoker interface {
 	Invoke(ctx context.Context, d Delivery) (execstore.RunOutcome, error)
 }
@@ -71,3 +77,15 @@ type Store interface {
 }
 
 var _ Store = (*execstore.Store)(nil)
+
+// CauseReleaser is what a Store offers when it can keep the error that ended
+// a delivery with the release (*execstore.Store does): the dispatcher then
+// releases with ReleaseWithCause instead of Release, so that the error
+// becomes the cause of the failure when the release ends the last allowed
+// attempt. A wrapper of a store that overrides Release should override
+// ReleaseWithCause too (or not offer it).
+type CauseReleaser interface {
+	ReleaseWithCause(ctx context.Context, lease execstore.Lease, retryAfter time.Duration, cause error) error
+}
+
+var _ CauseReleaser = (*execstore.Store)(nil)

@@ -69,6 +69,15 @@ func (s *State) run(c *Command, dry bool) Result {
 		return s.watch(c, dry)
 	case KindRetire:
 		return s.retire(c, dry)
+	case KindCancel:
+		return s.cancel(c, now, dry)
+
+	case KindPutSchedule:
+		return s.putSchedule(c, dry)
+	case KindDeleteSchedule:
+		return s.deleteSchedule(c, dry)
+	case KindFireSchedules:
+		return s.fireSchedules(c, now, dry)
 	}
 	// Commands are validated when decoded and when built; an unknown kind here
 	// is a programming error, and guessing would break determinism.
@@ -101,6 +110,8 @@ func (s *State) admit(c *Command, now int64, dry bool) Result {
 		AdmittedAt: now,
 		UpdatedAt:  now,
 		DueAt:      now,
+
+		MaxAttempts: uint16(c.MaxAttempts),
 	}
 	s.put(nil, &e)
 	return Result{ID: id, Became: Transitions{Due: true}}
@@ -125,7 +136,7 @@ func (s *State) wake(c *Command, now int64, dry bool) Result {
 		return Result{Code: CodeNotFound}
 	case p.Terminal():
 		return Result{Wake: WakeIgnored}
-	case p.DueAt != 0 && p.DueAt <= c.At:
+	case p.DueAt != 0 && (p.DueAt < c.At || (p.DueAt == c.At && !mutant.WakeAtPendingTimeWrites)):
 		// Merges into an earlier (or equal) pending wake: nothing changes.
 		return Result{Wake: WakeRequested}
 	case dry:
@@ -166,9 +177,17 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	taken := s.takeClaimable(c.Limit, now)
 	leases := make([]Lease, 0, len(taken))
 	expires := addSaturating(now, c.Duration)
-	for _, k := range taken {
+	failing := false
+	for i, k := range taken {
 		p := k.e
+		if p.exhausted() {
+			taken[i].e, failing = nil, true // failed below
+			continue
+		}
 		e := *p
+		if e.MaxAttempts != 0 {
+			e.Tries++
+		}
 		// The new lease covers every wake pending at the claim: those an
 		// expired, superseded lease covered and those requested since.
 		e.CoveredAt = minNonZero(e.CoveredAt, e.DueAt)
@@ -185,35 +204,67 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		s.leases.Load(claimKey{At: expires, ID: e.ID, e: stored})
 		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: expires})
 	}
+	r := Result{Leases: leases}
+	if failing {
+		// The lease of the last allowed attempt expired: the execution fails
+		// instead of being delivered again. After the leasing, so that a
+		// parent woken here is not one whose taken entry is about to be
+		// leased; each record is looked up again, as a wake may have replaced
+		// it.
+		for _, k := range taken {
+			if k.e == nil {
+				p := s.lookup(k.ID)
+				s.end(p, exhaustedOutcome(p, nil), now, &r)
+			}
+		}
+	}
 	clear(taken) // the scratch buffer must not keep records alive
-	return Result{Leases: leases}
+	return r
 }
 
-// takeClaimable removes and returns the earliest entries claimable at now,
-// at most limit of them, from the two claimable indexes together, in
-// (time, ID) order. The entries taken from each index are a prefix of it,
-// so each is cut with one bulk deletion instead of one search per entry.
+// takeClaimable removes and returns the earliest entries claimable at now
+// from the two claimable indexes together, in (time, ID) order: at most limit
+// to lease and, among them, at most FailLimit(limit) expired leases of a last
+// allowed attempt (exhausted), which the claim fails instead; it stops at
+// whichever bound it reaches first. The entries taken from each index are a
+// prefix of it, so each is cut with one bulk deletion instead of one search
+// per entry.
 func (s *State) takeClaimable(limit int, now int64) []claimKey {
-	prefix := func(t *btree.BTreeG[claimKey], buf []claimKey) []claimKey {
+	failLimit := FailLimit(limit)
+	// Only a current lease can be exhausted: the due index's entries are not
+	// asked, which would read each record before the claim needs it.
+	prefix := func(t *btree.BTreeG[claimKey], buf []claimKey, leased bool) []claimKey {
+		leasable, failing := 0, 0
 		t.Scan(func(k claimKey) bool {
-			if k.At > now || len(buf) == limit {
+			if k.At > now || leasable == limit || failing == failLimit {
 				return false
+			}
+			if leased && k.e.exhausted() {
+				failing++
+			} else {
+				leasable++
 			}
 			buf = append(buf, k)
 			return true
 		})
 		return buf
 	}
-	due := prefix(s.due, s.claimScratch[0][:0])
-	leased := prefix(s.leases, s.claimScratch[1][:0])
+	due := prefix(s.due, s.claimScratch[0][:0], false)
+	leased := prefix(s.leases, s.claimScratch[1][:0], true)
 	taken := s.claimScratch[2][:0]
 	i, j := 0, 0
-	for len(taken) < limit && (i < len(due) || j < len(leased)) {
+	for leasable, failing := 0, 0; leasable < limit && failing < failLimit && (i < len(due) || j < len(leased)); {
 		if j == len(leased) || (i < len(due) && claimLess(due[i], leased[j])) {
 			taken = append(taken, due[i])
 			i++
+			leasable++
 		} else {
 			taken = append(taken, leased[j])
+			if leased[j].e.exhausted() {
+				failing++
+			} else {
+				leasable++
+			}
 			j++
 		}
 	}
@@ -238,8 +289,9 @@ func (s *State) takeClaimable(limit int, now int64) []claimKey {
 }
 
 var (
-	resultNotFound  = Result{Code: CodeNotFound}
-	resultLeaseLost = Result{Code: CodeLeaseLost}
+	resultNotFound       = Result{Code: CodeNotFound}
+	resultLeaseLost      = Result{Code: CodeLeaseLost}
+	resultLeaseCancelled = Result{Code: CodeLeaseCancelled}
 )
 
 // current looks up the lease's execution and reports whether the lease is
@@ -249,7 +301,10 @@ func (s *State) current(id string, token uint64) (p *Execution, fail *Result) {
 	if p == nil {
 		return nil, &resultNotFound
 	}
-	if p.LeaseToken == 0 || p.LeaseToken != token {
+	if p.LeaseToken == 0 || (p.LeaseToken != token && !(mutant.TokenZeroPasses && token == 0)) {
+		if p.Status == StatusCancelled {
+			return p, &resultLeaseCancelled
+		}
 		return p, &resultLeaseLost
 	}
 	return p, nil
@@ -277,6 +332,12 @@ func (s *State) release(c *Command, now int64, dry bool) Result {
 	}
 	if dry {
 		return mutates
+	}
+	if p.exhausted() {
+		// The last allowed attempt ended without an outcome.
+		var r Result
+		s.end(p, exhaustedOutcome(p, c.Cause), now, &r)
+		return r
 	}
 	e := *p
 	due := minNonZero(e.CoveredAt, e.DueAt)
@@ -316,6 +377,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 	r := Result{}
 	if c.Outcome.Status == StatusSuspended {
 		e.Status = StatusSuspended
+		e.Tries = 0 // the delivery ended with an outcome: the next run has every attempt again
 		r.Became.Due = e.DueAt != 0
 	} else {
 		e.Status = c.Outcome.Status
@@ -430,6 +492,8 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 		AdmittedAt: now,
 		UpdatedAt:  now,
 		DueAt:      now,
+
+		MaxAttempts: caller.MaxAttempts, // a child runs under its parent's bound
 	}
 	s.put(nil, &child)
 	s.starts.Set(startEntry{
@@ -555,4 +619,120 @@ func (s *State) dropWatches(id string) {
 			s.removeWatch(w)
 		}
 	}
+}
+
+// ---- Cancellation and bounded attempts ----------------------------------------
+
+// FailLimit is how many executions whose last allowed attempt expired a claim
+// of the given limit fails, at most, besides the limit it leases: they take
+// no place among its leases, and the work of one claim stays bounded.
+func FailLimit(limit int) int { return max(limit, 64) }
+
+// cancel ends a non-terminal execution with StatusCancelled, and in the same
+// command every non-terminal execution it started, recursively, each with
+// the same outcome. A cancelled execution ends as a terminal
+// acknowledgement would end it: no lease (its holder's next fenced write is
+// refused), no wake, no watch; its parent, if it has one and is not
+// terminal, is woken. Cancelling a terminal execution changes nothing and
+// returns its record, as a late acknowledgement does.
+func (s *State) cancel(c *Command, now int64, dry bool) Result {
+	p := s.lookup(c.ExecutionID)
+	switch {
+	case p == nil:
+		return resultNotFound
+	case p.Terminal():
+		return Result{Exec: p.value()}
+	case dry:
+		return mutates
+	}
+	out := &Outcome{Status: StatusCancelled, Error: &ErrorInfo{Name: NameCancelled, Message: c.Reason, Code: CodeCancelled}}
+	var r Result
+	// Depth first, each execution before the children it started (in step
+	// key order): a child then never wakes a parent that is being cancelled.
+	stack := []string{p.ID}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		e := s.lookup(id) // looked up now: ending another may have replaced it
+		if e == nil || e.Terminal() {
+			continue
+		}
+		s.end(e, out, now, &r)
+		if mutant.CancelSparesChildren {
+			break
+		}
+		n := len(stack)
+		s.starts.Ascend(startEntry{Caller: id}, func(st startEntry) bool {
+			if st.Caller != id {
+				return false
+			}
+			stack = append(stack, st.Child)
+			return true
+		})
+		slices.Reverse(stack[n:]) // the first step key is taken first
+	}
+	r.Exec, _ = s.Get(c.ExecutionID)
+	return r
+}
+
+// end records a terminal outcome for a stored, non-terminal execution that no
+// acknowledgement gave it (a cancellation, exhausted attempts): it clears the
+// lease and the wakes, drops the watches, wakes the parent, and notes in r
+// what became terminal or due.
+func (s *State) end(p *Execution, out *Outcome, now int64, r *Result) {
+	e := *p
+	e.Status, e.Outcome = out.Status, out
+	e.DueAt, e.CoveredAt, e.LeaseToken, e.LeaseExpiresAt = 0, 0, 0, 0
+	e.UpdatedAt = now
+	s.meta.Terminal++
+	if s.trackEnded {
+		s.ended.Load(dueKey{At: now, ID: e.ID})
+	}
+	s.put(p, &e)
+	if e.WatchCount > 0 {
+		s.dropWatches(e.ID)
+	}
+	r.Became.Terminal = true
+	if parent := e.Parent; parent != nil && s.requestWake(parent.ExecutionID, now, now) {
+		r.Woken = append(r.Woken, parent.ExecutionID)
+		r.Became.Due = true
+	}
+}
+
+// exhaustedOutcome is the failure of an execution whose last allowed attempt
+// ended without an outcome: the release's cause, or else a lease-expired
+// error, wrapped in an ATTEMPTS_EXHAUSTED error. The chain is cut to
+// MaxErrorDepth levels.
+func exhaustedOutcome(e *Execution, cause *ErrorInfo) *Outcome {
+	if cause == nil {
+		cause = &ErrorInfo{Name: NameLeaseExpired, Message: "the lease of the last attempt expired"}
+	}
+	top := &ErrorInfo{
+		Name:    NameAttemptsExhausted,
+		Message: "no attempt of " + itoa(uint64(e.MaxAttempts)) + " ended with an outcome",
+		Code:    CodeAttemptsExhausted,
+		Cause:   cutChain(cause, MaxErrorDepth-1),
+	}
+	return &Outcome{Status: StatusFailed, Error: top}
+}
+
+// cutChain returns an error chain of at most depth levels: e itself when it
+// is short enough, else a copy of its first levels. Recorded chains are never
+// changed, so a short one is shared.
+func cutChain(e *ErrorInfo, depth int) *ErrorInfo {
+	n := 0
+	for x := e; x != nil; x = x.Cause {
+		n++
+	}
+	if n <= depth {
+		return e
+	}
+	var head *ErrorInfo
+	link := &head
+	for x := e; x != nil && depth > 0; x, depth = x.Cause, depth-1 {
+		c := &ErrorInfo{Name: x.Name, Message: x.Message, Code: x.Code}
+		*link = c
+		link = &c.Cause
+	}
+	return head
 }

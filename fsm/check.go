@@ -8,15 +8,16 @@ import (
 // StateSummary is what a decoded state would report of itself: its counters,
 // its record count (State.Len) and its due count (State.DueLen).
 type StateSummary struct {
-	Meta    Meta
-	Records int
-	Due     int
+	Meta      Meta
+	Records   int
+	Due       int
+	Schedules int
 }
 
 // Summary returns the state's summary, as CheckState reports it of the
 // state's encoding.
 func (s *State) Summary() StateSummary {
-	return StateSummary{Meta: s.meta, Records: s.Len(), Due: s.DueLen()}
+	return StateSummary{Meta: s.meta, Records: s.Len(), Due: s.DueLen(), Schedules: s.schedules.Len()}
 }
 
 // BufferedReader is a Reader whose buffer a reader may look into
@@ -51,13 +52,21 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 	sum.Meta.NextWatchID = c.Uvarint()
 	sum.Meta.Terminal = int(c.int())
 	sum.Meta.Retired = int(c.int())
-	for _, step := range []func(*StateSummary) error{c.execs, c.sides, func(s *StateSummary) error { return c.retired(s, version) }} {
+	for _, step := range []func(*StateSummary) error{
+		func(s *StateSummary) error { return c.execs(s, version) }, c.sides,
+		func(s *StateSummary) error { return c.retired(s, version) },
+	} {
 		if err := step(&sum); err != nil {
 			return StateSummary{}, err
 		}
 	}
-	// The change log (list_codec.go): read from version 3, derived before.
-	if version < 3 {
+	if version >= 3 {
+		if err := c.schedules(&sum); err != nil { // schedule_state.go
+			return StateSummary{}, err
+		}
+	}
+	// The change log (list_codec.go): read from version 4, derived before.
+	if version < 4 {
 		sum.Meta.ChangeSeq = 2 * uint64(c.live)
 	} else if err := c.changes(&sum); err != nil {
 		return StateSummary{}, err
@@ -144,6 +153,14 @@ func (c *checker) u32() uint32 {
 		c.fail("count out of range")
 	}
 	return uint32(v)
+}
+
+func (c *checker) u16() uint16 {
+	v := c.Uvarint()
+	if v > 1<<16-1 {
+		c.fail("count out of range")
+	}
+	return uint16(v)
 }
 
 func (c *checker) count(max uint64) int {
@@ -276,7 +293,7 @@ func nonEmpty(ok bool) string {
 	return "x"
 }
 
-func (c *checker) execs(sum *StateSummary) error {
+func (c *checker) execs(sum *StateSummary, version uint64) error {
 	n := c.count(maxCount)
 	// The retired records' IDs are checked against the records' only if the
 	// counters say there are any (a disagreement is caught in retired).
@@ -308,7 +325,10 @@ func (c *checker) execs(sum *StateSummary) error {
 		}
 		e.AdmittedAt, e.UpdatedAt, e.DueAt, e.CoveredAt, e.LeaseExpiresAt = c.int(), c.int(), c.int(), c.int(), c.int()
 		e.LeaseToken, e.LastToken = c.Uvarint(), c.Uvarint()
-		e.StepCount, e.WatchCount = c.u32(), c.u32()
+		e.StepCount, e.WatchCount = c.u32(), c.u16()
+		if version >= 3 {
+			e.MaxAttempts, e.Tries = c.u16(), c.u16()
+		}
 		if c.err != nil {
 			break
 		}
@@ -337,7 +357,7 @@ func (c *checker) outcome(o *Outcome) {
 	switch o.Status {
 	case StatusCompleted:
 		o.HasRes = c.opt()
-	case StatusFailed:
+	case StatusFailed, StatusCancelled:
 		c.errorInfo(o)
 	}
 }

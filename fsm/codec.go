@@ -6,8 +6,11 @@ import (
 )
 
 // CodecVersion is the first byte of every encoded command. Part of the WAL
-// format: a reader refuses versions it does not know.
-const CodecVersion = 1
+// format: a reader refuses versions it does not know, and reads every older
+// one. Version 2 adds an admission's attempt bound and a release's cause
+// (trailing fields) and the cancel command; a version-1 command decodes with
+// no bound and no cause.
+const CodecVersion = 2
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16
@@ -37,10 +40,23 @@ var ErrDecode = errors.New("fsm: malformed command")
 //	watch        id:str count:uv, then key:str...
 //	retire       before:uv limit:uv
 //	acknowledge-batch  count:uv, then per acknowledgement id:str token:uv status:1B (as acknowledge)
+//
+// Version 2 (version 1 has neither the trailing fields nor the kind):
+//
+//	admit        ... context, then max-attempts:uv
+//	release      ... delay, then cause: error (depth 0: none)
+//	cancel       id:str reason:str
+//	put-schedule, delete-schedule, fire-schedules: see schedule_codec.go
 
 // AppendEncode appends c's encoding to dst. c must pass Check.
 func AppendEncode(dst []byte, c *Command) []byte {
-	dst = append(dst, CodecVersion, byte(c.Kind))
+	return appendEncode(dst, c, CodecVersion)
+}
+
+// appendEncode appends c's encoding in the given codec version, leaving out
+// what the version does not hold.
+func appendEncode(dst []byte, c *Command, version byte) []byte {
+	dst = append(dst, version, byte(c.Kind))
 	dst = binary.AppendUvarint(dst, uint64(c.Now))
 	switch c.Kind {
 	case KindAdmit:
@@ -49,6 +65,9 @@ func AppendEncode(dst []byte, c *Command) []byte {
 		dst = appendStr(dst, c.WorkflowID)
 		dst = appendOpt(dst, c.Params, c.HasParams)
 		dst = appendContext(dst, c.Context)
+		if version >= 2 {
+			dst = binary.AppendUvarint(dst, uint64(c.MaxAttempts))
+		}
 	case KindWake:
 		dst = appendStr(dst, c.ExecutionID)
 		dst = binary.AppendUvarint(dst, uint64(c.At))
@@ -59,6 +78,9 @@ func AppendEncode(dst []byte, c *Command) []byte {
 		dst = appendStr(dst, c.ExecutionID)
 		dst = binary.AppendUvarint(dst, c.Token)
 		dst = binary.AppendUvarint(dst, uint64(c.Duration))
+		if c.Kind == KindRelease && version >= 2 {
+			dst = AppendErrorInfo(dst, c.Cause)
+		}
 	case KindAcknowledge:
 		dst = appendStr(dst, c.ExecutionID)
 		dst = binary.AppendUvarint(dst, c.Token)
@@ -98,6 +120,11 @@ func AppendEncode(dst []byte, c *Command) []byte {
 	case KindRetire:
 		dst = binary.AppendUvarint(dst, uint64(c.At))
 		dst = binary.AppendUvarint(dst, uint64(c.Limit))
+	case KindCancel:
+		dst = appendStr(dst, c.ExecutionID)
+		dst = appendStr(dst, c.Reason)
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		dst = appendScheduleCommand(dst, c) // schedule_codec.go
 	default:
 		panic("fsm: encode: unknown command kind " + c.Kind.String())
 	}
@@ -141,7 +168,7 @@ func appendOutcome(dst []byte, o *Outcome) []byte {
 	switch o.Status {
 	case StatusCompleted:
 		dst = appendOpt(dst, o.Result, o.HasRes)
-	case StatusFailed:
+	case StatusFailed, StatusCancelled:
 		dst = AppendErrorInfo(dst, o.Error)
 	}
 	return dst
@@ -176,11 +203,12 @@ func Decode(b []byte) (*Command, error) {
 func DecodeInto(c *Command, b []byte) error {
 	*c = Command{}
 	d := Decoder{b: b}
-	if v := d.Byte(); v != CodecVersion {
+	version := d.Byte()
+	if version < 1 || version > CodecVersion {
 		if d.err != nil {
 			return d.err
 		}
-		return decodeErr("unknown codec version " + itoa(uint64(v)))
+		return decodeErr("unknown codec version " + itoa(uint64(version)))
 	}
 	c.Kind = Kind(d.Byte())
 	c.Now = d.Int()
@@ -191,6 +219,9 @@ func DecodeInto(c *Command, b []byte) error {
 		c.WorkflowID = d.Str()
 		c.Params, c.HasParams = d.Opt()
 		c.Context = d.context()
+		if version >= 2 {
+			c.MaxAttempts = int(d.Int())
+		}
 	case KindWake:
 		c.ExecutionID = d.Str()
 		c.At = d.Int()
@@ -201,6 +232,9 @@ func DecodeInto(c *Command, b []byte) error {
 		c.ExecutionID = d.Str()
 		c.Token = d.Uvarint()
 		c.Duration = d.Int()
+		if c.Kind == KindRelease && version >= 2 {
+			c.Cause = readErrorInfo(&d)
+		}
 	case KindAcknowledge:
 		c.ExecutionID = d.Str()
 		c.Token = d.Uvarint()
@@ -252,6 +286,14 @@ func DecodeInto(c *Command, b []byte) error {
 	case KindRetire:
 		c.At = d.Int()
 		c.Limit = int(d.Int())
+	case KindCancel:
+		if version < 2 {
+			return decodeErr("cancel command in codec version " + itoa(uint64(version)))
+		}
+		c.ExecutionID = d.Str()
+		c.Reason = d.Str()
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		d.scheduleCommand(c) // schedule_codec.go
 	default:
 		if d.err == nil {
 			return decodeErr("unknown command kind " + itoa(uint64(c.Kind)))
@@ -425,7 +467,7 @@ func readOutcome(r primitives, o *Outcome) {
 	switch o.Status {
 	case StatusCompleted:
 		o.Result, o.HasRes = r.Opt()
-	case StatusFailed:
+	case StatusFailed, StatusCancelled:
 		o.Error = readErrorInfo(r)
 	}
 }
@@ -460,6 +502,9 @@ func (c *Command) Check() error {
 		if c.ExecutionID == "" || c.WorkflowID == "" {
 			return bad("empty execution or workflow ID")
 		}
+		if c.MaxAttempts < 0 || c.MaxAttempts > MaxAttempts {
+			return bad("attempt bound outside 0.." + itoa(MaxAttempts))
+		}
 		if c.Context != nil && !sortedUniqueKV(*c.Context) {
 			return bad("context keys not sorted and unique")
 		}
@@ -478,6 +523,9 @@ func (c *Command) Check() error {
 	case KindRelease:
 		if c.ExecutionID == "" || c.Duration < 0 {
 			return bad("empty execution ID or negative delay")
+		}
+		if chainDepth(c.Cause) > MaxErrorDepth {
+			return bad("cause chain deeper than " + itoa(MaxErrorDepth))
 		}
 	case KindAcknowledge:
 		return checkAck(c.ExecutionID, &c.Outcome, bad)
@@ -512,6 +560,12 @@ func (c *Command) Check() error {
 		if c.At <= 0 || c.Limit <= 0 {
 			return bad("non-positive time or limit")
 		}
+	case KindCancel:
+		if c.ExecutionID == "" {
+			return bad("empty execution ID")
+		}
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		return checkScheduleCommand(c, bad) // schedule_codec.go
 	default:
 		return bad("unknown command kind")
 	}
@@ -539,6 +593,14 @@ func checkAck(id string, o *Outcome, bad func(string) error) error {
 		return bad("outcome status must be suspended, completed or failed")
 	}
 	return nil
+}
+
+func chainDepth(e *ErrorInfo) int {
+	n := 0
+	for ; e != nil; e = e.Cause {
+		n++
+	}
+	return n
 }
 
 func sortedUnique(keys []string) bool {

@@ -20,8 +20,28 @@ const (
 	// WAL entry), applied in order, each exactly as its own acknowledge
 	// command would be and with its own result.
 	KindAcknowledgeBatch Kind = 12
-	kindEnd              Kind = 13 // one past the last valid kind
+	// KindCancel ends a non-terminal execution, and every non-terminal
+	// execution it started (recursively), with StatusCancelled.
+	KindCancel Kind = 13
+	kindEnd    Kind = 14 // one past the last valid kind
 )
+
+// Schedules' commands (schedule.go).
+const (
+	// KindPutSchedule creates or replaces a schedule.
+	KindPutSchedule Kind = 20
+	// KindDeleteSchedule removes a schedule.
+	KindDeleteSchedule Kind = 21
+	// KindFireSchedules reaches schedules' due occurrences: it admits an
+	// execution for each the catch-up policy keeps, and advances each
+	// schedule to its next occurrence.
+	KindFireSchedules Kind = 22
+
+	scheduleKindEnd Kind = 23 // one past the last schedule kind
+)
+
+// scheduleKindNames are the schedule kinds' names, from KindPutSchedule on.
+var scheduleKindNames = [...]string{"put-schedule", "delete-schedule", "fire-schedules"}
 
 var kindNames = [...]string{
 	KindAdmit:       "admit",
@@ -37,10 +57,15 @@ var kindNames = [...]string{
 	KindRetire:      "retire",
 
 	KindAcknowledgeBatch: "acknowledge-batch",
+
+	KindCancel: "cancel",
 }
 
 func (k Kind) String() string {
-	if k == 0 || k >= kindEnd {
+	switch {
+	case k >= KindPutSchedule && k < scheduleKindEnd:
+		return scheduleKindNames[k-KindPutSchedule]
+	case k == 0 || k >= kindEnd:
 		return "kind(" + itoa(uint64(k)) + ")"
 	}
 	return kindNames[k]
@@ -84,6 +109,16 @@ type Command struct {
 	Keys   []string // watch: sorted, unique
 	Acks   []Ack    // acknowledge-batch: 1 to MaxAcksPerCommand
 
+	// Cancellation and bounded attempts (codec version 2).
+	MaxAttempts int        // admit: 0 (no bound) to MaxAttempts
+	Cause       *ErrorInfo // release: why the delivery ended; nil: none given
+	Reason      string     // cancel: kept as the cancelled outcome's error message
+	// put-schedule: the schedule, with At its first occurrence after Now (0:
+	// none) and Limit the most schedules there may be.
+	Schedule   *ScheduleDef
+	ScheduleID string // delete-schedule
+	Fires      []Fire // fire-schedules: 1 to MaxFiresPerCommand
+
 	// retire: terminal executions last updated before At lose their params,
 	// context and steps; at most Limit of them, oldest first.
 }
@@ -110,9 +145,12 @@ const (
 	CodeLeaseLost     Code = 3 // the lease is not current
 	CodeMismatch      Code = 4 // start: a repeat that differs
 	CodeLimitExceeded Code = 5 // a per-execution count limit (steps, watches)
+	// CodeLeaseCancelled: the lease is not current, and the execution was
+	// cancelled (CodeLeaseLost with its reason).
+	CodeLeaseCancelled Code = 6
 )
 
-var codeNames = [...]string{"ok", "conflict", "not-found", "lease-lost", "mismatch", "limit-exceeded"}
+var codeNames = [...]string{"ok", "conflict", "not-found", "lease-lost", "mismatch", "limit-exceeded", "lease-cancelled"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
@@ -132,8 +170,8 @@ const (
 // Result is a command's answer.
 type Result struct {
 	Code   Code
+	Wake   WakeResult  // wake, watch (beside Code: the two share a word)
 	ID     string      // admit, start: the execution's ID
-	Wake   WakeResult  // wake, watch
 	Leases []Lease     // claim
 	Lease  Lease       // renew
 	Exec   Execution   // acknowledge: the record afterwards
@@ -141,12 +179,22 @@ type Result struct {
 	Count  int         // retire: executions retired
 	Acks   []Result    // acknowledge-batch: each acknowledgement's result, in order
 	Became Transitions // what the command changed, for the Store's notifications
+	// (Cancel returns the record afterwards in Exec. Which executions a
+	// cancel, a claim or a release made terminal is not listed: it would
+	// grow every result, acknowledgements' included, for a rare event; the
+	// Store asks the state about the executions it waits for instead.)
+
+	// Schedules (schedule.go). put-schedule: the schedule as stored (also
+	// when it was stored already), or CodeLimitExceeded; delete-schedule:
+	// CodeNotFound for an unknown one; fire-schedules: the executions it
+	// admitted, in Woken.
+	Schedule *Schedule
 }
 
 // Transitions summarises effects the Store reacts to after applying.
 type Transitions struct {
-	Terminal bool // acknowledge: the execution became terminal (acknowledge-batch: some did)
-	Due      bool // something may have become due (admit, wake, release, start, commit, ack)
+	Terminal bool // some execution became terminal (acknowledge: this one; cancel, claim, release: some)
+	Due      bool // something may have become due (admit, wake, release, start, commit, ack, cancel)
 }
 
 // Per-execution count limits. They decide command results, so they are part
@@ -155,6 +203,23 @@ type Transitions struct {
 const (
 	MaxStepsPerExecution   = 100_000
 	MaxWatchesPerExecution = 1024
+)
+
+// Cancellation and bounded attempts.
+const (
+	// MaxAttempts is the largest bound an admission may set (the record keeps
+	// it in 16 bits).
+	MaxAttempts = 1<<16 - 1
+	// CodeCancelled is the code of a cancelled outcome's error, whose
+	// message is the reason given; NameCancelled its name.
+	CodeCancelled = "CANCELLED"
+	NameCancelled = "CancelledError"
+	// CodeAttemptsExhausted is the code of the error an execution fails with
+	// when the lease of its last allowed attempt expires or is released; its
+	// cause is the release's error, or a lease-expired error.
+	CodeAttemptsExhausted = "ATTEMPTS_EXHAUSTED"
+	NameAttemptsExhausted = "AttemptsExhaustedError"
+	NameLeaseExpired      = "LeaseExpiredError"
 )
 
 func itoa(v uint64) string {

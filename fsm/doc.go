@@ -11,7 +11,9 @@
 // draws randomness, never starts a goroutine, never logs, never touches the
 // file system, and never lets the iteration order of a Go map show. Time
 // arrives as Command.Now, generated IDs as Command.ExecutionID and
-// Command.ChildID, and lease tokens come from per-execution counters in the
+// Command.ChildID, schedules' occurrence times in their commands (the writer
+// computes them with a calendar this package does not import; see
+// schedule.go), and lease tokens come from per-execution counters in the
 // state. A test fails if the package imports anything impure.
 //
 // # Layout
@@ -31,6 +33,8 @@
 //	watches  watch ID            → execution, keys
 //	wkeys    (key, watch ID)     the watches a commit to key fires
 //	wexecs   (ID, watch ID)      the watches dropped when an execution ends
+//	schedules ID                 → Schedule (definition, next and latest occurrence)
+//	schedDue (next occurrence, ID) every schedule with an occurrence left
 //
 // An execution's claimableAt is its lease expiry while a lease is current (so
 // an expired lease makes it due again: redelivery) and otherwise its earliest
@@ -49,6 +53,17 @@
 // delivery survives it; releasing, or a later claim after the lease expired,
 // keeps it pending. Tokens only grow: LastToken is kept for the life of the
 // record, so a token is never issued twice, across restarts too.
+//
+// # Cancellation and bounded attempts
+//
+// A cancel command ends an execution and, depth first, every non-terminal
+// execution it started (found through the child-start records), each before
+// its children, all with one shared outcome. An admission may bound the
+// deliveries in a row that end without an outcome (MaxAttempts; Tries counts
+// them, and a suspended acknowledgement resets it). Having no clock, the
+// state machine judges an expired lease only in a command that carries a
+// time: the claim that would supersede the last allowed attempt's lease
+// fails the execution instead, and a release of that lease fails it at once.
 //
 // # Precheck
 //

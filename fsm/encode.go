@@ -12,10 +12,11 @@ import (
 // StateVersion is the version of the state encoding. Part of the snapshot
 // format: a reader refuses versions it does not know, and reads every older
 // one. Version 2 keeps a retired record's outcome as records keep theirs,
-// and its parent link.
-//
-// Version 3 adds the change log (list_codec.go).
-const StateVersion = 3
+// and its parent link. Version 3 keeps each record's attempt bound and
+// count, and knows the cancelled status (its outcome is written as a failed
+// one's), and adds the schedules. Version 4 adds the change log
+// (list_codec.go).
+const StateVersion = 4
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -38,6 +39,7 @@ type Reader interface {
 //	         parent:(0 | 1 caller:str key:str) status:1B [outcome if terminal]
 //	         admitted:uv updated:uv due:uv covered:uv expires:uv
 //	         lease-token:uv last-token:uv steps:uv watches:uv
+//	         max-attempts:uv tries:uv  (version 3; before: both 0)
 //	steps    count:uv, then (execution:str key:str value:str) in order
 //	starts   count:uv, then (caller:str key:str child:str workflow:str
 //	         sum:32B has-params:1B) in order
@@ -48,11 +50,14 @@ type Reader interface {
 //	         parent:(0 | 1 caller:str key:str)) in ID order
 //	         (version 1: id:str workflow:str result:opt error admitted:uv
 //	         updated:uv deliveries:uv status:1B, and no parent)
-//	changes  (version 3) the change log: see list_codec.go
+//	schedules (version 3) count:uv, then per schedule in ID order its
+//	         definition as put-schedule encodes it, then next:uv last:uv
+//	         caught-up:uv
+//	changes  (version 4) the change log: see list_codec.go
 //
-// The due index, the retirement queue and the two watch indexes are derived,
-// not stored: decoding rebuilds the due index and the watch indexes from the
-// records and the watches; the retirement queue is rebuilt by
+// The due index, the retirement queue, the two watch indexes and the
+// schedules' due index are derived, not stored: decoding rebuilds the due
+// index, the watch indexes and the schedules' index from what they index; the retirement queue is rebuilt by
 // TrackRetirement, when retention is on.
 
 // flushAt is how much encoded state is buffered before it is written.
@@ -140,6 +145,7 @@ func (s *State) Encode(w Writer) error {
 		e.flush(false)
 		return e.err == nil
 	})
+	s.encodeSchedules(e) // schedule_state.go
 	if e.err == nil {
 		s.encodeChanges(e)
 	}
@@ -165,7 +171,8 @@ func appendExecution(dst []byte, e *Execution) []byte {
 		dst = appendOutcome(dst, e.Outcome)
 	}
 	for _, v := range [...]uint64{uint64(e.AdmittedAt), uint64(e.UpdatedAt), uint64(e.DueAt), uint64(e.CoveredAt),
-		uint64(e.LeaseExpiresAt), e.LeaseToken, e.LastToken, uint64(e.StepCount), uint64(e.WatchCount)} {
+		uint64(e.LeaseExpiresAt), e.LeaseToken, e.LastToken, uint64(e.StepCount), uint64(e.WatchCount),
+		uint64(e.MaxAttempts), uint64(e.Tries)} {
 		dst = binary.AppendUvarint(dst, v)
 	}
 	return dst
@@ -338,7 +345,7 @@ func DecodeState(r Reader) (*State, error) {
 	s.meta.NextWatchID = d.Uvarint()
 	s.meta.Terminal = int(d.int())
 	s.meta.Retired = int(d.int())
-	if err := s.decodeExecs(d); err != nil {
+	if err := s.decodeExecs(d, version); err != nil {
 		return nil, err
 	}
 	if err := s.decodeSides(d); err != nil {
@@ -347,13 +354,18 @@ func DecodeState(r Reader) (*State, error) {
 	if err := s.decodeRetired(d, version); err != nil {
 		return nil, err
 	}
+	if version >= 3 {
+		if err := s.decodeSchedules(d); err != nil { // schedule_state.go
+			return nil, err
+		}
+	}
 	if version == 1 {
 		// Version 1 kept the child-start requests of retired executions;
 		// retirement now drops them, as replaying its commands would.
 		s.retired.Scan(func(it retiredItem) bool { s.deleteStarts(it.ID); return true })
 	}
 	// The change log, and the listing indexes built with it (list_codec.go).
-	if version < 3 {
+	if version < 4 {
 		s.deriveChanges()
 	} else if err := s.decodeChanges(d); err != nil {
 		return nil, err
@@ -361,14 +373,14 @@ func DecodeState(r Reader) (*State, error) {
 	return s, nil
 }
 
-func (s *State) decodeExecs(d *streamDecoder) error {
+func (s *State) decodeExecs(d *streamDecoder, version uint64) error {
 	n := d.count(maxCount)
 	workflows := map[string]string{} // interned: most records share a few
 	due := make([]claimKey, 0, min(n, 1<<20))
 	var leases []claimKey
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
-		e := d.execution(workflows)
+		e := d.execution(workflows, version)
 		if d.err != nil {
 			break
 		}
@@ -395,7 +407,7 @@ func (s *State) decodeExecs(d *streamDecoder) error {
 	return nil
 }
 
-func (d *streamDecoder) execution(workflows map[string]string) *Execution {
+func (d *streamDecoder) execution(workflows map[string]string, version uint64) *Execution {
 	e := &Execution{ID: d.Str()}
 	e.WorkflowID = intern(workflows, d.Str())
 	e.Params, e.HasParams = d.Opt()
@@ -415,7 +427,10 @@ func (d *streamDecoder) execution(workflows map[string]string) *Execution {
 	}
 	e.AdmittedAt, e.UpdatedAt, e.DueAt, e.CoveredAt, e.LeaseExpiresAt = d.int(), d.int(), d.int(), d.int(), d.int()
 	e.LeaseToken, e.LastToken = d.Uvarint(), d.Uvarint()
-	e.StepCount, e.WatchCount = d.u32(), d.u32()
+	e.StepCount, e.WatchCount = d.u32(), d.u16()
+	if version >= 3 {
+		e.MaxAttempts, e.Tries = d.u16(), d.u16()
+	}
 	return e
 }
 
@@ -442,6 +457,14 @@ func (d *streamDecoder) u32() uint32 {
 		d.fail("count out of range")
 	}
 	return uint32(v)
+}
+
+func (d *streamDecoder) u16() uint16 {
+	v := d.Uvarint()
+	if v > 1<<16-1 {
+		d.fail("count out of range")
+	}
+	return uint16(v)
 }
 
 // decodeSides reads steps, start requests, the key-value store and watches,

@@ -133,6 +133,7 @@ type gen struct {
 	rng    *rand.Rand
 	now    int64
 	tokens []uint64 // tokens seen in claim results, reused (often stale)
+	scheds genSchedules
 }
 
 func (g *gen) id() string  { return fmt.Sprintf("e%d", g.rng.IntN(12)) }
@@ -158,16 +159,22 @@ func (g *gen) outcome() Outcome {
 
 func (g *gen) next() Command {
 	g.now += int64(g.rng.IntN(3)) * 1000
-	c := Command{Now: g.now, Kind: Kind(1 + g.rng.IntN(int(kindEnd)-1)), ExecutionID: g.id()}
+	c := Command{Now: g.now, Kind: genKinds[g.rng.IntN(len(genKinds))], ExecutionID: g.id()}
 	switch c.Kind {
 	case KindAdmit:
 		c.WorkflowID = "w"
 		c.Generated = g.rng.IntN(4) == 0
+		if id, ok := g.occurrenceID(); ok && g.rng.IntN(6) == 0 {
+			c.ExecutionID, c.Generated = id, false // a caller admits an occurrence's ID first
+		}
 		if g.rng.IntN(2) == 0 {
 			c.Params, c.HasParams = `{"n":1}`, true
 		}
 		if g.rng.IntN(2) == 0 {
 			c.Context = &[]KV{{"a", "1"}, {"b", "2"}}
+		}
+		if g.rng.IntN(3) == 0 {
+			c.MaxAttempts = 1 + g.rng.IntN(3)
 		}
 	case KindWake:
 		c.At = g.now + int64(g.rng.IntN(5)-2)*1000
@@ -183,6 +190,8 @@ func (g *gen) next() Command {
 		c.Duration = int64(g.rng.IntN(3)) * 1000
 		if c.Kind == KindRenew {
 			c.Duration += 1000
+		} else if g.rng.IntN(2) == 0 {
+			c.Cause = &ErrorInfo{Name: "E", Message: "release", Code: "X", Cause: &ErrorInfo{Name: "C"}}
 		}
 	case KindAcknowledge:
 		c.Token = g.token()
@@ -216,13 +225,30 @@ func (g *gen) next() Command {
 		c.ExecutionID = ""
 		c.At = max(1, g.now-int64(g.rng.IntN(4))*1000)
 		c.Limit = 1 + g.rng.IntN(3)
+	case KindCancel:
+		c.Reason = []string{"", "customer cancelled"}[g.rng.IntN(2)]
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		c.ExecutionID = ""
+		g.scheduleCommand(&c) // schedule_test.go
 	}
 	return c
 }
 
+// genKinds are the kinds gen chooses from, each equally often.
+var genKinds = func() []Kind {
+	var ks []Kind
+	for k := KindAdmit; k < kindEnd; k++ {
+		ks = append(ks, k)
+	}
+	return append(ks, KindPutSchedule, KindDeleteSchedule, KindFireSchedules)
+}()
+
 func (g *gen) observe(r Result) {
 	for _, l := range r.Leases {
 		g.tokens = append(g.tokens, l.Token)
+	}
+	if r.Schedule != nil {
+		g.scheds.put(r.Schedule)
 	}
 }
 

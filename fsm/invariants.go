@@ -105,7 +105,10 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkSideIndexes(); err != nil {
 		return err
 	}
-	return s.checkList()
+	if err := s.checkList(); err != nil {
+		return err
+	}
+	return s.checkSchedules() // schedule_state.go
 }
 
 // checkOutcome verifies a recorded outcome. It returns "" when it holds.
@@ -117,6 +120,8 @@ func checkOutcome(o *Outcome) string {
 		return "completed outcome with an error"
 	case o.Status == StatusFailed && (o.Error == nil || o.HasRes):
 		return "failed outcome without an error, or with a result"
+	case o.Status == StatusCancelled && (o.Error == nil || o.HasRes):
+		return "cancelled outcome without its reason, or with a result"
 	}
 	return ""
 }
@@ -142,6 +147,10 @@ func (e *Execution) check() string {
 		return "empty ID or workflow ID"
 	case e.Context != nil && !sortedUniqueKV(*e.Context):
 		return "context keys not sorted and unique"
+	case e.Tries > e.MaxAttempts:
+		return "more tries than the attempt bound allows"
+	case e.Outcome != nil && checkOutcome(e.Outcome) != "":
+		return checkOutcome(e.Outcome)
 	}
 	return ""
 }
@@ -161,9 +170,24 @@ func (s *State) checkLinks(e *Execution) string {
 	if steps != e.StepCount {
 		return "step count " + itoa(uint64(e.StepCount)) + " but " + itoa(uint64(steps)) + " steps"
 	}
-	watches := uint32(len(s.WatchesOf(e.ID)))
-	if watches != e.WatchCount {
+	watches := len(s.WatchesOf(e.ID))
+	if watches != int(e.WatchCount) {
 		return "watch count " + itoa(uint64(e.WatchCount)) + " but " + itoa(uint64(watches)) + " watches"
+	}
+	if e.Status == StatusCancelled {
+		// Cancelling ends every execution it started that had not ended, and
+		// a cancelled execution holds no lease to start another.
+		msg := ""
+		s.starts.Ascend(startEntry{Caller: e.ID}, func(st startEntry) bool {
+			if st.Caller != e.ID {
+				return false
+			}
+			if c := s.find(st.Child, nil); c != nil && !c.Terminal() {
+				msg = "cancelled, but its child " + quote(st.Child) + " is not terminal"
+			}
+			return msg == ""
+		})
+		return msg
 	}
 	return ""
 }

@@ -52,7 +52,7 @@ const statusCap = 8
 
 // AllStatuses lists every status in numeric order. Every index and count by
 // status iterates it.
-var AllStatuses = []Status{StatusAdmitted, StatusSuspended, StatusCompleted, StatusFailed}
+var AllStatuses = []Status{StatusAdmitted, StatusSuspended, StatusCompleted, StatusFailed, StatusCancelled}
 
 // listEntry is an entry of a status's admission index.
 type listEntry struct {

@@ -6,7 +6,7 @@ import (
 	"github.com/execstore/execstore/internal/mutant"
 )
 
-// The change log in the state encoding (version 3), after the retired
+// The change log in the state encoding (version 4), after the retired
 // records: two lists, each naming every record once by its position in the
 // records section (ID order), so that decoding builds each structure in its
 // own order by appends, without sorting:

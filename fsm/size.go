@@ -5,19 +5,23 @@ import "encoding/binary"
 // EncodedLen returns an upper bound on the length of c's encoding: exactly
 // len(AppendEncode(nil, c)) except that the command's time is counted at its
 // widest (binary.MaxVarintLen64 bytes), because the Store stamps the time
-// after it has sized the command. It reads only lengths and counts, so a
+// after it has sized the command (and so is a put-schedule's first
+// occurrence, which follows from the time). It reads only lengths and counts, so a
 // caller can size a command before handing it to the writer.
 func EncodedLen(c *Command) int {
 	n := 2 + binary.MaxVarintLen64 // version, kind, now
 	switch c.Kind {
 	case KindAdmit:
-		n += strLen(c.ExecutionID) + 1 + strLen(c.WorkflowID) + optLen(c.Params, c.HasParams) + contextLen(c.Context)
+		n += strLen(c.ExecutionID) + 1 + strLen(c.WorkflowID) + optLen(c.Params, c.HasParams) + contextLen(c.Context) +
+			uvarintLen(uint64(c.MaxAttempts))
 	case KindWake:
 		n += strLen(c.ExecutionID) + uvarintLen(uint64(c.At))
 	case KindClaim:
 		n += uvarintLen(uint64(c.Limit)) + uvarintLen(uint64(c.Duration))
-	case KindRenew, KindRelease:
+	case KindRenew:
 		n += strLen(c.ExecutionID) + uvarintLen(c.Token) + uvarintLen(uint64(c.Duration))
+	case KindRelease:
+		n += strLen(c.ExecutionID) + uvarintLen(c.Token) + uvarintLen(uint64(c.Duration)) + ErrorInfoLen(c.Cause)
 	case KindAcknowledge:
 		n += AckLen(c.ExecutionID, c.Token, &c.Outcome)
 	case KindAcknowledgeBatch:
@@ -43,6 +47,10 @@ func EncodedLen(c *Command) int {
 		}
 	case KindRetire:
 		n += uvarintLen(uint64(c.At)) + uvarintLen(uint64(c.Limit))
+	case KindCancel:
+		n += strLen(c.ExecutionID) + strLen(c.Reason)
+	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
+		n += scheduleCommandLen(c) // schedule_codec.go
 	default:
 		panic("fsm: size: unknown command kind " + c.Kind.String())
 	}
@@ -57,14 +65,19 @@ func AckLen(id string, token uint64, o *Outcome) int {
 	case StatusCompleted:
 		n += optLen(o.Result, o.HasRes)
 	case StatusFailed:
-		depth := 0
-		for e := o.Error; e != nil; e = e.Cause {
-			depth++
-			n += strLen(e.Name) + strLen(e.Message) + strLen(e.Code)
-		}
-		n += uvarintLen(uint64(depth))
+		n += ErrorInfoLen(o.Error)
 	}
 	return n
+}
+
+// ErrorInfoLen is the encoded length of an error chain (AppendErrorInfo).
+func ErrorInfoLen(e *ErrorInfo) int {
+	n, depth := 0, 0
+	for ; e != nil; e = e.Cause {
+		depth++
+		n += strLen(e.Name) + strLen(e.Message) + strLen(e.Code)
+	}
+	return n + uvarintLen(uint64(depth))
 }
 
 func uvarintLen(v uint64) int {

@@ -161,7 +161,9 @@ type State struct {
 	meta    Meta
 
 	// list: the secondary indexes for listing and the change log (list.go).
-	list listIndexes
+	list      listIndexes
+	schedules *btree.BTreeG[Schedule] // by ID
+	schedDue  *btree.BTreeG[dueKey]   // (Next, ID) of schedules with a next occurrence
 
 	// trackEnded: ended is kept (see TrackRetirement); otherwise it is empty.
 	trackEnded bool
@@ -203,7 +205,9 @@ func New() *State {
 		meta:    Meta{NextWatchID: 1},
 		gen:     1,
 
-		list: newListIndexes(),
+		list:      newListIndexes(),
+		schedules: newTree(scheduleLess),
+		schedDue:  newTree(dueLess),
 	}
 }
 
@@ -232,7 +236,9 @@ func (s *State) Copy() *State {
 		ended:   s.ended.Copy(),
 		meta:    s.meta,
 
-		list: s.list.copy(),
+		list:      s.list.copy(),
+		schedules: s.schedules.Copy(),
+		schedDue:  s.schedDue.Copy(),
 
 		trackEnded: s.trackEnded,
 	}

@@ -9,13 +9,18 @@ const (
 	StatusSuspended Status = 2 // the latest acknowledged delivery suspended
 	StatusCompleted Status = 3 // terminal
 	StatusFailed    Status = 4 // terminal
+	// StatusCancelled: terminal; a cancel command ended the execution (or an
+	// ancestor's did). Its outcome's error holds the reason (see cancel).
+	StatusCancelled Status = 5
 )
 
-// Terminal reports whether s is completed or failed.
-func (s Status) Terminal() bool { return s == StatusCompleted || s == StatusFailed }
+// Terminal reports whether s is completed, failed or cancelled.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
 
-// Valid reports whether s is one of the four statuses.
-func (s Status) Valid() bool { return s >= StatusAdmitted && s <= StatusFailed }
+// Valid reports whether s is one of the five statuses.
+func (s Status) Valid() bool { return s >= StatusAdmitted && s <= StatusCancelled }
 
 // ErrorInfo is a failed outcome's recorded error: name, message, code and the
 // chain of causes it wrapped. It is immutable once recorded.
@@ -29,10 +34,10 @@ type ErrorInfo struct {
 // Outcome is how a delivery ended. Result is kept byte for byte (a string so
 // that it cannot be mutated after it is recorded).
 type Outcome struct {
-	Status Status     // StatusSuspended, StatusCompleted or StatusFailed
+	Status Status     // StatusSuspended, StatusCompleted, StatusFailed or StatusCancelled
 	Result string     // with StatusCompleted; meaningful only when HasResult
 	HasRes bool       // false: no result (nil), as opposed to any JSON value
-	Error  *ErrorInfo // with StatusFailed
+	Error  *ErrorInfo // with StatusFailed; with StatusCancelled, the reason
 }
 
 // completedNoResult is the outcome most acknowledgements record; records share
@@ -70,6 +75,7 @@ type Parent struct {
 //     has no DueAt, no CoveredAt, no lease and is in no index.
 //   - LeaseToken != 0 (a current lease) implies LeaseToken == LastToken,
 //     CoveredAt != 0 and LeaseExpiresAt != 0; otherwise both are zero.
+//   - Tries <= MaxAttempts, and Tries == 0 when MaxAttempts == 0.
 type Execution struct {
 	ID         string
 	WorkflowID string
@@ -94,7 +100,7 @@ type Execution struct {
 	LastToken uint64
 
 	StepCount  uint32
-	WatchCount uint32
+	WatchCount uint16 // at most MaxWatchesPerExecution
 	Status     Status
 	HasParams  bool
 
@@ -104,6 +110,13 @@ type Execution struct {
 	// order.
 	AdmitSeq  uint64
 	ChangeSeq uint64
+	// MaxAttempts bounds the deliveries in a row that end without an
+	// acknowledgement (their lease expired and was superseded, or was
+	// released); 0: no bound. Tries counts them: every claim adds one, a
+	// suspended acknowledgement starts again from 0. Tries stays 0 without a
+	// bound. Both fit the record's padding, so the bound costs no memory.
+	MaxAttempts uint16
+	Tries       uint16
 
 	gen uint32 // see State.gen; not part of the record's value
 }
@@ -122,6 +135,13 @@ func (e *Execution) Terminal() bool { return e.Status.Terminal() }
 
 // Leased reports whether a lease is current.
 func (e *Execution) Leased() bool { return e.LeaseToken != 0 }
+
+// exhausted reports whether the current lease is the last delivery
+// MaxAttempts allows: when it expires or is released, the execution fails
+// with CodeAttemptsExhausted instead of becoming due again.
+func (e *Execution) exhausted() bool {
+	return e.LeaseToken != 0 && e.MaxAttempts != 0 && e.Tries >= e.MaxAttempts
+}
 
 // claimableAt is the execution's key in the due index: the lease expiry while
 // a lease is current (redelivery), else the earliest pending wake. ok is false

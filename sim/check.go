@@ -53,6 +53,7 @@ func (w *world) settle(o *op, clock int64, got result) error {
 func (w *world) compare(o *op, clock int64, got result) error {
 	w.model.touched = nil
 	exp := o.apply(w.model, clock, generatedID(o, got))
+	w.coverResult(o, got)
 	if diff := diffResults(exp, got); diff != "" {
 		return violationf("%s: result differs from the model (-model +store):\n%s", o.describe(w.tr), diff)
 	}
@@ -110,6 +111,9 @@ func (w *world) checkAfter() error {
 	if err := w.readFeed(); err != nil {
 		return err
 	}
+	if err := w.checkSchedules(w.store); err != nil {
+		return err
+	}
 	w.checkDue--
 	if w.checkDue <= 0 {
 		w.checkDue = w.cfg.CheckEvery
@@ -153,6 +157,9 @@ func (w *world) checkSummary(s *execstore.Store) error {
 	if got.Executions != exp.Executions || got.Terminal != exp.Terminal || got.Pending != exp.Pending || !got.NextDue.Equal(exp.NextDue) {
 		return violationf("store summary differs from the model (-model +store):\n%s", cmp.Diff(exp, got))
 	}
+	if st.Failed == nil && st.AppliedIndex != st.WALLastIndex {
+		return violationf("the writer says entries up to %d are applied, and the log ends at %d", st.AppliedIndex, st.WALLastIndex)
+	}
 	if now := st.Now.UnixNano(); !st.Now.IsZero() && now < w.storeNow {
 		return violationf("store time went backwards: %s after %s", simTime(st.Now), simTime(timeOf(w.storeNow)))
 	} else if !st.Now.IsZero() {
@@ -169,6 +176,9 @@ func (w *world) checkFull(s *execstore.Store, when string) error {
 		return violationf("%s: %v", when, err)
 	}
 	if err := w.checkSummary(s); err != nil {
+		return fmt.Errorf("%s: %w", when, err)
+	}
+	if err := w.checkSchedules(s); err != nil {
 		return fmt.Errorf("%s: %w", when, err)
 	}
 	ctx := context.Background()
@@ -213,7 +223,8 @@ func equalResults(a, b result) bool {
 		(a.Leases == nil) != (b.Leases == nil) || len(a.Leases) != len(b.Leases) ||
 		(a.Batch == nil) != (b.Batch == nil) || len(a.Batch) != len(b.Batch) ||
 		(a.Records == nil) != (b.Records == nil) || len(a.Records) != len(b.Records) ||
-		(a.Feed == nil) != (b.Feed == nil) || (a.Feed != nil && !equalFeeds(a.Feed, b.Feed)) {
+		(a.Feed == nil) != (b.Feed == nil) || (a.Feed != nil && !equalFeeds(a.Feed, b.Feed)) ||
+		!equalSchedulePtr(a.Schedule, b.Schedule) || !equalScheduleLists(a.Schedules, b.Schedules) {
 		return false
 	}
 	for i := range a.Records {

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // disk tracks what is durable in one store directory: for every file, the bytes
@@ -59,6 +60,12 @@ type fileRec struct {
 	// lost are byte ranges whose pages a failed fsync left clean but unwritten: the
 	// disk holds zeros there (newly allocated blocks), whatever is fsynced later.
 	lost [][2]int
+	// poisoned: a failed fsync of its directory may have dropped its entry,
+	// and no later directory fsync is trusted to make it durable, as long as
+	// the name is that file's (inode ino): one removed and created again is a
+	// new entry.
+	poisoned bool
+	ino      uint64
 }
 
 // mask returns data with the lost ranges zeroed: what the disk holds of a file
@@ -176,8 +183,10 @@ func (d *disk) fileSyncedLocked(rel string) error {
 		return err
 	}
 	size := fi.Size()
-	if size < int64(len(rec.durable)) {
-		rec.durable = rec.durable[:0]
+	if size < int64(len(rec.durable)) || strings.HasPrefix(rel, "snapshots/") {
+		// Shrunk (a repair), or a snapshot's temporary file, which may be
+		// written again from the start: reread whole.
+		rec.durable = nil
 		for i := range rec.lost {
 			rec.lost[i][1] = min(rec.lost[i][1], int(size))
 		}
@@ -212,7 +221,12 @@ func (d *disk) dirSyncedLocked(sub string) error {
 	for _, name := range names {
 		rel := sub + "/" + name
 		rec := d.files[rel]
-		if t := d.files[rel+rewriteSuffix]; t != nil && !t.entry && !present[rel+rewriteSuffix] {
+		if rec != nil && rec.poisoned && inode(filepath.Join(d.root, rel)) != rec.ino {
+			// Removed and created again since the failed fsync: a new entry.
+			delete(d.files, rel)
+			rec = nil
+		}
+		if t := d.renamedFrom(sub, name, names); t != nil && (rec == nil || !rec.poisoned) {
 			// A copy created and fsynced since the last directory fsync, and gone:
 			// renamed into place, a new file. (A durable one that is gone was removed.)
 			rec = &fileRec{durable: t.durable}
@@ -222,7 +236,7 @@ func (d *disk) dirSyncedLocked(sub string) error {
 			rec = &fileRec{}
 			d.files[rel] = rec
 		}
-		rec.entry = true
+		rec.entry = !rec.poisoned
 		if _, seg := segmentIndex(name); seg && sub == "wal" && name != newest {
 			if err := d.wholeLocked(rel, rec); err != nil {
 				return err
@@ -294,35 +308,72 @@ func (d *disk) lostLocked() error {
 	return nil
 }
 
-// snapshotsDurable applies the snapshot recipe: by the time the store touches
-// its log again, every snapshot file in place is whole and durable and every
-// pruned one is gone. Temporary files are left as they are.
-func (d *disk) snapshotsDurable() error {
-	names, err := listFiles(filepath.Join(d.root, "snapshots"))
+// poison records a failed fsync of a tracked directory: the entries it was
+// to make durable (files created or renamed since the last fsync that
+// succeeded) may have been dropped with the failed journal commit, and no
+// later fsync of the directory is trusted to bring them back. Each stays a
+// file a crash may lose until it is removed.
+func (d *disk) poison(sub string) error {
+	names, err := listFiles(filepath.Join(d.root, sub))
 	if err != nil {
 		return err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	present := make(map[string]bool, len(names))
 	for _, name := range names {
-		rel := "snapshots/" + name
-		present[rel] = true
-		if strings.HasSuffix(name, ".tmp") {
+		rel := sub + "/" + name
+		rec := d.files[rel]
+		if rec != nil && rec.entry {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(d.root, rel))
-		if err != nil {
-			return err
+		if rec == nil {
+			rec = &fileRec{}
+			if t := d.renamedFrom(sub, name, names); t != nil {
+				rec.durable = t.durable
+			}
+			d.files[rel] = rec
 		}
-		d.files[rel] = &fileRec{durable: data, entry: true}
-	}
-	for rel := range d.files {
-		if strings.HasPrefix(rel, "snapshots/") && !present[rel] && !strings.HasSuffix(rel, ".tmp") {
-			delete(d.files, rel)
-		}
+		rec.poisoned, rec.ino = true, inode(filepath.Join(d.root, rel))
 	}
 	return nil
+}
+
+// inode returns a file's inode number, or 0.
+func inode(path string) uint64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+// renamedFrom returns the record of the temporary file that name in sub was
+// renamed from since the directory's last fsync, or nil: a temporary file
+// created since then, fsynced, and gone while name is there.
+func (d *disk) renamedFrom(sub, name string, present []string) *fileRec {
+	temp := name + tempSuffix(sub)
+	t := d.files[sub+"/"+temp]
+	if t == nil || slices.Contains(present, temp) {
+		return nil
+	}
+	// A log segment's temporary copy that was durable before and is gone was
+	// removed; a snapshot that was not there before came from its temporary
+	// file, even one left durable by an earlier run and written again.
+	if t.entry && (sub == "wal" || d.files[sub+"/"+name] != nil) {
+		return nil
+	}
+	return t
+}
+
+// tempSuffix is the suffix of the temporary files renamed into place in sub.
+func tempSuffix(sub string) string {
+	if sub == "wal" {
+		return rewriteSuffix
+	}
+	return ".tmp"
 }
 
 // closed applies what tidwall/wal does when the log closes: it fsyncs the
@@ -581,6 +632,20 @@ func (d *disk) otherFiles(rng *rand.Rand, im *crashImage, sub string, names []st
 	for _, name := range names {
 		rel := sub + "/" + name
 		rec := d.files[rel]
+		if t := d.renamedFrom(sub, name, names); rec == nil && t != nil {
+			// Renamed from a synced temporary file, the directory not synced
+			// since: the rename persisted, or the temporary file (whose
+			// creation may have been lost too) is still there.
+			if rng.IntN(2) == 0 {
+				im.files = append(im.files, file{rel: rel, data: t.durable})
+				continue
+			}
+			im.note("%s: rename lost", traceName(rel))
+			if rng.IntN(2) == 0 {
+				im.files = append(im.files, file{rel: rel + tempSuffix(sub), data: t.durable})
+			}
+			continue
+		}
 		if rec == nil || !rec.entry {
 			if rng.IntN(2) == 0 {
 				im.note("%s: new file missing", traceName(rel))

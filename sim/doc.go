@@ -31,14 +31,19 @@
 // # The workload
 //
 // Admissions with and without IDs (a small pool of IDs, so duplicates are
-// common) and invalid ones (IDs, workflow IDs, params and contexts drawn from
-// catalogs whose entries say whether API.md accepts them); wakes in the past,
+// common), with and without an attempt bound, and invalid ones (IDs,
+// workflow IDs, params, contexts and bounds drawn from catalogs whose
+// entries say whether API.md accepts them); wakes in the past,
 // present and future, before the epoch and past the representable range, for
 // known, unknown and terminal executions; claims of various limits and lease
 // durations; renewals, releases and acknowledgements (suspended, completed,
 // completed with an unstorable result, failed with a chain of causes,
 // invalid) with current, stale, superseded and made-up leases, alone and in
-// AcknowledgeBatch (one batch, one fsync); step saves and reads; child starts
+// AcknowledgeBatch (one batch, one fsync); releases with and without the
+// error that ended the delivery, so that leases of a last allowed attempt
+// expire and are released; cancellations of running, terminal and unknown
+// executions, and of parents whose children are running, with reasons in
+// and over the limit; step saves and reads; child starts
 // with repeats that match or mismatch; commits of sets and deletes; watches;
 // reads, Get and Await; clock moves; snapshots; clean restarts; crashes;
 // storage errors; bit rot in the log; and damage to the newest snapshot.
@@ -46,6 +51,37 @@
 // random filters, orders and page sizes) or a read of the change feed
 // (Changes, from near its head or the start), drawn from a generator of
 // their own so that the rest of each seed's run is what it was without them.
+// reads, Get and Await; schedules put (valid, invalid, past the limit,
+// repeated, changed), deleted and read, whose occurrences the clock's ticks
+// and leaps bring due, and whose occurrences' IDs a caller sometimes admits
+// first; clock moves; snapshots; clean restarts; crashes; storage errors; bit
+// rot in the log; and damage to the newest snapshot.
+//
+// The store runs with Options.ScheduleCheck negative: its writer reaches the
+// schedules' due occurrences before each batch of requests, never on a timer
+// of its own, so a run depends on the seed alone. The model does the same
+// when it stamps a write: it reaches every occurrence due at that time
+// (admitted if on time or kept by the catch-up policy, under its occurrence
+// ID unless a caller took it). An occurrence the clock passed before a crash
+// is therefore reached at the first write after recovery, and must be
+// admitted or skipped exactly as the policy says, once.
+//
+// # Batches of several commands
+//
+// The other steps make one call at a time, so the writer's batches hold one
+// command each. A batch step holds the writer inside the log's write of a
+// commit (a hook that waits), queues two to five operations one by one (each
+// waits until Stats.Queued says it is queued, or it was refused before
+// queueing), and releases the writer: it takes them as one batch, with
+// acknowledgements of current leases merged into one entry, repeated
+// acknowledgements and admissions deferred after it, claims, wakes and starts
+// sharing it. The queue order comes from the seed, and so does the batch. The
+// calls were concurrent, so the model accepts the first order of them (the
+// queue order first) that gives the store's answers and records. Then a
+// snapshot, a crash in one, a crash, or a clean restart may follow; now and
+// then the store is reopened to take a snapshot on its own after the batch.
+// New kinds of operation in a batch, and of what follows it, are entries in
+// batchEntries and afterBatch.
 //
 // # The reference model
 //
@@ -76,9 +112,13 @@
 // fsyncs the tail when it closes; the log's compaction renames segment files
 // out of the log oldest first with a directory fsync after each; the log's
 // rewrite of its last segment at Open fsyncs a temporary copy and renames it
-// over the segment before a directory fsync; the snapshot package writes a
-// temporary file, fsyncs, renames and fsyncs the directory, and prunes, all
-// before the store touches the log again. An injected storage error also
+// over the segment before a directory fsync. The snapshot package has hooks
+// of its own (snapshot.Faults: before every file creation, rename and
+// removal, around every fsync of a file or directory), and the tracker treats
+// its directory like the log's: a file's contents are durable after its own
+// fsync, a new name, a rename and a removal only after the directory's; a
+// failed fsync of the snapshot directory leaves the names it was to make
+// durable at the mercy of every later crash. An injected storage error also
 // stands for the kernel's answer to a failed fsync: the last segment's
 // unsynced bytes stay readable but never reach the disk through a later fsync
 // of that file (the tracker zeroes them in every later image) unless Open
@@ -96,10 +136,11 @@
 // operation at any hook of its write (before the write, before or after the
 // segment's fsync, before or after the directory's), with the hook taking the
 // image and failing the write so the store stops there; while idle; inside a
-// snapshot, at any hook of the log's compaction (before each segment removal,
-// before or after each directory fsync) or at any step of the snapshot recipe
-// rebuilt from the directory before and after (temporary file cut short or
-// whole, renamed, older ones pruned, log truncated); during recovery itself,
+// snapshot, at any hook of the snapshot package (the temporary file created,
+// cut short or whole, synced, renamed or not, older ones pruned) or of the
+// log's compaction (before each segment removal, before or after each
+// directory fsync); after a batch of several commands (see below); during
+// recovery itself,
 // at any hook of the torn-tail repair or of the rewrite of the last segment,
 // repeatedly; and while reopening after a storage error, in the middle of the
 // rewrite that makes the unsynced bytes durable. The crashed store is closed,
@@ -112,31 +153,49 @@
 // # Invariants
 //
 // After every operation and every recovery:
+//
 //   - every acknowledged command survives, and an unacknowledged one is whole
 //     or absent: the log's length after recovery says how many of the
 //     unacknowledged commands of the interrupted batch survived (a prefix),
 //     the model applies exactly those (reading generated IDs from the log),
 //     and then the whole state must equal the model's, so a gap, a phantom
 //     or a half-applied command is a violation;
+//
 //   - the state machine's invariants hold (fsm.State.CheckInvariants);
+//
 //   - replaying the recovered log a second time (a copy of the directory
 //     opened as a second store) gives the identical state;
+//
 //   - a terminal record never changes, field for field;
+//
 //   - a stale lease never writes (the model says LEASE_LOST and the state is
 //     compared), and a token handed out is never handed out again, across
 //     restarts too;
+//
 //   - the store's time never goes backwards, across restarts too, and is
 //     never earlier than a record's update;
+//
 //   - once faults stop (the liveness phase at the end of every seed), every
 //     execution with a pending wake is delivered within a bound of claim
 //     rounds, and nothing is left pending.
+//
+//   - after every open, the writer's indexes agree with the files: every
+//     logged entry is applied (Stats.AppliedIndex), the snapshot it loaded
+//     (Stats.SnapshotIndex) is the newest whole one the log continues, and
+//     after every snapshot it covers every applied entry;
+//
+//   - the log is never truncated behind a snapshot a crash may lose: once it
+//     no longer starts at its first entry, two snapshots whose names and
+//     contents are durable continue it.
 //
 // Injected storage errors (at any hook of a write) must fail the operation
 // with ErrStorageFailed, never a silent success; afterwards every write is
 // refused, the applied state is the model's, and after reopening the
 // unacknowledged commands are whole or absent. Bit rot flips a bit of a
 // durable log entry that a later batch proves was durable: the store must
-// refuse to open rather than start with a changed command. Damage to the
+// refuse to open rather than start with a changed command. A storage error
+// in snapshot writing or pruning must fail the snapshot, and the store either
+// goes on with nothing lost or fail-stops. Damage to the
 // newest snapshot must lose nothing: a copy of the store with one bit of it
 // flipped must open, on the older snapshot and the log after it, with the
 // same state.
@@ -147,9 +206,28 @@
 // commit batches their commands) and checks the history with porcupine,
 // partitioned by execution ID; a claim is split into one operation per
 // execution, which is exact because every claim asks for more executions
-// than exist. The clock stands still while clients run and jumps between
+// than exist (and the clients set no attempt bound), and cancellations are
+// of one execution each, as the clients start no children. The clock
+// stands still while clients run and jumps between
 // phases. The seed fixes each client's calls; the interleaving is the
 // scheduler's.
+//
+// # Dispatchers
+//
+// CheckDispatch runs two dispatchers against a real store under one manual
+// clock (the store's and the dispatchers' timers), with invokers that
+// succeed, fail, return an error, panic, exit, hang past the abort grace
+// period, or return as soon as they are cancelled, and renewals that fail so
+// that a lease expires and another claim takes it over; the clock moves by
+// ticks and by jumps past a lease. Every publication of an execution must be
+// its one recorded terminal record, no delivery may acknowledge or release
+// after its renewal found the lease lost, no slot may stay held after Stop,
+// and every execution must end and be published. The seed fixes each
+// execution's behaviour per attempt and the clock's moves; the interleaving
+// is the scheduler's, so it checks properties, not a trace. (A record may be
+// published again: the dispatcher publishes what it sees end, and a delivery
+// whose lease was taken over without its knowing sees the other delivery's
+// outcome when it acknowledges. DispatchReport.Republished counts them.)
 //
 // # The harness can fail
 //
@@ -158,9 +236,14 @@
 // its fsync, an acknowledgement that keeps covered wakes, a claim that reuses
 // a token, a WAL that trusts the page cache when it reopens after an unclean
 // stop, a compaction that removes a segment still needed, a compaction that
-// removes segment files newest first, listing indexes that keep pointing to
-// a replaced record, a snapshot that numbers the change feed again from 1),
-// runs seeds until one reports a
+// removes segment files newest first, a writer that counts merged
+// acknowledgements as several log entries, a snapshot whose name is never
+// made durable, a lease fence that lets token 0 through, a wake at exactly
+// the pending time that writes, a schedule that is not advanced past the
+// occurrence it reached, listing indexes that keep pointing to a replaced
+// record, a snapshot that numbers the change feed again from 1, and, for the
+// dispatcher check, a dispatcher that acknowledges after its lease was lost,
+// a cancellation that spares the children), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //
@@ -175,10 +258,16 @@
 //
 // It prints progress on stderr, the summary line on stdout, each failing
 // seed's violation with the end of its trace and the command that replays it,
-// and exits non-zero on any violation.
+// and exits non-zero on any violation. With -coverage it also prints what the
+// seeds reached (Coverage: each operation with each result, each crash point
+// and fault by where and at which hook, the shapes of batches, the
+// boundaries) and exits non-zero when a cell of RequiredCells, which the
+// workload is meant to reach within the CI budget, stays at zero; CI runs it
+// so.
 //
 // Not simulated yet: Options.Retention (retirement is also triggered by a
-// wall-clock ticker, which would make runs depend on timing), the store's own
+// wall-clock ticker, which would make runs depend on timing), the writer's
+// timer for schedules (for the same reason; tests cover it), the store's own
 // snapshot cadence (snapshots run in the background, so the workload asks for
 // them instead), and NoSync, which promises nothing across crashes.
 package sim

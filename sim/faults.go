@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -19,11 +21,23 @@ var (
 	errFault = errors.New("sim: injected storage error")
 )
 
-// hookEvent names a point in the log's write path where a hook runs.
+// hookEvent names a point in the log's or the snapshot package's write path
+// where a hook runs.
 type hookEvent struct {
-	kind string // "before-write", "before-sync" or "after-sync"
-	path string // after-sync: what was synced, relative to the store directory
+	kind string // "before-write", "before-sync" or "after-sync", or one of the snap* kinds
+	path string // what was synced or is written, relative to the store directory
 }
+
+// The snapshot package's hook events.
+const (
+	snapBeforeWrite = "snapshot before-write"
+	snapBeforeSync  = "snapshot before-sync"
+	snapAfterSync   = "snapshot after-sync"
+)
+
+// snapshot reports whether the event is in snapshot writing or pruning
+// rather than in the log.
+func (e hookEvent) snapshot() bool { return strings.HasPrefix(e.kind, "snapshot ") }
 
 func (e hookEvent) String() string {
 	if e.path == "" {
@@ -61,15 +75,56 @@ type hooks struct {
 	disk *disk
 	plan *plan
 	rng  *rand.Rand // for the image; the driver does not draw while armed
+	gate *gate      // holds the writer at the log's next write
+}
+
+// gate holds the store's writer inside the log's next write: closed held
+// says it is there, and it stays until release is closed.
+type gate struct {
+	held, release chan struct{}
+}
+
+// holdNext arms a gate for the log's next write.
+func (h *hooks) holdNext() *gate {
+	g := &gate{held: make(chan struct{}), release: make(chan struct{})}
+	h.mu.Lock()
+	h.gate = g
+	h.mu.Unlock()
+	return g
+}
+
+// wait holds the calling writer at an armed gate until it is released.
+func (h *hooks) wait() {
+	h.mu.Lock()
+	g := h.gate
+	h.gate = nil
+	h.mu.Unlock()
+	if g != nil {
+		close(g.held)
+		<-g.release
+	}
 }
 
 func (h *hooks) faults() *wal.Faults {
 	return &wal.Faults{
-		BeforeWrite: func() error { return h.event(hookEvent{kind: "before-write"}, "") },
-		BeforeSync:  func() error { return h.event(hookEvent{kind: "before-sync"}, "") },
+		BeforeWrite: func() error {
+			h.wait()
+			return h.event(hookEvent{kind: "before-write"}, "")
+		},
+		BeforeSync: func() error { return h.event(hookEvent{kind: "before-sync"}, "") },
 		AfterSync: func(path string) error {
 			return h.event(hookEvent{kind: "after-sync"}, path)
 		},
+	}
+}
+
+// snapshotFaults connects the snapshot package's hooks like faults does the
+// log's.
+func (h *hooks) snapshotFaults() *snapshot.Faults {
+	return &snapshot.Faults{
+		BeforeWrite: func(path string) error { return h.event(hookEvent{kind: snapBeforeWrite, path: path}, "") },
+		BeforeSync:  func(path string) error { return h.event(hookEvent{kind: snapBeforeSync, path: path}, "") },
+		AfterSync:   func(path string) error { return h.event(hookEvent{kind: snapAfterSync}, path) },
 	}
 }
 
@@ -86,10 +141,13 @@ func (h *hooks) event(ev hookEvent, synced string) error {
 		if err := d.synced(synced); err != nil {
 			return fmt.Errorf("sim: tracking an fsync: %w", err)
 		}
-		if rel, ok := d.rel(synced); ok {
+		ev.path = synced
+	}
+	if ev.path != "" {
+		if rel, ok := d.rel(ev.path); ok {
 			ev.path = traceName(rel)
 		} else {
-			ev.path = filepath.Base(synced)
+			ev.path = filepath.Base(ev.path)
 		}
 	}
 	p := h.plan
@@ -102,14 +160,18 @@ func (h *hooks) event(ev hookEvent, synced string) error {
 	}
 	p.fired = &ev
 	if !p.crash {
+		if ev.snapshot() {
+			// A failed fsync of the snapshot directory may have dropped the
+			// entries it was to make durable.
+			if ev.kind == snapBeforeSync && ev.path == "snapshots" {
+				p.err = d.poison("snapshots")
+			}
+			return errFault
+		}
 		// Whatever the hook stands for, the kernel may have dropped the last
 		// segment's unsynced pages: a failed fsync leaves them clean.
 		p.err = d.storageError()
 		return errFault
-	}
-	if err := d.snapshotsDurable(); err != nil {
-		p.err = err
-		return errCrash
 	}
 	p.image, p.err = d.image(h.rng)
 	return errCrash
@@ -140,8 +202,34 @@ func (h *hooks) setDisk(d *disk) {
 func (h *hooks) quiescentImage() (*crashImage, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.disk.snapshotsDurable(); err != nil {
+	return h.disk.image(h.rng)
+}
+
+// durableSnapshots lists the indexes of the snapshots every crash keeps whole:
+// name and contents durable. (Nothing damages the live directory's files: a
+// snapshot whose contents are durable reads back.)
+func (h *hooks) durableSnapshots() ([]uint64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := h.disk
+	infos, err := snapshot.List(filepath.Join(d.root, "snapshots"))
+	if err != nil {
 		return nil, err
 	}
-	return h.disk.image(h.rng)
+	var out []uint64
+	for _, info := range infos {
+		rel, _ := d.rel(info.Path)
+		rec := d.files[rel]
+		if rec == nil || !rec.entry {
+			continue
+		}
+		cur, ok, err := d.current(rel)
+		if err != nil {
+			return nil, err
+		}
+		if ok && bytes.Equal(cur, rec.durable) {
+			out = append(out, info.Index)
+		}
+	}
+	return out, nil
 }

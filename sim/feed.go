@@ -142,7 +142,7 @@ func (w *world) genList() *op {
 	lq := listQuery{limit: 1 + w.pick(4)}
 	q := &lq.q
 	if w.chance(40) {
-		q.Status = []execstore.Status{execstore.StatusAdmitted, execstore.StatusSuspended, execstore.StatusCompleted, execstore.StatusFailed}[w.pick(4)]
+		q.Status = []execstore.Status{execstore.StatusAdmitted, execstore.StatusSuspended, execstore.StatusCompleted, execstore.StatusFailed, execstore.StatusCancelled}[w.pick(5)]
 	}
 	if w.chance(40) {
 		q.WorkflowID = []string{"wf-a", "wf-b", "wf-child", "wf-other"}[w.pick(4)]

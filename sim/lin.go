@@ -67,7 +67,7 @@ type LinReport struct {
 // linIn is an operation's input: what was called, on which execution, at
 // which store time.
 type linIn struct {
-	Kind  string // admit, wake, claim, renew, release, ack, save, step, get
+	Kind  string // admit, wake, claim, renew, release, ack, save, step, get, cancel
 	ID    string
 	Now   int64
 	At    int64 // wake
@@ -200,6 +200,16 @@ func linStep(s linState, in linIn) (linState, linOut) {
 			return s, linOut{Code: codeNotFound}
 		}
 		return s, linOut{Status: s.Status, Due: s.Due, Token: s.Token, Expires: s.Expires, Attempts: int(s.LastToken)}
+	case "cancel":
+		// The clients start no children, so a cancel is about one execution.
+		switch {
+		case !s.Exists:
+			return s, linOut{Code: codeNotFound}
+		case !terminal:
+			s.Status = execstore.StatusCancelled
+			s.Due, s.Covered, s.Token, s.Expires = 0, 0, 0, 0
+		}
+		return s, linOut{Status: s.Status}
 	}
 	panic("sim: unknown linearizability operation " + in.Kind)
 }
@@ -379,6 +389,13 @@ func (c *linClient) one() []porcupine.Operation {
 		in.Kind = "step"
 		v, found, err := c.s.Step(ctx, id, "s")
 		out.Value, out.Found, out.Code = string(v), found, execstore.ErrorCode(err)
+	case r < 92:
+		in.Kind = "cancel"
+		rec, err := c.s.Cancel(ctx, id, "")
+		out.Code = execstore.ErrorCode(err)
+		if err == nil {
+			out.Status = rec.Status
+		}
 	default:
 		in.Kind = "get"
 		rec, err := c.s.Get(ctx, id)

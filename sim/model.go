@@ -25,6 +25,8 @@ type model struct {
 	watches []*mwatch // in registration order
 	touched []string  // executions the latest operation may have changed
 	seq     uint64    // the change feed's latest position (feed.go)
+
+	scheds map[string]*msched // schedules.go
 }
 
 // mexec is one execution in the model.
@@ -44,6 +46,11 @@ type mexec struct {
 	expires   int64  // the current lease's expiry
 	lastToken uint64 // the highest token issued
 	attempts  int    // deliveries claimed
+
+	// Bounded attempts: the admission's bound (0: none), and the deliveries
+	// claimed since the latest suspended acknowledgement (counted only under
+	// a bound).
+	maxAttempts, tries int
 
 	steps  map[string]string
 	starts map[string]mstart // by step key
@@ -83,13 +90,20 @@ func (m *model) clone() *model {
 	c.kv = maps.Clone(m.kv)
 	c.watches = slices.Clone(m.watches)
 	c.touched = nil
+	c.scheds = make(map[string]*msched, len(m.scheds))
+	for id, s := range m.scheds {
+		cs := *s
+		c.scheds[id] = &cs
+	}
 	return &c
 }
 
 // stamp is the time of a command that reaches the store's writer: never
-// earlier than any earlier command's.
+// earlier than any earlier command's. The writer reaches the schedules'
+// occurrences due at that time first (schedules.go).
 func (m *model) stamp(clock int64) int64 {
 	m.last = max(m.last, clock)
+	m.reachOccurrences(m.last)
 	return m.last
 }
 
@@ -151,21 +165,25 @@ type result struct {
 	Found  bool
 	Batch  []result
 
-	Records []execstore.Record     // list: every page's records, in order
-	Feed    *execstore.ChangesPage // changes
+	Records   []execstore.Record     // list: every page's records, in order
+	Feed      *execstore.ChangesPage // changes
+	Schedule  *execstore.Schedule
+	Schedules []execstore.Schedule
 }
 
 func fail(code string) result { return result{Code: code} }
 
 const (
-	codeInvalidEvent = "INVALID_EXECUTION_EVENT"
-	codeInvalidArg   = "INVALID_ARGUMENT"
-	codeConflict     = "EXECUTION_ID_CONFLICT"
-	codeNotFound     = "EXECUTION_NOT_FOUND"
-	codeLeaseLost    = "LEASE_LOST"
-	codeMismatch     = "START_REQUEST_MISMATCH"
-	codeStorage      = "STORAGE_FAILED"
-	codeCanceled     = "CANCELED"
+	codeInvalidEvent  = "INVALID_EXECUTION_EVENT"
+	codeInvalidArg    = "INVALID_ARGUMENT"
+	codeConflict      = "EXECUTION_ID_CONFLICT"
+	codeNotFound      = "EXECUTION_NOT_FOUND"
+	codeLeaseLost     = "LEASE_LOST"
+	codeMismatch      = "START_REQUEST_MISMATCH"
+	codeStorage       = "STORAGE_FAILED"
+	codeCanceled      = "CANCELED"
+	codeLimit         = "LIMIT_EXCEEDED"
+	codeSchedNotFound = "SCHEDULE_NOT_FOUND"
 	// codeBadGenerated is the model's answer when the store generated an ID
 	// that is invalid or already used; the store never answers it.
 	codeBadGenerated = "GENERATED_ID_NOT_NEW"
@@ -193,7 +211,7 @@ func (m *model) validValue(v value) bool {
 
 func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	if (a.id != "" && !validID(a.id)) || !validID(a.workflow) || !a.params.valid || !a.context.valid ||
-		len(a.params.data)+a.context.size() > m.lim.EventBytes {
+		len(a.params.data)+a.context.size() > m.lim.EventBytes || a.maxAttempts < 0 || a.maxAttempts > execstore.MaxAttemptsLimit {
 		return fail(codeInvalidEvent)
 	}
 	now := m.stamp(clock)
@@ -208,7 +226,7 @@ func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	}
 	m.create(&mexec{
 		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
-		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now,
+		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now, maxAttempts: a.maxAttempts,
 	})
 	return result{ID: id}
 }
@@ -272,20 +290,106 @@ func (m *model) claim(limit int, d time.Duration, clock int64) result {
 		}
 		return strings.Compare(a.id, b.id)
 	})
+	// In that order, the claim leases up to limit of them; an expired lease
+	// of the last allowed attempt is not leased but failed, and takes no
+	// place among the leases (at most max(limit, 64) such, and the claim
+	// stops there too). The leasing comes first: a failure's parent woken
+	// by it is then woken during its delivery.
 	leases := []execstore.Lease{}
-	for _, c := range due[:min(limit, len(due))] {
+	var exhausted []*mexec
+	for _, c := range due {
+		if len(leases) == limit || len(exhausted) == max(limit, 64) {
+			break
+		}
 		e := m.execs[c.id]
+		if e.exhausted() {
+			exhausted = append(exhausted, e)
+			continue
+		}
 		e.covered = earliest(e.covered, e.due)
 		e.due = 0
 		e.lastToken++
 		e.attempts++
+		if e.maxAttempts > 0 {
+			e.tries++
+		}
 		e.token = e.lastToken
 		e.expires = addClamped(now, d)
 		e.updatedAt = now
 		m.touch(e.id)
 		leases = append(leases, execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)})
 	}
+	for _, e := range exhausted {
+		m.end(e, exhaustedOutcome(nil), now)
+	}
 	return result{Leases: leases}
+}
+
+// exhausted reports whether e's current lease is the last delivery its bound
+// allows.
+func (e *mexec) exhausted() bool {
+	return e.token != 0 && e.maxAttempts > 0 && e.tries >= e.maxAttempts
+}
+
+// exhaustedOutcome is the failure of an execution whose last allowed attempt
+// expired (cause nil) or was released with cause. API.md leaves the name and
+// message of this error to the implementation (see normalize); its code and
+// cause are the contract.
+func exhaustedOutcome(cause *execstore.WorkflowError) *execstore.Outcome {
+	if cause == nil {
+		cause = &execstore.WorkflowError{Name: "LeaseExpiredError"}
+	}
+	return &execstore.Outcome{Status: execstore.StatusFailed, Error: &execstore.WorkflowError{Code: "ATTEMPTS_EXHAUSTED", Cause: cause}}
+}
+
+// end records a terminal outcome no acknowledgement gave (a cancellation,
+// exhausted attempts): no lease, no wake, no watch; the parent is woken.
+func (m *model) end(e *mexec, out *execstore.Outcome, now int64) {
+	e.status, e.outcome = out.Status, out
+	e.due, e.covered, e.token, e.expires = 0, 0, 0, 0
+	e.updatedAt = now
+	m.changeAt(e, now)
+	m.touch(e.id)
+	m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
+	if e.parent != nil {
+		if p := m.execs[e.parent.ExecutionID]; p != nil && !p.terminal() {
+			p.wakeAt(now, now)
+			m.touch(p.id)
+		}
+	}
+}
+
+// cancel ends a non-terminal execution and, depth first in step-key order,
+// every non-terminal execution it started, all with the same outcome.
+func (m *model) cancel(id, reason string, clock int64) result {
+	if len(reason) > m.lim.CancelReasonBytes || !utf8Valid(reason) {
+		return fail(codeInvalidArg)
+	}
+	if !validID(id) {
+		return fail(codeNotFound)
+	}
+	now := m.stamp(clock)
+	e := m.execs[id]
+	switch {
+	case e == nil:
+		return fail(codeNotFound)
+	case !e.terminal():
+		out := &execstore.Outcome{Status: execstore.StatusCancelled,
+			Error: &execstore.WorkflowError{Name: "CancelledError", Message: reason, Code: "CANCELLED"}}
+		var tree func(e *mexec)
+		tree = func(e *mexec) {
+			if e.terminal() {
+				return
+			}
+			m.end(e, out, now)
+			for _, key := range slices.Sorted(maps.Keys(e.starts)) {
+				tree(m.execs[e.starts[key].child])
+			}
+		}
+		tree(e)
+	}
+	rec := m.record(e)
+	return result{Record: &rec}
 }
 
 func compare(a, b int64) int {
@@ -328,7 +432,7 @@ func (m *model) renew(l execstore.Lease, d time.Duration, clock int64) result {
 	return result{Lease: &execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)}}
 }
 
-func (m *model) release(l execstore.Lease, retry time.Duration, clock int64) result {
+func (m *model) release(l execstore.Lease, retry time.Duration, cause *workflowFailed, clock int64) result {
 	if !validID(l.ExecutionID) {
 		return fail(codeNotFound)
 	}
@@ -339,6 +443,14 @@ func (m *model) release(l execstore.Lease, retry time.Duration, clock int64) res
 	e, code := m.current(l)
 	if code != "" {
 		return fail(code)
+	}
+	if e.exhausted() {
+		var recorded *execstore.WorkflowError
+		if cause != nil {
+			recorded = cause.recorded()
+		}
+		m.end(e, exhaustedOutcome(recorded), now)
+		return result{}
 	}
 	e.due = max(earliest(e.covered, e.due), addClamped(now, retry))
 	e.covered, e.token, e.expires = 0, 0, 0
@@ -371,6 +483,7 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 		if was != e.status {
 			m.changeAt(e, now)
 		}
+		e.tries = 0
 	} else {
 		out := o.recorded(m.lim)
 		e.status, e.outcome, e.due = out.Status, out, 0
@@ -446,6 +559,7 @@ func (m *model) start(l execstore.Lease, key, workflow string, p params, clock i
 		id: generated, workflow: workflow, params: p.bytes(), context: maps.Clone(caller.context),
 		parent: &execstore.Parent{ExecutionID: caller.id, StepKey: key},
 		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now,
+		maxAttempts: caller.maxAttempts, // a child runs under its parent's bound
 	})
 	return result{ID: generated}
 }
@@ -550,6 +664,7 @@ func (m *model) record(e *mexec) execstore.Record {
 		UpdatedAt:   timeOf(e.updatedAt),
 		DueAt:       timeOf(e.due),
 		Attempts:    e.attempts,
+		MaxAttempts: e.maxAttempts,
 	}
 	if e.params == nil {
 		r.Params = nil

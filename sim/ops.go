@@ -32,6 +32,12 @@ const (
 	opAwait    opKind = "await"
 	opList     opKind = "list"
 	opChanges  opKind = "changes"
+	opCancel   opKind = "cancel"
+
+	opPutSchedule    opKind = "put-schedule"
+	opDeleteSchedule opKind = "delete-schedule"
+	opGetSchedule    opKind = "get-schedule"
+	opListSchedules  opKind = "list-schedules"
 )
 
 // op is one call of the store's API with its arguments.
@@ -54,6 +60,10 @@ type op struct {
 	cancel bool // await: the model says the execution is running
 	list   listQuery
 	after  uint64 // changes
+
+	reason string          // cancel
+	cause  *workflowFailed // release: the error that ended the delivery; nil: none
+	sched  schedArg
 }
 
 type ackArg struct {
@@ -86,7 +96,13 @@ func (o *op) call(s *execstore.Store) result {
 		}
 		return result{Lease: &l}
 	case opRelease:
+		if o.cause != nil {
+			return withCode(result{}, s.ReleaseWithCause(ctx, o.lease, o.dur, o.cause))
+		}
 		return withCode(result{}, s.Release(ctx, o.lease, o.dur))
+	case opCancel:
+		rec, err := s.Cancel(ctx, o.id, o.reason)
+		return recordResult(rec, err)
 	case opAck:
 		rec, err := s.Acknowledge(ctx, o.lease, o.out.run())
 		return recordResult(rec, err)
@@ -133,6 +149,8 @@ func (o *op) call(s *execstore.Store) result {
 		return listAll(s, o.list)
 	case opChanges:
 		return changesOf(s, o.after, o.limit)
+	case opPutSchedule, opDeleteSchedule, opGetSchedule, opListSchedules:
+		return o.callSchedule(s) // schedules.go
 	}
 	panic("sim: unknown operation " + string(o.kind))
 }
@@ -163,7 +181,9 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 	case opRenew:
 		return m.renew(o.lease, o.dur, clock)
 	case opRelease:
-		return m.release(o.lease, o.dur, clock)
+		return m.release(o.lease, o.dur, o.cause, clock)
+	case opCancel:
+		return m.cancel(o.id, o.reason, clock)
 	case opAck:
 		return m.acknowledge(o.lease, o.out, clock)
 	case opAckBatch:
@@ -192,6 +212,8 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 		return m.list(o.list)
 	case opChanges:
 		return m.changes(o.after, o.limit)
+	case opPutSchedule, opDeleteSchedule, opGetSchedule, opListSchedules:
+		return o.applySchedule(m, clock) // schedules.go
 	}
 	panic("sim: unknown operation " + string(o.kind))
 }
@@ -219,10 +241,22 @@ func recordResult(rec execstore.Record, err error) result {
 
 // normalize blanks what API.md leaves to the implementation: the name and
 // message of the error recorded for a completed result that cannot be stored
-// (API.md fixes only its code).
+// (API.md fixes only its code), and of the error of exhausted attempts (its
+// code and its cause are fixed: the release's error, or a lease-expired
+// error, whose name is fixed and message free).
 func normalize(rec *execstore.Record) {
-	if o := rec.Outcome; o != nil && o.Error != nil && o.Error.Code == execstore.CodeInvalidStepValue {
+	o := rec.Outcome
+	if o == nil || o.Error == nil {
+		return
+	}
+	switch o.Error.Code {
+	case execstore.CodeInvalidStepValue:
 		o.Error.Name, o.Error.Message = "", ""
+	case "ATTEMPTS_EXHAUSTED":
+		o.Error.Name, o.Error.Message = "", ""
+		if c := o.Error.Cause; c != nil && c.Name == "LeaseExpiredError" {
+			c.Message = ""
+		}
 	}
 }
 
@@ -240,12 +274,20 @@ func (o *op) describe(t *trace) string {
 			id = "(generated)"
 		}
 		fmt.Fprintf(&b, " %s wf=%s params=%s ctx=%s", shortID(id), shortID(o.admit.workflow), o.admit.params.name, o.admit.context.name)
+		if o.admit.maxAttempts != 0 {
+			fmt.Fprintf(&b, " max-attempts=%d", o.admit.maxAttempts)
+		}
 	case opWake:
 		fmt.Fprintf(&b, " %s at=%s", t.alias(o.id), simTime(o.at))
 	case opClaim:
 		fmt.Fprintf(&b, " limit=%d lease=%v", o.limit, o.dur)
 	case opRenew, opRelease:
 		fmt.Fprintf(&b, " %s d=%v", leaseString(t, o.lease), o.dur)
+		if o.cause != nil {
+			fmt.Fprintf(&b, " cause=%s", o.cause.code)
+		}
+	case opCancel:
+		fmt.Fprintf(&b, " %s reason=%s", t.alias(o.id), shortID(o.reason))
 	case opAck:
 		fmt.Fprintf(&b, " %s %s", leaseString(t, o.lease), o.out.name)
 	case opAckBatch:
@@ -278,6 +320,10 @@ func (o *op) describe(t *trace) string {
 			t.alias(q.ParentID), simTime(q.AdmittedAfter), simTime(q.AdmittedBefore), q.Order, o.list.limit)
 	case opChanges:
 		fmt.Fprintf(&b, " after=%d limit=%d", o.after, o.limit)
+	case opPutSchedule:
+		fmt.Fprintf(&b, " %s %s start=%s", shortID(o.sched.sc.ID), o.sched.name, simTime(o.sched.sc.Start))
+	case opDeleteSchedule, opGetSchedule:
+		fmt.Fprintf(&b, " %s", shortID(o.id))
 	}
 	return b.String()
 }
@@ -331,6 +377,12 @@ func (r result) describe(t *trace) string {
 			fmt.Fprintf(&b, " %d:%s:%s", c.Position, t.alias(c.ExecutionID), c.Status)
 		}
 		fmt.Fprintf(&b, " next=%d last=%d", f.Next, f.Last)
+	}
+	if r.Schedule != nil {
+		fmt.Fprintf(&b, " %s", describeSchedule(r.Schedule))
+	}
+	for i := range r.Schedules {
+		fmt.Fprintf(&b, " [%s]", describeSchedule(&r.Schedules[i]))
 	}
 	return b.String()
 }

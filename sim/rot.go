@@ -116,7 +116,7 @@ func (w *world) rot() error {
 		return err
 	}
 	opts := w.opts
-	opts.WALFaults = nil
+	opts.WALFaults, opts.SnapshotFaults = nil, nil
 	s, err := execstore.Open(dir, opts)
 	w.tr.line("%d rot: %s offset %d (entry %d) -> %v", w.ops, f.rel, c.off, c.index, err != nil)
 	if err == nil {
@@ -157,7 +157,7 @@ func (w *world) snapshotRot() error {
 		return err
 	}
 	opts := w.opts
-	opts.WALFaults = nil
+	opts.WALFaults, opts.SnapshotFaults = nil, nil
 	s, err := execstore.Open(dir, opts)
 	w.tr.line("%d snapshot rot: %s offset %d -> %v", w.ops, f.rel, off, err == nil)
 	if err != nil {

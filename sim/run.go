@@ -80,6 +80,7 @@ type SeedResult struct {
 	Trace     [32]byte // hash of the seed's trace
 	Violation error    // nil when every check held
 	Tail      []string // the trace's last lines, with a violation
+	Coverage  Coverage // what the seed reached
 }
 
 // Summary is a whole run's outcome.
@@ -88,6 +89,7 @@ type Summary struct {
 	Failed              []SeedResult // seeds with a violation, in seed order
 	Trace               string       // hash over the seeds' trace hashes, in seed order
 	Elapsed             time.Duration
+	Coverage            Coverage // what the seeds reached, summed
 }
 
 // Line is the summary line CI prints.
@@ -108,7 +110,7 @@ func RunSeed(seed uint64, cfg Config, dir string) SeedResult {
 	}
 	w := newWorld(seed, cfg, base)
 	err := w.run()
-	res.Ops, res.Crashes, res.Trace = w.ops, w.crashes, w.tr.sum()
+	res.Ops, res.Crashes, res.Trace, res.Coverage = w.ops, w.crashes, w.tr.sum(), w.cov
 	if err != nil {
 		res.Violation = err
 		res.Tail = w.tr.tail
@@ -185,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 }
 
 func summarize(first uint64, results map[uint64]SeedResult, elapsed time.Duration) Summary {
-	s := Summary{Elapsed: elapsed}
+	s := Summary{Elapsed: elapsed, Coverage: Coverage{}}
 	h := sha256.New()
 	for seed := first; ; seed++ {
 		r, ok := results[seed]
@@ -195,6 +197,7 @@ func summarize(first uint64, results map[uint64]SeedResult, elapsed time.Duratio
 		s.Seeds++
 		s.Ops += r.Ops
 		s.Crashes += r.Crashes
+		s.Coverage.add(r.Coverage)
 		h.Write(r.Trace[:])
 		if r.Violation != nil {
 			s.Failed = append(s.Failed, r)

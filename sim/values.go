@@ -56,6 +56,13 @@ var paramsCatalog = []params{
 	{name: "too-big", data: []byte(`{"big":"` + strings.Repeat("x", simEventBytes) + `"}`)},
 }
 
+// boundaryParams are params exactly at the event size limit and one byte
+// past it (valid JSON both: the size alone decides).
+var boundaryParams = []params{
+	{name: "at-limit", data: []byte(`{"big":"` + strings.Repeat("x", simEventBytes-10) + `"}`), valid: true, class: "at-limit"},
+	{name: "one-past", data: []byte(`{"big":"` + strings.Repeat("x", simEventBytes-9) + `"}`), valid: true, class: "one-past"},
+}
+
 // ctxArg is an admission's context.
 type ctxArg struct {
 	name  string
@@ -102,6 +109,13 @@ var valueCatalog = []value{
 	{name: "bad-word", data: []byte(`nul`)},
 	{name: "dup-key", data: []byte(`{"a":1,"a":1}`)},
 	{name: "big", data: []byte(`"` + strings.Repeat("z", simValueBytes) + `"`), json: true},
+}
+
+// boundaryValues are values exactly at the value size limit and one byte past
+// it.
+var boundaryValues = []value{
+	{name: "at-limit", data: []byte(`"` + strings.Repeat("z", simValueBytes-2) + `"`), json: true},
+	{name: "one-past", data: []byte(`"` + strings.Repeat("z", simValueBytes-1) + `"`), json: true},
 }
 
 // outcome is how the workload ends a delivery.
@@ -212,11 +226,17 @@ type admitArgs struct {
 	id, workflow string
 	params       params
 	context      ctxArg
+	maxAttempts  int
 }
 
 func (a admitArgs) api() execstore.AdmitRequest {
-	return execstore.AdmitRequest{ExecutionID: a.id, WorkflowID: a.workflow, Params: a.params.bytes(), Context: a.context.copy()}
+	return execstore.AdmitRequest{ExecutionID: a.id, WorkflowID: a.workflow, Params: a.params.bytes(), Context: a.context.copy(),
+		MaxAttempts: a.maxAttempts}
 }
+
+// cancelReasons are the reasons the workload cancels with: valid ones, one
+// over the limit and one that is not UTF-8.
+var cancelReasons = []string{"", "customer cancelled", "annulé ☃", strings.Repeat("r", simCancelReason+1), "bad\xffreason"}
 
 // The limits the simulator configures: small, so that the workload can
 // exceed each of them cheaply.
@@ -229,6 +249,7 @@ const (
 	simClaimLimit    = 64
 	simLeaseDuration = 1 << 36 // about 69 seconds
 	simRetryAfter    = 1 << 35 // about 34 seconds
+	simCancelReason  = 24
 )
 
 func simLimits() execstore.Limits {
@@ -241,5 +262,9 @@ func simLimits() execstore.Limits {
 		ClaimLimit:      simClaimLimit,
 		LeaseDuration:   simLeaseDuration,
 		RetryAfter:      simRetryAfter,
+
+		CancelReasonBytes: simCancelReason,
+		Schedules:         simSchedules,
+		ScheduleCatchUp:   simScheduleCatchUp,
 	}
 }

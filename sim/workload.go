@@ -3,8 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -37,10 +35,16 @@ var actions = []action{
 	{"watch", 45, func(w *world) error { return w.plain(w.genWatch()) }},
 	{"get", 30, func(w *world) error { return w.plain(w.genGet()) }},
 	{"await", 12, func(w *world) error { return w.plain(w.genAwait()) }},
+	{"cancel", 20, func(w *world) error { return w.plain(w.genCancel()) }},
+	{"put-schedule", 14, func(w *world) error { return w.plain(w.genPutSchedule()) }},
+	{"delete-schedule", 6, func(w *world) error { return w.plain(w.genDeleteSchedule()) }},
+	{"get-schedule", 6, func(w *world) error { return w.plain(w.genGetSchedule()) }},
 	{"tick", 100, (*world).tick},
 	{"leap", 30, (*world).leap},
 	{"clock-back", 6, (*world).clockBack},
+	{"exact-time", 8, (*world).exactTime},
 	{"snapshot", 6, (*world).snapshot},
+	{"batch", 10, (*world).batch},
 	{"close", 3, (*world).cleanRestart},
 	{"fault", 4, (*world).fault},
 	{"crash-in-op", 5, (*world).crashInOp},
@@ -81,7 +85,8 @@ func (w *world) plain(o *op) error {
 var writerOps = []func(w *world) *op{
 	(*world).genAdmit, (*world).genWake, (*world).genClaim, (*world).genRenew, (*world).genRelease,
 	(*world).genAck, (*world).genAckBatch, (*world).genSaveStep, (*world).genStart, (*world).genCommit,
-	(*world).genWatch,
+	(*world).genWatch, (*world).genCancel,
+	(*world).genWatch, (*world).genPutSchedule, (*world).genDeleteSchedule,
 }
 
 // crashInOp crashes at a hook inside an operation's write (before the write,
@@ -125,7 +130,7 @@ func (w *world) snapshot() error {
 		return violationf("Snapshot: %v", err)
 	}
 	w.tr.line("%d snapshot", w.ops)
-	return nil
+	return w.afterSnapshot()
 }
 
 // ---- The clock ---------------------------------------------------------------
@@ -140,6 +145,25 @@ func (w *world) leap() error {
 	w.clock.set(w.clock.nanos() + int64(5+w.rng.IntN(90))*int64(time.Second))
 	w.tr.line("%d clock +leap to %s", w.ops, simTime(w.clock.Now()))
 	return nil
+}
+
+// exactTime moves the clock to exactly a time an execution becomes
+// claimable (a pending wake's, or a lease's expiry) and claims: a boundary is
+// inclusive.
+func (w *world) exactTime() error {
+	var times []int64
+	for _, id := range w.model.order {
+		if at, ok := w.model.execs[id].claimable(); ok && at >= w.clock.nanos() {
+			times = append(times, at)
+		}
+	}
+	if len(times) == 0 {
+		return nil
+	}
+	w.clock.set(times[w.pick(len(times))])
+	w.tr.line("%d clock to exactly %s", w.ops, simTime(w.clock.Now()))
+	w.cover("boundary", "claim at exactly a claimable time")
+	return w.plain(w.genClaim())
 }
 
 // clockBack steps the clock backwards, as a clock correction would: the
@@ -179,8 +203,18 @@ func (w *world) pickLease() execstore.Lease {
 		}
 	}
 	switch r := w.pick(100); {
-	case r < 70 && len(current) > 0:
+	case r < 66 && len(current) > 0:
 		return current[w.pick(len(current))]
+	case r < 72 && len(current) > 0:
+		// Forged against a current lease: token 0, or one more than issued.
+		l := current[w.pick(len(current))]
+		w.cover("boundary", "forged token")
+		if w.chance(50) {
+			l.Token = 0
+		} else {
+			l.Token++
+		}
+		return l
 	case r < 92 && len(w.leases) > 0:
 		return w.leases[w.pick(len(w.leases))]
 	case r < 97:
@@ -208,6 +242,11 @@ func (w *world) pickParams() params {
 			invalid = append(invalid, i)
 		}
 	}
+	if w.chance(3) {
+		p := boundaryParams[w.pick(len(boundaryParams))]
+		w.cover("boundary", "params "+p.name)
+		return p
+	}
 	if w.chance(12) {
 		return paramsCatalog[invalid[w.pick(len(invalid))]]
 	}
@@ -222,6 +261,11 @@ func (w *world) pickContext() ctxArg {
 }
 
 func (w *world) pickValue() value {
+	if w.chance(3) {
+		v := boundaryValues[w.pick(len(boundaryValues))]
+		w.cover("boundary", "value "+v.name)
+		return v
+	}
 	if w.chance(10) {
 		return valueCatalog[5+w.pick(len(valueCatalog)-5)]
 	}
@@ -266,6 +310,15 @@ func (w *world) genAdmit() *op {
 	default:
 		a.id = invalidIDs[w.pick(len(invalidIDs))]
 	}
+	switch r := w.pick(100); {
+	case r < 25:
+		a.maxAttempts = 1 + w.pick(3)
+	case r < 27:
+		a.maxAttempts = []int{-1, execstore.MaxAttemptsLimit + 1}[w.pick(2)]
+	}
+	if next := w.occurrenceIDs(); len(next) > 0 && w.chance(4) {
+		a.id = next[w.pick(len(next))] // a caller takes an occurrence's ID first
+	}
 	return &op{kind: opAdmit, admit: a}
 }
 
@@ -277,6 +330,14 @@ func (w *world) genWake() *op {
 		o.at = now.Add(-w.pickDuration(0, 5*time.Second))
 	case r < 45:
 		o.at = now
+	case r < 50:
+		// Exactly at the pending wake: it merges.
+		if e := w.model.execs[o.id]; e != nil && e.due != 0 {
+			o.at = timeOf(e.due)
+			w.cover("boundary", "wake at exactly the pending time")
+		} else {
+			o.at = now
+		}
 	case r < 92:
 		o.at = now.Add(w.pickDuration(time.Millisecond, 40*time.Second))
 	case r < 95:
@@ -318,6 +379,19 @@ func (w *world) genRelease() *op {
 		o.dur = 0
 	case r < 23:
 		o.dur = []time.Duration{-time.Millisecond, simRetryAfter + 1}[w.pick(2)]
+	}
+	if w.chance(50) {
+		o.cause = outcomeCatalog[6+w.pick(2)].err
+	}
+	return o
+}
+
+// genCancel cancels an execution, mostly a known one, now and then with a
+// reason the store must refuse.
+func (w *world) genCancel() *op {
+	o := &op{kind: opCancel, id: w.pickExec(), reason: cancelReasons[w.pick(3)]}
+	if w.chance(5) {
+		o.reason = cancelReasons[3+w.pick(2)]
 	}
 	return o
 }
@@ -404,64 +478,4 @@ func (w *world) genAwait() *op {
 		o.cancel = true
 	}
 	return o
-}
-
-// snapshotStep rebuilds a crash image at a step of the snapshot recipe from
-// the directory before and after a snapshot: the temporary file cut short or
-// whole, renamed into place, older snapshots pruned (the log not yet
-// truncated), or everything done.
-func snapshotStep(rng interface{ IntN(int) int }, before, after *crashImage) (*crashImage, string) {
-	snap := func(im *crashImage) map[string][]byte {
-		out := map[string][]byte{}
-		for _, f := range im.files {
-			if name, ok := strings.CutPrefix(f.rel, "snapshots/"); ok {
-				out[name] = f.data
-			}
-		}
-		return out
-	}
-	was, now := snap(before), snap(after)
-	var name string
-	var data []byte
-	for _, n := range slices.Sorted(maps.Keys(now)) {
-		if string(was[n]) != string(now[n]) {
-			name, data = n, now[n]
-		}
-	}
-	build := func(snaps map[string][]byte) *crashImage {
-		im := &crashImage{}
-		for _, f := range before.files {
-			if !strings.HasPrefix(f.rel, "snapshots/") {
-				im.files = append(im.files, f)
-			}
-		}
-		for _, n := range slices.Sorted(maps.Keys(snaps)) {
-			im.files = append(im.files, file{rel: "snapshots/" + n, data: snaps[n]})
-		}
-		return im
-	}
-	step := rng.IntN(5)
-	if name == "" {
-		step = 4
-	}
-	with := func(n string, d []byte) map[string][]byte {
-		m := map[string][]byte{}
-		for k, v := range was {
-			m[k] = v
-		}
-		m[n] = d
-		return m
-	}
-	switch step {
-	case 0:
-		cut := rng.IntN(len(data) + 1)
-		return build(with(name+".tmp", data[:cut])), fmt.Sprintf("snapshot %s written to %d of %d bytes", name, cut, len(data))
-	case 1:
-		return build(with(name+".tmp", data)), "snapshot " + name + " synced, not renamed"
-	case 2:
-		return build(with(name, data)), "snapshot " + name + " renamed, older ones not pruned"
-	case 3:
-		return build(now), "snapshots pruned, log not truncated"
-	}
-	return after, "snapshot and log compaction done"
 }

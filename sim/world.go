@@ -16,6 +16,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -66,7 +67,8 @@ type world struct {
 	storeNow int64                       // the latest store time seen (Stats.Now)
 
 	ops, crashes int
-	checkDue     int // operations until the next full check
+	checkDue     int      // operations until the next full check
+	cov          Coverage // what the run reached
 }
 
 func newWorld(seed uint64, cfg Config, base string) *world {
@@ -80,6 +82,7 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		maxToken: map[string]uint64{},
 		terminal: map[string]execstore.Record{},
 		millis:   map[int64]bool{},
+		cov:      Coverage{},
 	}
 	w.hooks = &hooks{rng: rand.New(rand.NewPCG(seed, 0xd15c))}
 	w.feedRng = rand.New(rand.NewPCG(seed, 0xfeed))
@@ -99,13 +102,16 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		SnapshotEntries:  1 << 40, // snapshots only when the workload asks, so hooks fire in a known order
 		SnapshotWALBytes: 1 << 40,
 		WALFaults:        w.hooks.faults(),
+		SnapshotFaults:   w.hooks.snapshotFaults(),
 		IDRand:           &lockedReader{r: rand.NewChaCha8(idKey)},
+		ScheduleCheck:    -1, // occurrences are reached at writes only (schedules.go)
+		ScheduleGrace:    simScheduleGrace,
 	}
 	for i := range 6 + w.rng.IntN(30) {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
 	}
 	w.stepKeys = []string{"s1", "s2", "s3", "c1", "c2"}
-	w.kvKeys = []string{"k1", "k2", "k3", "k4", "k5"}
+	w.kvKeys = []string{"k1", "k2", "k3", "k4", "k5", strings.Repeat("k", simKeyBytes)} // the last exactly at the key size limit
 	w.tr.line("segment size %d, %d user IDs", segment, len(w.userIDs))
 	return w
 }
@@ -218,6 +224,7 @@ func (w *world) crashTo(im *crashImage, why string) error {
 				return p.err
 			}
 			w.crashes++
+			w.coverPoint("crash", "in-recovery", p.fired)
 			im = p.image
 			w.tr.line("crash during recovery at %s: %s", p.fired, im.describe())
 			os.RemoveAll(w.dir)
@@ -295,7 +302,40 @@ func (w *world) afterOpen() error {
 	}
 	w.storeNow = now
 	w.model.last = now
-	return nil
+	if err := w.checkIndexes(st); err != nil {
+		return err
+	}
+	if err := w.fallbackChecked(); err != nil {
+		return err
+	}
+	return w.checkCompaction()
+}
+
+// fallbackChecked waits for the store's background check of its fallback
+// path after an open, and requires it to find nothing: crash images lose
+// only what was not durable, and the fallback path (the older snapshot, the
+// log between the two) was. Waiting also keeps the snapshot it would take
+// on damage from running in the background of the next operations, where
+// its hooks would fire at times the seed does not fix. The bound only keeps
+// a wrong store from hanging the run.
+func (w *world) fallbackChecked() error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := w.store.Stats(context.Background())
+		if err != nil {
+			return err
+		}
+		if st.FallbackChecked {
+			if st.FallbackErr != nil {
+				return violationf("after an open: %v", st.FallbackErr)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return violationf("the check of the fallback path did not finish within 30s of an open")
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
 }
 
 // ---- Crashes and faults during an operation --------------------------------
@@ -312,6 +352,10 @@ type pending struct {
 // the store acknowledged, recovers, and checks that each unacknowledged
 // operation is whole or absent.
 func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
+	// The clock is set for the operation before the barrier, which reaches
+	// the schedules' occurrences due at it: the operation's own write is
+	// then the only one the plan can act in.
+	w.prepare(o)
 	w.barrier()
 	st, err := w.store.Stats(context.Background())
 	if err != nil {
@@ -319,7 +363,6 @@ func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
 	}
 	before := st.WALLastIndex
 	m0 := w.model.clone()
-	w.prepare(o)
 	clock := w.clock.nanos()
 	w.hooks.arm(p)
 	got := o.call(w.store)
@@ -335,6 +378,7 @@ func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
 	if !p.crash {
 		what = "storage error"
 	}
+	w.coverPoint(map[bool]string{true: "crash", false: "fault"}[p.crash], "in-op", p.fired)
 	w.tr.line("%d %s -> %s (%s at %s)", w.ops, o.describe(w.tr), got.describe(w.tr), what, p.fired)
 	w.model = m0
 	unacked, err := w.acknowledged(o, clock, got)
@@ -418,6 +462,7 @@ func (w *world) failStopped(unacked []pending) error {
 		if p.err != nil {
 			return p.err
 		}
+		w.coverPoint("crash", "in-reopen", p.fired)
 		return w.crashTo(p.image, "reopening after a storage error, at "+p.fired.String())
 	}
 	if err != nil {
@@ -517,7 +562,7 @@ func (w *world) replayTwice() error {
 		return err
 	}
 	opts := w.opts
-	opts.WALFaults = nil
+	opts.WALFaults, opts.SnapshotFaults = nil, nil
 	s, err := execstore.Open(tmp, opts)
 	if err != nil {
 		return violationf("a second replay of the recovered log does not open: %v", err)
@@ -545,6 +590,7 @@ func (w *world) replayTwice() error {
 
 // crashNow crashes while the store is idle.
 func (w *world) crashNow(why string) error {
+	w.cover("crash", "idle", "idle")
 	w.barrier()
 	last := w.lastIndex()
 	im, err := w.hooks.quiescentImage()
@@ -565,52 +611,58 @@ func (w *world) lastIndex() uint64 {
 	return st.WALLastIndex
 }
 
-// snapshotCrash takes a snapshot and crashes in the middle of it: at a hook of
-// the log's compaction when there is one, otherwise at a step of the
-// snapshot recipe rebuilt from the directory before and after.
+// snapshotCrash takes a snapshot and crashes in the middle of it: at a hook
+// of the snapshot package (creating, writing, syncing, renaming, pruning,
+// syncing the directory) or of the log's compaction. Past every hook, it
+// crashes idle after the snapshot.
 func (w *world) snapshotCrash() error {
 	w.barrier()
-	before, err := w.hooks.quiescentImage()
-	if err != nil {
-		return err
-	}
 	last := w.lastIndex()
-	p := &plan{at: 1 + w.rng.IntN(compactionEvents(w.dir)), crash: true}
+	p := &plan{at: 1 + w.rng.IntN(snapshotEvents(w.dir)), crash: true}
 	w.hooks.arm(p)
-	err = w.store.Snapshot(context.Background())
+	err := w.store.Snapshot(context.Background())
 	w.hooks.disarm()
-	if p.fired != nil {
-		if p.err != nil {
-			return p.err
+	if p.fired == nil {
+		if err != nil {
+			return violationf("Snapshot: %v", err)
 		}
-		if err == nil {
-			return violationf("Snapshot returned nil after a storage error at %s", p.fired)
-		}
-		if err := w.crashTo(p.image, "during a snapshot's log compaction at "+p.fired.String()); err != nil {
+		if err := w.afterSnapshot(); err != nil {
 			return err
 		}
-		return w.reconcile(last, nil)
+		return w.crashNow("idle, after a snapshot")
 	}
-	if err != nil {
-		return violationf("Snapshot: %v", err)
+	if p.err != nil {
+		return p.err
 	}
-	after, err := w.hooks.quiescentImage()
-	if err != nil {
-		return err
+	if err == nil {
+		return violationf("Snapshot returned nil after a crash at %s", p.fired)
 	}
-	im, why := snapshotStep(w.rng, before, after)
-	if err := w.crashTo(im, why); err != nil {
+	w.coverPoint("crash", "in-snapshot", p.fired)
+	if err := w.crashTo(p.image, "during a snapshot at "+p.fired.String()); err != nil {
 		return err
 	}
 	return w.reconcile(last, nil)
 }
 
-// compactionEvents bounds the hook event a crash or fault in a snapshot picks.
-// The snapshot about to be taken keeps the newest one there is, so the log is
-// compacted to the segment holding the entry after it: three events per
-// segment file removed (before the removal, around the directory's fsync).
-// One segment's worth more lets a crash fall past the compaction now and then,
-// to a step of the snapshot recipe instead.
+// snapshotEvents bounds the hook event a crash or fault in a snapshot picks:
+// the snapshot package's (the store directory's fsync around, the temporary
+// file's creation and fsync, the rename, the directory's fsync: 8), then
+// pruning (a removal each, the directory's fsync), then the log's compaction.
+func snapshotEvents(dir string) int {
+	names, _ := listFiles(filepath.Join(dir, "snapshots"))
+	prune := max(0, len(names)-1)
+	if prune > 0 {
+		prune += 2
+	}
+	return 8 + prune + compactionEvents(dir)
+}
+
+// compactionEvents bounds the hook events of the log's compaction after a
+// snapshot. The snapshot about to be taken keeps the newest one there is, so
+// the log is compacted to the segment holding the entry after it: three
+// events per segment file removed (before the removal, around the directory's
+// fsync). One segment's worth more lets a crash fall past the compaction now
+// and then.
 func compactionEvents(dir string) int {
 	keep := uint64(0)
 	snaps, _ := listFiles(filepath.Join(dir, "snapshots"))
@@ -643,13 +695,14 @@ func compactionEvents(dir string) int {
 	return 3 * (removed + 1)
 }
 
-// snapshotFault injects a storage error into a snapshot's log compaction:
-// the snapshot must fail, the store must fail-stop, and reopening must lose
-// nothing.
+// snapshotFault injects a storage error into a snapshot: in the snapshot
+// package the snapshot must fail and the store go on (or fail-stop), losing
+// nothing; in the log's compaction the store must fail-stop, and reopening
+// must lose nothing.
 func (w *world) snapshotFault() error {
 	w.barrier()
 	last := w.lastIndex()
-	p := &plan{at: 1 + w.rng.IntN(compactionEvents(w.dir))}
+	p := &plan{at: 1 + w.rng.IntN(snapshotEvents(w.dir))}
 	w.hooks.arm(p)
 	err := w.store.Snapshot(context.Background())
 	w.hooks.disarm()
@@ -661,15 +714,100 @@ func (w *world) snapshotFault() error {
 		return violationf("Snapshot: %v", err)
 	case p.fired == nil:
 		w.tr.line("%d snapshot", w.ops)
-		return nil
+		return w.afterSnapshot()
 	case err == nil:
 		return violationf("Snapshot returned nil after a storage error at %s", p.fired)
 	}
 	w.tr.line("%d snapshot -> %s (storage error at %s)", w.ops, codeOf(err), p.fired)
+	w.coverPoint("fault", "in-snapshot", p.fired)
+	st, serr := w.store.Stats(context.Background())
+	if serr != nil {
+		return serr
+	}
+	if st.Failed == nil {
+		if !p.fired.snapshot() {
+			return violationf("the store went on after a storage error in its log's compaction at %s", p.fired)
+		}
+		// Survived: nothing changed, and the store still writes.
+		if err := w.checkFull(w.store, "after a failed snapshot"); err != nil {
+			return err
+		}
+		return w.checkCompaction()
+	}
 	if err := w.failStopped(nil); err != nil {
 		return err
 	}
 	return w.reconcile(last, nil)
+}
+
+// afterSnapshot checks what a snapshot that succeeded leaves: it covers every
+// applied entry, and the log was not cut behind a snapshot a crash may lose.
+func (w *world) afterSnapshot() error {
+	st, err := w.store.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	if st.SnapshotIndex != st.AppliedIndex {
+		return violationf("a snapshot taken with entries up to %d applied covers up to %d", st.AppliedIndex, st.SnapshotIndex)
+	}
+	return w.checkCompaction()
+}
+
+// checkCompaction checks that the log was never truncated behind a snapshot
+// whose name or contents are not durable: once the log no longer starts at
+// its first entry, two snapshots that every crash keeps whole (the newest and
+// its fallback) must continue it.
+func (w *world) checkCompaction() error {
+	st, err := w.store.Stats(context.Background())
+	if err != nil {
+		return err
+	}
+	if st.WALFirstIndex <= 1 {
+		return nil
+	}
+	kept, err := w.hooks.durableSnapshots()
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, index := range kept {
+		if index+1 >= st.WALFirstIndex {
+			n++
+		}
+	}
+	if n < 2 {
+		return violationf("the log starts at entry %d, and only %d snapshot(s) that every crash keeps continue it (durable: %v)",
+			st.WALFirstIndex, n, kept)
+	}
+	return nil
+}
+
+// checkIndexes checks, after an open, every index the store keeps about its
+// log against the files: everything logged is applied, and the snapshot it
+// loaded is the newest whole one the log continues.
+func (w *world) checkIndexes(st execstore.Stats) error {
+	if st.AppliedIndex != st.WALLastIndex {
+		return violationf("after an open, entries up to %d are applied and the log ends at %d", st.AppliedIndex, st.WALLastIndex)
+	}
+	infos, err := snapshot.List(filepath.Join(w.dir, "snapshots"))
+	if err != nil {
+		return err
+	}
+	want := uint64(0)
+	for _, info := range infos {
+		if h, err := snapshot.Verify(info.Path); err == nil && h.Index+1 >= st.WALFirstIndex && h.Index <= st.WALLastIndex {
+			want = h.Index
+			break
+		}
+	}
+	if st.SnapshotIndex != want {
+		return violationf("after an open, the store says its snapshot covers up to entry %d; the newest whole one the log continues covers up to %d",
+			st.SnapshotIndex, want)
+	}
+	if want == 0 && st.WALFirstIndex > 1 {
+		return violationf("the store opened with no snapshot and a log that starts at entry %d", st.WALFirstIndex)
+	}
+	return nil
 }
 
 func codeOf(err error) string {
@@ -687,6 +825,9 @@ func codeOf(err error) string {
 // wake must be delivered within the bound.
 func (w *world) liveness() error {
 	w.tr.line("liveness")
+	if err := w.deleteSchedules(); err != nil {
+		return err
+	}
 	bound := 3 + len(w.model.order)
 	for round := 0; ; round++ {
 		at, ok := w.model.nextClaimable()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // Part of the snapshot format.
@@ -48,6 +49,61 @@ type Info struct {
 // Options control durability; the zero value syncs.
 type Options struct {
 	NoSync bool // skip fsyncs (tests and benchmarks only)
+	// Faults injects storage errors for tests and the crash simulator.
+	// Default nil (none).
+	Faults *Faults
+}
+
+// Faults lets tests and the crash simulator inject storage errors into
+// snapshot writing and pruning, as wal.Faults does for the log. Each func,
+// when non-nil, is called before (or after) the operation it names with the
+// path it acts on; a non-nil return makes that operation fail with it.
+//
+// BeforeWrite precedes every change this package makes to a directory or a
+// file: creating and writing a temporary file (path: the temporary file),
+// the rename to the final name (path: the final name), and each removal
+// (path: the file removed). BeforeSync precedes every fsync, of a file or a
+// directory. AfterSync follows every fsync that succeeded, with the path
+// synced: its bytes, or its directory entries, are durable by then; a
+// non-nil return fails the operation as if the fsync had failed. The crash
+// simulator uses them to learn what is durable at each fsync, to crash at
+// each step, and to inject errors.
+type Faults struct {
+	BeforeWrite func(path string) error
+	BeforeSync  func(path string) error
+	AfterSync   func(path string) error
+}
+
+func (f *Faults) beforeWrite(path string) error {
+	if f == nil || f.BeforeWrite == nil {
+		return nil
+	}
+	return f.BeforeWrite(path)
+}
+
+func (f *Faults) beforeSync(path string) error {
+	if f == nil || f.BeforeSync == nil {
+		return nil
+	}
+	return f.BeforeSync(path)
+}
+
+func (f *Faults) afterSync(path string) error {
+	if f == nil || f.AfterSync == nil {
+		return nil
+	}
+	return f.AfterSync(path)
+}
+
+// fsync syncs an open file under the fault hooks.
+func (o Options) fsync(f *os.File) error {
+	if err := o.Faults.beforeSync(f.Name()); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return o.Faults.afterSync(f.Name())
 }
 
 // Name returns the file name of the snapshot covering index.
@@ -55,14 +111,16 @@ func Name(index uint64) string { return fmt.Sprintf("%s%020d%s", prefix, index, 
 
 // Write encodes st into dir as the snapshot covering h.Index, atomically and
 // durably: temporary file, fsync, rename, directory fsync. st must not change
-// while Write runs (pass an fsm.State.Copy).
+// while Write runs (pass an fsm.State.Copy). An error leaves no new file under
+// a snapshot's name, so that nothing counts on a snapshot whose name a crash
+// may lose.
 func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return Info{}, fmt.Errorf("snapshot: %w", err)
 	}
 	if !opts.NoSync {
 		// The snapshot directory's own entry, in case MkdirAll just made it.
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := syncDir(filepath.Dir(dir), opts); err != nil {
 			return Info{}, err
 		}
 	}
@@ -72,12 +130,25 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 		os.Remove(tmp)
 		return Info{}, err
 	}
+	if err := opts.Faults.beforeWrite(final); err != nil {
+		os.Remove(tmp)
+		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
+	}
+	_, statErr := os.Lstat(final)
+	replaced := statErr == nil // the same index written again: the same state
 	if err := os.Rename(tmp, final); err != nil {
 		os.Remove(tmp)
 		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
 	}
-	if !opts.NoSync {
-		if err := syncDir(dir); err != nil {
+	if !opts.NoSync && !mutant.SnapshotSkipDirSync {
+		if err := syncDir(dir, opts); err != nil {
+			// The new name may not be durable, and after a failed fsync no
+			// later one of the directory is trusted to make it so. Left in
+			// place it would count as one of the snapshots kept, and the
+			// store would truncate its log behind a file a crash may lose.
+			if !replaced {
+				os.Remove(final)
+			}
 			return Info{}, err
 		}
 	}
@@ -85,6 +156,9 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 }
 
 func writeFile(path string, st *fsm.State, h Header, opts Options) error {
+	if err := opts.Faults.beforeWrite(path); err != nil {
+		return fmt.Errorf("snapshot: create: %w", err)
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
 	if err != nil {
 		return fmt.Errorf("snapshot: create: %w", err)
@@ -93,7 +167,7 @@ func writeFile(path string, st *fsm.State, h Header, opts Options) error {
 	sum := crc32.New(castagnoli)
 	var out io.Writer = f
 	if !opts.NoSync {
-		out = &syncingWriter{f: f}
+		out = &syncingWriter{f: f, opts: opts}
 	}
 	w := bufio.NewWriterSize(io.MultiWriter(out, sum), 256<<10)
 	var hdr [headerSize]byte
@@ -115,20 +189,20 @@ func writeFile(path string, st *fsm.State, h Header, opts Options) error {
 		return fmt.Errorf("snapshot: write: %w", err)
 	}
 	if !opts.NoSync {
-		if err := f.Sync(); err != nil {
+		if err := opts.fsync(f); err != nil {
 			return fmt.Errorf("snapshot: fsync: %w", err)
 		}
 	}
 	return f.Close()
 }
 
-func syncDir(dir string) error {
+func syncDir(dir string, opts Options) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("snapshot: open directory: %w", err)
 	}
 	defer d.Close()
-	if err := d.Sync(); err != nil {
+	if err := opts.fsync(d); err != nil {
 		return fmt.Errorf("snapshot: fsync directory: %w", err)
 	}
 	return nil
@@ -324,7 +398,7 @@ func Prune(dir string, keep int, opts Options) ([]Info, error) {
 	changed := false
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), prefix) && strings.HasSuffix(e.Name(), tmpSuffix) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			if err := remove(filepath.Join(dir, e.Name()), opts); err != nil {
 				return nil, fmt.Errorf("snapshot: remove temporary file: %w", err)
 			}
 			changed = true
@@ -336,18 +410,25 @@ func Prune(dir string, keep int, opts Options) ([]Info, error) {
 	}
 	for len(all) > keep {
 		old := all[len(all)-1]
-		if err := os.Remove(old.Path); err != nil {
+		if err := remove(old.Path, opts); err != nil {
 			return nil, fmt.Errorf("snapshot: remove %s: %w", old.Path, err)
 		}
 		all = all[:len(all)-1]
 		changed = true
 	}
 	if changed && !opts.NoSync {
-		if err := syncDir(dir); err != nil {
+		if err := syncDir(dir, opts); err != nil {
 			return nil, err
 		}
 	}
 	return all, nil
+}
+
+func remove(path string, opts Options) error {
+	if err := opts.Faults.beforeWrite(path); err != nil {
+		return err
+	}
+	return os.Remove(path)
 }
 
 // syncEvery is how much of a snapshot is written between fsyncs. Syncing as
@@ -359,6 +440,7 @@ const syncEvery = 1 << 20
 // syncingWriter fsyncs its file after every syncEvery bytes.
 type syncingWriter struct {
 	f       *os.File
+	opts    Options
 	pending int
 }
 
@@ -367,7 +449,7 @@ func (w *syncingWriter) Write(p []byte) (int, error) {
 	w.pending += n
 	if err == nil && w.pending >= syncEvery {
 		w.pending = 0
-		if err = w.f.Sync(); err != nil {
+		if err = w.opts.fsync(w.f); err != nil {
 			err = fmt.Errorf("fsync: %w", err)
 		}
 	}

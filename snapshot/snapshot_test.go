@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/execstore/execstore/fsm"
@@ -194,5 +195,106 @@ func TestCheckCatchesAnEncoderBugTheChecksumCannot(t *testing.T) {
 	}
 	if err := Check(bad.Path, h, st); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Check of a snapshot missing a record: %v, want ErrCorrupt", err)
+	}
+}
+
+// Every injected error in writing or pruning fails the call: a fault hook is
+// never ignored, so the crash simulator's faults reach the caller.
+func TestEveryInjectedFaultFailsWriteOrPrune(t *testing.T) {
+	st := sampleState(t, 20)
+	errInjected := errors.New("injected")
+	cases := []struct {
+		name   string
+		faults func() *Faults
+	}{
+		{"before the temporary file is written", func() *Faults {
+			return &Faults{BeforeWrite: func(p string) error { return failIf(strings.HasSuffix(p, tmpSuffix), errInjected) }}
+		}},
+		{"before the rename", func() *Faults {
+			return &Faults{BeforeWrite: func(p string) error { return failIf(strings.HasSuffix(p, suffix), errInjected) }}
+		}},
+		{"before the file's fsync", func() *Faults {
+			return &Faults{BeforeSync: func(p string) error { return failIf(strings.HasSuffix(p, tmpSuffix), errInjected) }}
+		}},
+		{"after the file's fsync", func() *Faults {
+			return &Faults{AfterSync: func(p string) error { return failIf(strings.HasSuffix(p, tmpSuffix), errInjected) }}
+		}},
+		{"before the directory's fsync", func() *Faults {
+			return &Faults{BeforeSync: func(p string) error { return failIf(filepath.Base(p) == "snaps", errInjected) }}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "snaps")
+			opts := Options{Faults: c.faults()}
+			if _, err := Write(dir, st, Header{Index: 7, Clock: st.Meta().Now, Records: uint64(st.Len())}, opts); !errors.Is(err, errInjected) {
+				t.Fatalf("Write returned %v, want the injected error", err)
+			}
+		})
+	}
+	t.Run("before a removal in Prune", func(t *testing.T) {
+		dir := t.TempDir()
+		for _, i := range []uint64{1, 2, 3} {
+			if _, err := Write(dir, st, Header{Index: i, Clock: st.Meta().Now, Records: uint64(st.Len())}, Options{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		opts := Options{Faults: &Faults{BeforeWrite: func(string) error { return errInjected }}}
+		if _, err := Prune(dir, 2, opts); !errors.Is(err, errInjected) {
+			t.Fatalf("Prune returned %v, want the injected error", err)
+		}
+	})
+}
+
+func failIf(cond bool, err error) error {
+	if cond {
+		return err
+	}
+	return nil
+}
+
+// A snapshot whose directory fsync failed is not left under its name: List
+// would count it as one of the snapshots kept, and the store would truncate
+// its log behind a file whose name a crash may lose.
+func TestAWriteWhoseDirectoryFsyncFailsLeavesNoSnapshot(t *testing.T) {
+	st := sampleState(t, 20)
+	dir := filepath.Join(t.TempDir(), "snaps")
+	errInjected := errors.New("injected")
+	opts := Options{Faults: &Faults{BeforeSync: func(p string) error { return failIf(p == dir, errInjected) }}}
+	if _, err := Write(dir, st, Header{Index: 7, Clock: st.Meta().Now, Records: uint64(st.Len())}, opts); !errors.Is(err, errInjected) {
+		t.Fatalf("Write returned %v, want the injected error", err)
+	}
+	infos, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 0 {
+		t.Fatalf("a failed Write left %v", infos)
+	}
+}
+
+// Writing the same index again replaces the file with the same state; if
+// that directory fsync fails, the earlier file (whose name was durable) stays.
+func TestAFailedRewriteOfTheSameIndexKeepsTheEarlierSnapshot(t *testing.T) {
+	st := sampleState(t, 20)
+	dir := filepath.Join(t.TempDir(), "snaps")
+	h := Header{Index: 7, Clock: st.Meta().Now, Records: uint64(st.Len())}
+	if _, err := Write(dir, st, h, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	errInjected := errors.New("injected")
+	opts := Options{Faults: &Faults{BeforeSync: func(p string) error { return failIf(p == dir, errInjected) }}}
+	if _, err := Write(dir, st, h, opts); !errors.Is(err, errInjected) {
+		t.Fatalf("Write returned %v, want the injected error", err)
+	}
+	infos, err := List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Index != 7 {
+		t.Fatalf("after a failed rewrite: %v", infos)
+	}
+	if _, err := Verify(infos[0].Path); err != nil {
+		t.Fatal(err)
 	}
 }

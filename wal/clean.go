@@ -114,9 +114,15 @@ func rewriteTail(dir string, start uint64, o Options) (err error) {
 	return nil
 }
 
-// writeSynced creates or replaces path with data and fsyncs it.
+// writeSynced creates or replaces path with data and fsyncs it, whatever o.NoSync says.
 func writeSynced(path string, data []byte, o Options) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	return writeFileFlags(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, data, true, o)
+}
+
+// writeFileFlags opens path with flag, writes data and, when sync is set, fsyncs it through the
+// fault hooks.
+func writeFileFlags(path string, flag int, data []byte, sync bool, o Options) error {
+	f, err := os.OpenFile(path, flag, 0o640)
 	if err != nil {
 		return err
 	}
@@ -124,14 +130,16 @@ func writeSynced(path string, data []byte, o Options) error {
 	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	if err := o.Faults.beforeSync(); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := o.Faults.afterSync(path); err != nil {
-		return err
+	if sync {
+		if err := o.Faults.beforeSync(); err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		if err := o.Faults.afterSync(path); err != nil {
+			return err
+		}
 	}
 	return f.Close()
 }

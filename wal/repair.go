@@ -195,24 +195,5 @@ func cutTail(dir, path string, torn *TornTailError, tail []byte, o Options) erro
 // writeSideFile creates path (which must not exist) holding data. Its name does not start with
 // 20 digits, so tidwall ignores it.
 func writeSideFile(path string, data []byte, o Options) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if !o.NoSync {
-		if err := o.Faults.beforeSync(); err != nil {
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			return err
-		}
-		if err := o.Faults.afterSync(path); err != nil {
-			return err
-		}
-	}
-	return f.Close()
+	return writeFileFlags(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, data, !o.NoSync, o)
 }

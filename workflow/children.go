@@ -34,7 +34,8 @@ func (x *Execution) Start(key, workflowID string, params any) (string, error) {
 }
 
 // Await returns the outcome of a child this execution started: its result
-// decoded into R, or a *ChildError with its recorded error. Until the child
+// decoded into R, or a *ChildError with its recorded error; a cancelled
+// child's matches execstore.ErrCancelled (errors.Is). Until the child
 // ends, Await suspends (returning an error matching ErrSuspended, which the
 // workflow function MUST return); the store wakes this execution when the
 // child ends, and the rerun's Await returns the outcome. The outcome is read

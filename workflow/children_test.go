@@ -2,6 +2,8 @@ package workflow_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +156,36 @@ func TestAParentAwaitsAChildRetiredBeforeItLooks(t *testing.T) {
 	}
 	if got := result[receipt](t, h.deliver("parent")); got != (receipt{ID: "r-1", Amount: 4200}) {
 		t.Fatalf("parent result = %+v", got)
+	}
+}
+
+// A cancelled child makes the parent's Await return an error that matches
+// execstore.ErrCancelled, with the reason; a parent that fails with it
+// records the cancellation's code.
+func TestACancelledChildMakesAwaitReturnErrCancelled(t *testing.T) {
+	h := newHarness(t)
+	started := family(h, nil)
+	var awaited error
+	workflow.Register(h.worker, "careful-checkout", func(x *workflow.Execution, p chargeParams) (receipt, error) {
+		id, err := x.Start("charge", "charge", p)
+		if err != nil {
+			return receipt{}, err
+		}
+		*started = append(*started, id)
+		r, err := workflow.Await[receipt](x, id)
+		awaited = err
+		return r, err
+	})
+	h.trigger("parent", "careful-checkout", chargeParams{Order: 42})
+	suspended(t, h.deliver("parent"))
+	if _, err := h.store.Cancel(bg, (*started)[0], "out of stock"); err != nil {
+		t.Fatal(err)
+	}
+	rec := failure(t, h.deliver("parent"))
+	if !errors.Is(awaited, execstore.ErrCancelled) || !strings.Contains(awaited.Error(), "was cancelled: out of stock") {
+		t.Fatalf("Await returned %v, want an error matching ErrCancelled with the reason", awaited)
+	}
+	if rec.Code != "CANCELLED" {
+		t.Fatalf("parent recorded %+v, want the code CANCELLED", rec)
 	}
 }

@@ -68,16 +68,18 @@ func (c *Client) Wait(ctx context.Context, executionID string) (execstore.Record
 }
 
 // Result decodes a terminal record's outcome: a completed execution's result
-// into R, or a failed one's recorded error (an *execstore.WorkflowError). A
-// record that is not terminal yet is an error.
+// into R, or a failed or cancelled one's recorded error (an
+// *execstore.WorkflowError; a cancelled one's matches execstore.ErrCancelled
+// and carries the reason as its message). A record that is not terminal yet
+// is an error.
 func Result[R any](rec execstore.Record) (R, error) {
 	var v R
 	if !rec.Status.Terminal() || rec.Outcome == nil {
 		return v, fmt.Errorf("workflow: execution %s has not ended (it is %s)", rec.ExecutionID, rec.Status)
 	}
-	if rec.Outcome.Status == execstore.StatusFailed {
+	if rec.Outcome.Status == execstore.StatusFailed || rec.Outcome.Status == execstore.StatusCancelled {
 		if rec.Outcome.Error == nil {
-			return v, fmt.Errorf("workflow: execution %s failed without a recorded error", rec.ExecutionID)
+			return v, fmt.Errorf("workflow: execution %s %s without a recorded error", rec.ExecutionID, rec.Outcome.Status)
 		}
 		return v, rec.Outcome.Error
 	}

@@ -95,8 +95,9 @@ func (e *PanicError) Unwrap() error {
 	return err
 }
 
-// ChildError is what Await returns when the child failed: the child's
-// recorded error, with the child's identity.
+// ChildError is what Await returns when the child failed or was cancelled:
+// the child's recorded error, with the child's identity. A cancelled child's
+// error matches execstore.ErrCancelled and holds the reason as its Message.
 type ChildError struct {
 	ChildID    string                   // the child's execution ID
 	WorkflowID string                   // the child's workflow
@@ -105,6 +106,9 @@ type ChildError struct {
 
 // Error names the child and gives its error's message.
 func (e *ChildError) Error() string {
+	if e.Err.Code == execstore.ErrorCode(execstore.ErrCancelled) {
+		return fmt.Sprintf("workflow: child %s (%s) was cancelled: %s", e.ChildID, e.WorkflowID, e.Err.Message)
+	}
 	return fmt.Sprintf("workflow: child %s (%s) failed: %s", e.ChildID, e.WorkflowID, e.Err.Message)
 }
 

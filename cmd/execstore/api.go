@@ -46,6 +46,8 @@ func newAPI(store *execstore.Store, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /v1/store/{key}", a.read)
 	mux.HandleFunc("GET /v1/stats", a.stats)
 	mux.HandleFunc("GET /healthz", a.health)
+	mux.HandleFunc("POST /v1/executions/{id}/cancel", a.cancel)
+	a.scheduleRoutes(mux) // schedules.go
 	return mux
 }
 
@@ -110,6 +112,7 @@ type recordJSON struct {
 	DueAt       *time.Time        `json:"dueAt,omitempty"`
 	Lease       *leaseJSON        `json:"lease,omitempty"`
 	Attempts    int               `json:"attempts"`
+	MaxAttempts int               `json:"maxAttempts"`
 }
 
 func recordOut(r execstore.Record) recordJSON {
@@ -122,6 +125,7 @@ func recordOut(r execstore.Record) recordJSON {
 		AdmittedAt:  r.AdmittedAt,
 		UpdatedAt:   r.UpdatedAt,
 		Attempts:    r.Attempts,
+		MaxAttempts: r.MaxAttempts,
 	}
 	if o := r.Outcome; o != nil {
 		out.Outcome = &outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}
@@ -148,6 +152,7 @@ type admitBody struct {
 	WorkflowID  string            `json:"workflowId"`
 	Params      json.RawMessage   `json:"params,omitempty"`
 	Context     map[string]string `json:"context,omitempty"`
+	MaxAttempts int               `json:"maxAttempts,omitempty"`
 }
 
 type wakeBody struct {
@@ -169,8 +174,13 @@ type renewBody struct {
 }
 
 type releaseBody struct {
-	Lease        leaseJSON `json:"lease"`
-	RetryAfterMs millis    `json:"retryAfterMs"`
+	Lease        leaseJSON  `json:"lease"`
+	RetryAfterMs millis     `json:"retryAfterMs"`
+	Error        *errorJSON `json:"error,omitempty"` // why the delivery ended (Store.ReleaseWithCause)
+}
+
+type cancelBody struct {
+	Reason string `json:"reason"`
 }
 
 type acknowledgeBody struct {
@@ -212,6 +222,7 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
 		ExecutionID: body.ExecutionID, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
+		MaxAttempts: body.MaxAttempts,
 	})
 	if err != nil {
 		a.fail(w, err)
@@ -332,11 +343,30 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	if err := a.store.Release(r.Context(), body.Lease.lease(), body.RetryAfterMs.duration()); err != nil {
+	var cause error
+	if e := body.Error.workflowError(); e != nil {
+		cause = e
+	}
+	if err := a.store.ReleaseWithCause(r.Context(), body.Lease.lease(), body.RetryAfterMs.duration(), cause); err != nil {
 		a.fail(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "released"})
+}
+
+// cancel cancels an execution (and the children it started) and answers
+// with its record: the cancelled one, or the terminal one it already had.
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	var body cancelBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	rec, err := a.store.Cancel(r.Context(), r.PathValue("id"), body.Reason)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordOut(rec))
 }
 
 func (a *api) acknowledge(w http.ResponseWriter, r *http.Request) {
@@ -519,7 +549,7 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 	switch code {
 	case "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT":
 		status = http.StatusBadRequest
-	case "EXECUTION_NOT_FOUND":
+	case "EXECUTION_NOT_FOUND", "SCHEDULE_NOT_FOUND":
 		status = http.StatusNotFound
 	case "EXECUTION_ID_CONFLICT", "LEASE_LOST", "START_REQUEST_MISMATCH":
 		status = http.StatusConflict

@@ -339,3 +339,60 @@ func TestHealthzReportsADamagedFallback(t *testing.T) {
 		})
 	}
 }
+
+// POST /v1/executions/{id}/cancel cancels an execution and answers with its
+// record; a second cancel answers with the same record; an unknown ID is 404
+// and a reason over the limit 400.
+func TestHTTPCancelAnswersTheCancelledRecord(t *testing.T) {
+	s := newServer(t)
+	s.expect("POST", "/v1/executions", `{"executionId":"order-42","workflowId":"charge-order"}`, 201, "")
+	rec := s.expect("POST", "/v1/executions/order-42/cancel", `{"reason":"the customer cancelled"}`, 200, "")
+	outcome, _ := rec["outcome"].(map[string]any)
+	errObj, _ := outcome["error"].(map[string]any)
+	if rec["status"] != "cancelled" || outcome["status"] != "cancelled" ||
+		errObj["message"] != "the customer cancelled" || errObj["code"] != "CANCELLED" {
+		t.Fatalf("cancel answered %v", rec)
+	}
+	again := s.expect("POST", "/v1/executions/order-42/cancel", `{"reason":"again"}`, 200, "")
+	if fmt.Sprint(again) != fmt.Sprint(rec) {
+		t.Fatalf("a second cancel answered %v, want %v", again, rec)
+	}
+	s.expect("POST", "/v1/executions/nobody/cancel", `{"reason":""}`, 404, "EXECUTION_NOT_FOUND")
+	s.expect("POST", "/v1/executions/order-42/cancel", `{}`, 400, "INVALID_ARGUMENT")
+	s.expect("POST", "/v1/executions/order-42/cancel", `{"reason":"`+strings.Repeat("r", 4097)+`"}`, 400, "INVALID_ARGUMENT")
+}
+
+// An admission's maxAttempts bounds its deliveries; a release's error becomes
+// the cause of the ATTEMPTS_EXHAUSTED failure of its last allowed attempt.
+func TestHTTPMaxAttemptsAndTheReleasesError(t *testing.T) {
+	s := newServer(t)
+	s.expect("POST", "/v1/executions", `{"executionId":"e","workflowId":"w","maxAttempts":1}`, 201, "")
+	s.expect("POST", "/v1/executions", `{"executionId":"x","workflowId":"w","maxAttempts":65536}`, 400, "INVALID_EXECUTION_EVENT")
+	claimed := s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":60000}`, 200, "")
+	leases, _ := claimed["leases"].([]any)
+	if len(leases) != 1 {
+		t.Fatalf("claims answered %v", claimed)
+	}
+	lease, _ := json.Marshal(leases[0])
+	s.expect("POST", "/v1/leases/release", `{"lease":`+string(lease)+`,"retryAfterMs":0,"error":{"name":"E","message":"card declined","code":"DECLINED"}}`, 200, "")
+	rec := s.expect("GET", "/v1/executions/e", "", 200, "")
+	outcome, _ := rec["outcome"].(map[string]any)
+	errObj, _ := outcome["error"].(map[string]any)
+	cause, _ := errObj["cause"].(map[string]any)
+	if rec["status"] != "failed" || rec["maxAttempts"] != 1.0 || errObj["code"] != "ATTEMPTS_EXHAUSTED" || cause["code"] != "DECLINED" {
+		t.Fatalf("after the last release: %v", rec)
+	}
+}
+
+// sim -coverage prints the table and fails when a required cell stays at
+// zero, as it must over a run too short to reach them all.
+func TestSimCoverageFailsOnARequiredCellAtZero(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run([]string{"sim", "-seeds", "1", "-ops", "30", "-lin", "0", "-coverage", "-dir", t.TempDir()}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "required coverage cells not reached") {
+		t.Fatalf("sim -coverage over 30 operations returned %v", err)
+	}
+	if !strings.Contains(out.String(), "(required)") || !strings.Contains(out.String(), "sim: 1 seeds, 30 ops") {
+		t.Fatalf("no coverage table or summary line:\n%s", out.String())
+	}
+}

@@ -30,6 +30,8 @@ func FuzzDecodeBody(f *testing.F) {
 		`{"lease":` + lease + `,"stepKey":"s","workflowId":"c","params":{}}`,
 		`{"writes":[{"key":"k","value":1},{"key":"k","value":null}]}`,
 		`{"writes":[{"key":"k","Value":1}]}`,
+		`{"workflowId":"w","cron":"0 2 * * *","cronOffset":"-05:00","start":"2026-01-01T00:00:00Z","end":null,"catchUp":"all"}`,
+		`{"workflowId":"w","intervalMs":60000,"start":"2026-01-01T00:00:00Z","end":"2026-02-01T00:00:00Z","params":{"n":1}}`,
 	} {
 		f.Add([]byte(seed))
 	}

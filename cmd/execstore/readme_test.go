@@ -21,6 +21,8 @@ var routeBodies = map[string]reflect.Type{
 	"POST /v1/leases/steps":            reflect.TypeFor[saveStepBody](),
 	"POST /v1/leases/start":            reflect.TypeFor[startBody](),
 	"POST /v1/store/commit":            reflect.TypeFor[commitBody](),
+	"POST /v1/executions/{id}/cancel":  reflect.TypeFor[cancelBody](),
+	"PUT /v1/schedules/{id}":           reflect.TypeFor[scheduleBody](),
 }
 
 // docField is a field as the README spells a body: "name", "name"? (may be
@@ -160,7 +162,7 @@ func TestREADMESpellsEveryBodyAsTheDecoderReadsIt(t *testing.T) {
 	}
 
 	seen := map[string]bool{}
-	row := regexp.MustCompile("(?m)^\\| `(POST [^`]*)` \\| `(\\{[^`]*\\})`")
+	row := regexp.MustCompile("(?m)^\\| `((?:POST|PUT) [^`]*)` \\| `(\\{[^`]*\\})`")
 	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		route, body := m[1], m[2]
 		seen[route] = true

@@ -53,9 +53,11 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 	dir := fs.String("dir", "", "directory for the stores (default: a new one under /dev/shm, else the temp directory)")
 	verbose := fs.Bool("v", false, "print every seed's trace (use with one seed)")
 	lin := fs.Int("lin", 10, "linearizability checks of concurrent clients to run")
+	dispatch := fs.Int("dispatch", 10, "dispatcher checks to run: dispatchers and invokers that fail, panic, hang and lose leases, against a store under a manual clock")
 	linOut := fs.String("lin-out", "", "write a failing linearizability history as HTML here")
 	progressEvery := fs.Duration("progress", 10*time.Second, "interval between progress lines on stderr")
 	strictDirs := fs.Bool("strict-dirs", false, "let crashes lose directories created since their parent's last fsync (POSIX, not ext4)")
+	coverage := fs.Bool("coverage", false, "print what the seeds reached (operations x results, crash points, faults, batches, boundaries) and fail if a required cell stays at zero")
 	mutation := fs.String("mutant", "", "turn on one deliberate bug to watch the simulator catch it: "+strings.Join(mutantNames(), ", "))
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -100,15 +102,30 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	dispatchFailed, err := runDispatch(ctx, stderr, *dispatch, *first, *dir)
+	if err != nil {
+		return err
+	}
+	linFailed += dispatchFailed
 	line := sum.Line()
 	if linFailed > 0 {
 		line = fmt.Sprintf("sim: %d seeds, %d ops, %d crashes, %d violations, trace %s",
 			sum.Seeds, sum.Ops, sum.Crashes, len(sum.Failed)+linFailed, sum.Trace)
 	}
+	var missing []string
+	if *coverage {
+		sum.Coverage.Print(stdout)
+		if ctx.Err() == nil {
+			missing = sum.Coverage.Missing()
+		}
+	}
 	fmt.Fprintln(stdout, line)
 	fmt.Fprintf(stderr, "sim: took %s\n", sum.Elapsed.Round(time.Millisecond))
 	if n := len(sum.Failed) + linFailed; n > 0 {
 		return fmt.Errorf("sim: %d violations", n)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sim: %d required coverage cells not reached: %s", len(missing), strings.Join(missing, ", "))
 	}
 	return ctx.Err()
 }
@@ -134,6 +151,30 @@ func reportSeed(w io.Writer, f sim.SeedResult, cfg sim.Config, mutation string) 
 		replay += " -mutant " + mutation
 	}
 	fmt.Fprintf(w, "sim: seed %d: replay with: %s\n", f.Seed, replay)
+}
+
+// runDispatch runs n dispatcher checks and reports each failure; it returns
+// how many failed.
+func runDispatch(ctx context.Context, w io.Writer, n int, first uint64, dir string) (int, error) {
+	failed := 0
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		seed := first + uint64(i)
+		rep, err := sim.CheckDispatch(sim.DispatchConfig{Seed: seed, Dir: dir})
+		if err != nil {
+			return failed, err
+		}
+		if rep.Violation == nil {
+			continue
+		}
+		failed++
+		fmt.Fprintf(w, "\nsim: dispatcher seed %d: VIOLATION: %v\n", seed, rep.Violation)
+		fmt.Fprintf(w, "sim: rerun with: go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 1 -seed %d"+
+			" (the seed fixes each execution's behaviour and the clock's moves; the interleaving is the scheduler's)\n", seed)
+	}
+	return failed, nil
 }
 
 // runLin runs n linearizability checks and reports each failure; it returns
@@ -170,11 +211,20 @@ func runLin(ctx context.Context, w io.Writer, n int, first uint64, dir, out stri
 
 // mutants maps the -mutant names to internal/mutant's switches.
 var mutants = map[string]*bool{
-	"SkipCRC":          &mutant.SkipCRC,
-	"ApplyBeforeLog":   &mutant.ApplyBeforeLog,
-	"SkipFsync":        &mutant.SkipFsync,
-	"KeepCoveredWakes": &mutant.KeepCoveredWakes,
-	"ReuseToken":       &mutant.ReuseToken,
+	"SkipCRC":                    &mutant.SkipCRC,
+	"ApplyBeforeLog":             &mutant.ApplyBeforeLog,
+	"SkipFsync":                  &mutant.SkipFsync,
+	"KeepCoveredWakes":           &mutant.KeepCoveredWakes,
+	"ReuseToken":                 &mutant.ReuseToken,
+	"CancelSparesChildren":       &mutant.CancelSparesChildren,
+	"SkipTailRewrite":            &mutant.SkipTailRewrite,
+	"CompactPastKeep":            &mutant.CompactPastKeep,
+	"CompactNewestFirst":         &mutant.CompactNewestFirst,
+	"AppliedCountsRequests":      &mutant.AppliedCountsRequests,
+	"SnapshotSkipDirSync":        &mutant.SnapshotSkipDirSync,
+	"TokenZeroPasses":            &mutant.TokenZeroPasses,
+	"WakeAtPendingTimeWrites":    &mutant.WakeAtPendingTimeWrites,
+	"DispatcherIgnoresLostLease": &mutant.DispatcherIgnoresLostLease,
 }
 
 func mutantNames() []string {

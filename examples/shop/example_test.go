@@ -14,7 +14,7 @@ import (
 // prints.
 func Example() {
 	var out bytes.Buffer
-	if err := run([]string{"--wait", "5ms"}, &out, io.Discard); err != nil {
+	if err := run([]string{"--wait", "250ms"}, &out, io.Discard); err != nil {
 		fmt.Println(err)
 		os.Exit(1)
 	}
@@ -30,7 +30,7 @@ func Example() {
 	//    order-42: suspended in its wait, in case the customer cancels
 	// 2. The shop's request timed out, so it sends the same trigger again.
 	//    trigger order-42: refused with EXECUTION_ID_CONFLICT: order-42 exists, and nothing was queued
-	// 3. 5ms later, the wake falls due and order-42 runs again from the top.
+	// 3. 250ms later, the wake falls due and order-42 runs again from the top.
 	//    order-42: loaded order 42: open, 25.00 due
 	//    order-42: charged the card 25.00 (receipt r-1)
 	//    order-42: completed, charged 25.00 (receipt r-1)
@@ -39,7 +39,7 @@ func Example() {
 	//    so the shop knows at once to use a new ID, order-42-2.
 	//    trigger order-42-2: admitted
 	//    order-42-2: suspended in its wait, in case the customer cancels
-	// 5. 5ms later:
+	// 5. 250ms later:
 	//    order-42-2: loaded order 42: open, 7.00 due
 	//    order-42-2: charged the card 7.00 (receipt r-2)
 	//    order-42-2: completed, charged 7.00 (receipt r-2)

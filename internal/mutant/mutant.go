@@ -40,6 +40,33 @@ var (
 	// CompactNewestFirst makes WAL compaction remove segment files newest
 	// first, so that a crash in the middle leaves a gap in the log.
 	CompactNewestFirst bool
+	// CancelSparesChildren makes a cancellation end only the execution it
+	// names, leaving the children it started running.
+	CancelSparesChildren bool
+	// AppliedCountsRequests makes the writer advance its applied index by the
+	// requests a batch logged instead of the entries it wrote: merged
+	// acknowledgements count several times, and the next snapshot claims
+	// entries the log does not hold.
+	AppliedCountsRequests bool
+	// SnapshotSkipDirSync makes snapshot writing skip the directory fsync
+	// after the rename: the new snapshot's name is not durable when the
+	// store compacts the log behind it.
+	SnapshotSkipDirSync bool
+	// TokenZeroPasses makes the lease fence treat token 0 as "no token given"
+	// and let it through: any caller can renew, release or acknowledge a
+	// lease it does not hold.
+	TokenZeroPasses bool
+	// WakeAtPendingTimeWrites makes a wake at exactly the pending wake's time
+	// change the record instead of merging into it.
+	WakeAtPendingTimeWrites bool
+	// DispatcherIgnoresLostLease makes a dispatcher acknowledge or release a
+	// delivery whose renewal found the lease lost.
+	DispatcherIgnoresLostLease bool
+
+	// ScheduleKeepsNext makes a schedule's fire forget to advance the
+	// schedule to its next occurrence: the occurrence is reached again and
+	// again, and every later one never.
+	ScheduleKeepsNext bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.

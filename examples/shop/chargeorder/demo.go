@@ -183,7 +183,7 @@ func (d *demo) finish(ctx context.Context, id string) error {
 	return nil
 }
 
-// waitFor waits until id's record has status s. The store signals DueChanged
+// waitFor waits until id's record has status s, or fails if it ends first. The store signals DueChanged
 // when a suspended acknowledgement leaves a wake pending; the ticker is a
 // fallback.
 func (d *demo) waitFor(ctx context.Context, id string, s execstore.Status) (execstore.Record, error) {
@@ -194,6 +194,10 @@ func (d *demo) waitFor(ctx context.Context, id string, s execstore.Status) (exec
 		rec, err := d.store.Get(ctx, id)
 		if err != nil || rec.Status == s {
 			return rec, err
+		}
+		if rec.Status.Terminal() {
+			// On the real clock a short wait can pass before the first look.
+			return rec, fmt.Errorf("%s was %s before it was seen %s (is the wait shorter than the machine's delays?)", id, rec.Status, s)
 		}
 		select {
 		case <-changed:

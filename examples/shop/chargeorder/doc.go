@@ -22,4 +22,9 @@
 // before the receipt was saved, and then the rerun must ask again without
 // charging again. No storage engine can make an outside effect happen
 // exactly once by itself; a durable step plus an idempotent effect can.
+//
+// The shop also settles its card charges every night at 02:00 (settle-night,
+// admitted by the schedule SettlementSchedule returns): each night's
+// execution ID is the schedule's occurrence ID, so a night is settled once,
+// and the nights the shop was down are all settled when it comes back.
 package chargeorder

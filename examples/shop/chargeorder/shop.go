@@ -55,6 +55,9 @@ type Shop struct {
 	byKey     map[string]Receipt
 	calls     int // charge requests the gateway received
 
+	settlements []Settlement // settlement.go
+	settled     int          // charges of the statement settled so far
+
 	// Faults, for the story's tests: called inside Load after it read the
 	// order, and inside Charge after the gateway charged the card.
 	afterLoad   func(ctx context.Context)

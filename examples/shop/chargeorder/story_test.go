@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -85,6 +86,7 @@ func (s *story) worker(opts dispatcher.Options, wrap func(dispatcher.Store) disp
 	w := &worker{logs: &syncBuffer{}, seen: make(chan dispatcher.Delivery, 100)}
 	inner := workflow.NewWorker(s.store, workflow.Options{})
 	Register(inner, s.shop, Config{Wait: wait})
+	RegisterSettlement(inner, s.shop, Config{})
 	inv := dispatcher.InvokerFunc(func(ctx context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
 		if d.ExecutionID == "order-42" {
 			s.deliveries.Add(1)
@@ -134,13 +136,13 @@ func (s *story) trigger(id string) error {
 	return err
 }
 
-// waitFor waits until id's record has status st.
-func (s *story) waitFor(id string, st execstore.Status) execstore.Record {
+// waitFor waits until id's record has status st (or one of also).
+func (s *story) waitFor(id string, st execstore.Status, also ...execstore.Status) execstore.Record {
 	s.t.Helper()
 	timeout := time.After(patience)
 	for {
 		changed := s.store.DueChanged()
-		if rec, err := s.store.Get(bg, id); err == nil && rec.Status == st {
+		if rec, err := s.store.Get(bg, id); err == nil && (rec.Status == st || slices.Contains(also, rec.Status)) {
 			return rec
 		}
 		select {
@@ -425,6 +427,41 @@ func TestAnOrderCancelledDuringTheWaitIsNotCharged(t *testing.T) {
 		t.Fatalf("outcome = %+v, want skipped", got)
 	}
 	s.chargedOnce()
+}
+
+// "The workflow waits ten minutes, in case the customer cancels." The
+// customer cancels at 12:05: the execution is cancelled at once, with the
+// reason in its record; it is never delivered again, and the card is never
+// charged, not even asked to be.
+func TestACustomerWhoCancelsWithinTheTenMinutesIsNeverCharged(t *testing.T) {
+	s := newStory(t)
+	w := s.worker(dispatcher.Options{}, nil)
+	if err := s.trigger("order-42"); err != nil {
+		t.Fatal(err)
+	}
+	s.waitFor("order-42", execstore.StatusSuspended)
+	w.next(t) // the first delivery, which began the wait
+	s.clock.Advance(wait / 2)
+	rec, err := CancelOrder(bg, s.store, s.shop, 42, "order-42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != execstore.StatusCancelled || rec.Outcome.Error.Message != "the customer cancelled order 42" {
+		t.Fatalf("record after the cancellation: %s %+v", rec.Status, rec.Outcome)
+	}
+	s.clock.Advance(wait) // well past 12:10, when the wait would have ended
+	w.drain(t)
+	s.claimedTimes("order-42", 1) // and, being terminal, it is never claimed again
+	if n := s.deliveries.Load(); n != 1 {
+		t.Fatalf("order-42 was delivered %d times, want only the first", n)
+	}
+	if _, err := workflow.Result[Result](s.waitFor("order-42", execstore.StatusCancelled)); !errors.Is(err, execstore.ErrCancelled) {
+		t.Fatalf("the outcome reads as %v, want ErrCancelled", err)
+	}
+	s.chargedOnce() // nothing at all
+	if n := s.shop.GatewayCalls(); n != 0 {
+		t.Fatalf("the gateway got %d charge requests, want none", n)
+	}
 }
 
 // syncBuffer is a log buffer safe for concurrent writes.

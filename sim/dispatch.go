@@ -1,0 +1,389 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/dispatcher"
+	"github.com/execstore/execstore/dispatcher/dispatchertest"
+)
+
+// The layer above the store. CheckDispatch runs dispatchers against a real
+// store under one manual clock (the store's and the dispatchers' timers),
+// with invokers that succeed, fail, return an error, panic, exit, hang past
+// the abort grace period, or stop when their context is cancelled, and
+// renewals that fail so that a lease expires and another claim takes it over.
+// The clock moves by ticks and by jumps past a lease. It checks that every
+// publication of an execution is of its one recorded terminal record (a
+// terminal outcome never changes; the dispatcher publishes what it saw end,
+// so a record may be published again by a delivery that learns of it late),
+// that no delivery acknowledges or releases after its renewal found the lease
+// lost, that no slot leaks, and that every execution is delivered until it
+// ends and published. The seed fixes each
+// execution's behaviour per attempt and the clock's moves; the interleaving
+// is the scheduler's, so the check is of properties, not of a trace.
+
+// DispatchConfig sets up one dispatcher check.
+type DispatchConfig struct {
+	Seed uint64
+	// Dir holds the store. Default: the system's temporary directory.
+	Dir string
+	// Executions admitted at the start. Default 30.
+	Executions int
+}
+
+// DispatchReport is what a dispatcher check saw.
+type DispatchReport struct {
+	Executions, Deliveries, LostLeases, Rounds int
+	// Republished counts executions whose terminal record was published more
+	// than once: the dispatcher publishes what it sees end, and a delivery
+	// whose lease was taken over without its knowing sees the other
+	// delivery's outcome when it acknowledges (the store returns the terminal
+	// record for a stale lease).
+	Republished int
+	Violation   error // nil when every check held
+}
+
+// behaviour is what an invoker does on one delivery.
+type behaviour int
+
+const (
+	succeed     behaviour = iota // returns a completed outcome
+	failOutcome                  // returns a failed outcome
+	retryError                   // returns an error: released with a retry delay
+	panics                       // panics: released like an error
+	exits                        // ErrWorkerExited: the lease is left to expire
+	hangs                        // its renewals fail; it hangs past the grace period once the lease is lost
+	stopsOnLoss                  // its renewals fail; it returns an outcome as soon as it is cancelled
+	behaviourKinds
+)
+
+var behaviourNames = [...]string{"succeed", "fail", "error", "panic", "exit", "hang", "stop-on-loss"}
+
+// maxStuck bounds the deliveries planned to hold their slot until their lease
+// is taken over, below the dispatchers' slots (two of four).
+const maxStuck = 4
+
+// dispatchLease is the lease duration the dispatchers take; the clock's jumps
+// go past it.
+const dispatchLease = 10 * time.Second
+
+// dispatchWorld is one dispatcher check's shared state.
+type dispatchWorld struct {
+	store *execstore.Store
+	clock *dispatchertest.Clock
+	plan  map[string][]behaviour // per execution, per attempt (from 1); later attempts succeed
+	hang  chan struct{}          // closed at the end: hung invokers return
+
+	mu         sync.Mutex
+	violation  error
+	byLease    map[leaseKey]behaviour // the behaviour each claimed lease's delivery follows
+	lost       map[leaseKey]bool      // leases a renewal found lost
+	published  map[string][]execstore.Record
+	deliveries int
+}
+
+type leaseKey struct {
+	id    string
+	token uint64
+}
+
+func (dw *dispatchWorld) fail(format string, args ...any) {
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	if dw.violation == nil {
+		dw.violation = violationf(format, args...)
+	}
+}
+
+// fencedStore is the store as the dispatchers see it: it assigns each claimed
+// lease its planned behaviour, fails the renewals the behaviour asks to fail,
+// and flags an acknowledgement or release of a lease a renewal found lost.
+type fencedStore struct{ dw *dispatchWorld }
+
+var errRenewInjected = errors.New("sim: injected renewal failure")
+
+func (f fencedStore) ClaimDue(ctx context.Context, limit int, d time.Duration) ([]execstore.Lease, error) {
+	leases, err := f.dw.store.ClaimDue(ctx, limit, d)
+	for _, l := range leases {
+		rec, gerr := f.dw.store.Get(ctx, l.ExecutionID)
+		if gerr != nil {
+			return nil, gerr
+		}
+		b := succeed
+		if p := f.dw.plan[l.ExecutionID]; rec.Attempts >= 1 && rec.Attempts <= len(p) {
+			b = p[rec.Attempts-1]
+		}
+		f.dw.mu.Lock()
+		f.dw.byLease[leaseKey{l.ExecutionID, l.Token}] = b
+		f.dw.deliveries++
+		f.dw.mu.Unlock()
+	}
+	return leases, err
+}
+
+func (f fencedStore) Get(ctx context.Context, id string) (execstore.Record, error) {
+	return f.dw.store.Get(ctx, id)
+}
+
+func (f fencedStore) Renew(ctx context.Context, l execstore.Lease, d time.Duration) (execstore.Lease, error) {
+	k := leaseKey{l.ExecutionID, l.Token}
+	f.dw.mu.Lock()
+	b := f.dw.byLease[k]
+	f.dw.mu.Unlock()
+	if b == hangs || b == stopsOnLoss {
+		// The renewal fails without saying the lease is lost: the dispatcher
+		// keeps trying, the lease expires, another claim takes it over, and
+		// the next renewal finds it lost.
+		cur, err := f.dw.store.Get(ctx, l.ExecutionID)
+		if err == nil && (cur.Lease == nil || cur.Lease.Token == l.Token) {
+			return execstore.Lease{}, errRenewInjected
+		}
+	}
+	nl, err := f.dw.store.Renew(ctx, l, d)
+	if errors.Is(err, execstore.ErrLeaseLost) {
+		f.dw.mu.Lock()
+		f.dw.lost[k] = true
+		f.dw.mu.Unlock()
+	}
+	return nl, err
+}
+
+func (f fencedStore) checkNotLost(what string, l execstore.Lease) {
+	f.dw.mu.Lock()
+	lost := f.dw.lost[leaseKey{l.ExecutionID, l.Token}]
+	f.dw.mu.Unlock()
+	if lost {
+		f.dw.fail("a delivery of %s called %s with lease %d after its renewal found the lease lost", l.ExecutionID, what, l.Token)
+	}
+}
+
+func (f fencedStore) Release(ctx context.Context, l execstore.Lease, d time.Duration) error {
+	f.checkNotLost("Release", l)
+	return f.dw.store.Release(ctx, l, d)
+}
+
+func (f fencedStore) Acknowledge(ctx context.Context, l execstore.Lease, o execstore.RunOutcome) (execstore.Record, error) {
+	f.checkNotLost("Acknowledge", l)
+	rec, err := f.dw.store.Acknowledge(ctx, l, o)
+	return rec, err
+}
+
+func (f fencedStore) Stats(ctx context.Context) (execstore.Stats, error) {
+	return f.dw.store.Stats(ctx)
+}
+func (f fencedStore) DueChanged() <-chan struct{} { return f.dw.store.DueChanged() }
+
+// invoke runs a delivery as its lease's planned behaviour says.
+func (dw *dispatchWorld) invoke(ctx context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
+	dw.mu.Lock()
+	b := dw.byLease[leaseKey{d.ExecutionID, d.Lease.Token}]
+	dw.mu.Unlock()
+	switch b {
+	case failOutcome:
+		return execstore.Failed(errors.New("declined")), nil
+	case retryError:
+		return execstore.RunOutcome{}, errors.New("try again")
+	case panics:
+		panic("invoker panic")
+	case exits:
+		return execstore.RunOutcome{}, dispatcher.ErrWorkerExited
+	case hangs:
+		<-dw.hang
+		return execstore.Completed(nil), nil
+	case stopsOnLoss:
+		select {
+		case <-ctx.Done():
+		case <-dw.hang:
+		}
+		return execstore.Completed(nil), nil
+	}
+	return execstore.Completed(nil), nil
+}
+
+// CheckDispatch runs one dispatcher check.
+func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
+	if cfg.Executions <= 0 {
+		cfg.Executions = 30
+	}
+	parent := cfg.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, "execstore-dispatch-")
+	if err != nil {
+		return DispatchReport{}, err
+	}
+	defer os.RemoveAll(dir)
+
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0xd15a))
+	dw := &dispatchWorld{
+		clock:     dispatchertest.NewClock(simEpoch),
+		plan:      map[string][]behaviour{},
+		hang:      make(chan struct{}),
+		byLease:   map[leaseKey]behaviour{},
+		lost:      map[leaseKey]bool{},
+		published: map[string][]execstore.Record{},
+	}
+	s, err := execstore.Open(filepath.Join(dir, "store"), execstore.Options{Now: dw.clock.Now, NoSync: true})
+	if err != nil {
+		return DispatchReport{}, err
+	}
+	dw.store = s
+	defer s.Close()
+	ctx := context.Background()
+	stuck := 0 // deliveries that hold a slot until their lease is taken over
+	for i := range cfg.Executions {
+		id := fmt.Sprintf("d-%02d", i)
+		attempts := rng.IntN(4)
+		for range attempts {
+			b := behaviour(rng.IntN(int(behaviourKinds)))
+			if b == hangs || b == stopsOnLoss {
+				// Fewer than the slots: a free slot must be left to take
+				// their leases over.
+				if stuck >= maxStuck {
+					b = retryError
+				} else {
+					stuck++
+				}
+			}
+			dw.plan[id] = append(dw.plan[id], b)
+		}
+		if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "wf"}); err != nil {
+			return DispatchReport{}, err
+		}
+	}
+	var ds []*dispatcher.Dispatcher
+	for range 2 {
+		d, err := dispatcher.New(fencedStore{dw}, dispatcher.InvokerFunc(dw.invoke), dispatcher.Options{
+			Concurrency:    4,
+			LeaseDuration:  dispatchLease,
+			RetryBaseDelay: time.Second,
+			RetryMaxDelay:  4 * time.Second,
+			Clock:          dw.clock,
+			OnOutcome: func(rec execstore.Record) {
+				dw.mu.Lock()
+				prev := dw.published[rec.ExecutionID]
+				dw.published[rec.ExecutionID] = append(prev, rec)
+				dw.mu.Unlock()
+				if !rec.Status.Terminal() {
+					dw.fail("%s was published as %s, not terminal", rec.ExecutionID, rec.Status)
+				} else if len(prev) > 0 && !equalRecords(prev[0], rec) {
+					dw.fail("two different terminal outcomes of %s were published: %s and %s", rec.ExecutionID, prev[0].Status, rec.Status)
+				}
+			},
+		})
+		if err != nil {
+			return DispatchReport{}, err
+		}
+		ds = append(ds, d)
+		d.Start()
+	}
+	rep := DispatchReport{Executions: cfg.Executions}
+	const rounds = 600
+	for rep.Rounds = 0; rep.Rounds < rounds; rep.Rounds++ {
+		settle(dw, ds)
+		st, err := s.Stats(ctx)
+		if err != nil {
+			return rep, err
+		}
+		if st.Terminal == cfg.Executions {
+			break
+		}
+		switch r := rng.IntN(10); {
+		case r == 0:
+			dw.clock.Advance(dispatchLease + time.Second) // past every lease
+		case r < 4:
+			dw.clock.Advance(100 * time.Millisecond)
+		default:
+			dw.clock.Advance(time.Second)
+		}
+	}
+	// Hung invokers return now: every delivery can settle, and a slot still
+	// held after Stop is a leak.
+	close(dw.hang)
+	for _, d := range ds {
+		stopCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := d.Stop(stopCtx)
+		cancel()
+		if err != nil {
+			dw.fail("a dispatcher did not stop: %v (%d deliveries active)", err, d.ActiveDeliveries())
+		}
+		if n := d.ActiveDeliveries(); n != 0 {
+			dw.fail("a stopped dispatcher still holds %d slots", n)
+		}
+	}
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	rep.Deliveries, rep.LostLeases, rep.Violation = dw.deliveries, len(dw.lost), dw.violation
+	if rep.Violation != nil {
+		return rep, nil
+	}
+	for i := range cfg.Executions {
+		id := fmt.Sprintf("d-%02d", i)
+		rec, err := s.Get(ctx, id)
+		switch {
+		case err != nil:
+			return rep, err
+		case !rec.Status.Terminal():
+			rep.Violation = violationf("%s is still %s after %d rounds of the clock (plan %v)", id, rec.Status, rounds, names(dw.plan[id]))
+		case len(dw.published[id]) == 0:
+			rep.Violation = violationf("the terminal outcome of %s was never published", id)
+		case !equalRecords(dw.published[id][0], rec):
+			rep.Violation = violationf("the published outcome of %s is not the recorded one", id)
+		}
+		if n := len(dw.published[id]); n > 1 {
+			rep.Republished++
+		}
+		if rep.Violation != nil {
+			return rep, nil
+		}
+	}
+	return rep, nil
+}
+
+func names(bs []behaviour) []string {
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = behaviourNames[b]
+	}
+	return out
+}
+
+// settle waits, in real time and within a bound, until the dispatchers are
+// quiet: the log, the deliveries held and the timers set stay the same for a
+// few milliseconds. It only paces the check; the properties do not depend on
+// it.
+func settle(dw *dispatchWorld, ds []*dispatcher.Dispatcher) {
+	type mark struct {
+		last           uint64
+		active, timers int
+	}
+	now := func() mark {
+		m := mark{timers: dw.clock.Timers()}
+		if st, err := dw.store.Stats(context.Background()); err == nil {
+			m.last = st.WALLastIndex
+		}
+		for _, d := range ds {
+			m.active += d.ActiveDeliveries()
+		}
+		return m
+	}
+	deadline := time.Now().Add(time.Second)
+	prev, still := now(), 0
+	for still < 10 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
+		if m := now(); m == prev {
+			still++
+		} else {
+			prev, still = m, 0
+		}
+	}
+}
