@@ -16,18 +16,33 @@ import (
 )
 
 // The fixtures in testdata pin what earlier versions of the code wrote, so that a change of
-// the command codec or of the state encoding cannot stop old data from opening:
+// the command codec or of the state encoding cannot stop old data from opening. Each pair is
+// a command log and the state those commands produce (retention tracked), as a snapshot held
+// it:
 //
-//   - commands-v1.bin: 2,000 commands of every kind in codec version 1, each preceded by its
-//     length as a uvarint, as the write-ahead log held them;
-//   - state-v2.bin: the state those commands produce (retention tracked), encoded in state
-//     version 2, as a snapshot held it.
+//   - commands-v1.bin, state-v2.bin: 2,000 commands of every kind of codec version 1, each
+//     preceded by its length as a uvarint, as the write-ahead log held them, and their state
+//     in state version 2;
+//   - commands-v2.bin, state-v3.bin: the same for codec version 2 (cancellation, attempt
+//     bounds, schedules) and state version 3.
 //
-// They are written once, by the code of their version (go test -run Fixture -write-fixtures),
-// and never rewritten after that version is superseded.
-var writeFixtures = flag.Bool("write-fixtures", false, "rewrite testdata/commands-v1.bin and testdata/state-v2.bin")
+// Each pair is written once, by the code of its version (go test -run Fixture
+// -write-fixtures writes the current version's pair, and refuses to overwrite one), and
+// never rewritten after that version is superseded.
+var writeFixtures = flag.Bool("write-fixtures", false, "write the fixture pair of the current codec and state versions")
 
 const fixtureCommands = 2000
+
+// fixturePair names one pinned pair.
+type fixturePair struct {
+	commands, state string
+	codec, version  int
+}
+
+var fixturePairs = []fixturePair{
+	{"testdata/commands-v1.bin", "testdata/state-v2.bin", 1, 2},
+	{"testdata/commands-v2.bin", "testdata/state-v3.bin", 2, 3},
+}
 
 func fixtureCommandList() []Command {
 	g := &gen{rng: rand.New(rand.NewPCG(11, 7)), now: 1000}
@@ -42,9 +57,9 @@ func fixtureCommandList() []Command {
 	return cmds
 }
 
-func readFixtureCommands(t *testing.T) []Command {
+func readFixtureCommands(t *testing.T, name string) []Command {
 	t.Helper()
-	b, err := os.ReadFile("testdata/commands-v1.bin")
+	b, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,11 +67,11 @@ func readFixtureCommands(t *testing.T) []Command {
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
 		if k <= 0 || uint64(len(b)-k) < n {
-			t.Fatalf("commands-v1.bin: bad length prefix after %d commands", len(cmds))
+			t.Fatalf("%s: bad length prefix after %d commands", name, len(cmds))
 		}
 		var c Command
 		if err := DecodeInto(&c, b[k:k+int(n)]); err != nil {
-			t.Fatalf("commands-v1.bin: command %d: %v", len(cmds), err)
+			t.Fatalf("%s: command %d: %v", name, len(cmds), err)
 		}
 		cmds = append(cmds, c)
 		b = b[k+int(n):]
@@ -66,10 +81,17 @@ func readFixtureCommands(t *testing.T) []Command {
 
 func TestWriteFixtures(t *testing.T) {
 	if !*writeFixtures {
-		t.Skip("run with -write-fixtures to rewrite the fixtures of the current version")
+		t.Skip("run with -write-fixtures to write the fixtures of the current version")
 	}
-	if CodecVersion != 1 || StateVersion != 2 {
-		t.Fatal("the fixtures pin codec version 1 and state version 2; add new ones for a new version")
+	p := fixturePairs[len(fixturePairs)-1]
+	if CodecVersion != p.codec || StateVersion != p.version {
+		t.Fatalf("the newest fixture pair pins codec version %d and state version %d; add a pair for codec %d, state %d",
+			p.codec, p.version, CodecVersion, StateVersion)
+	}
+	for _, name := range []string{p.commands, p.state} {
+		if _, err := os.Stat(name); err == nil {
+			t.Fatalf("%s exists: a fixture is written once, by the code of its version", name)
+		}
 	}
 	var cmds []byte
 	s := New()
@@ -80,21 +102,27 @@ func TestWriteFixtures(t *testing.T) {
 		cmds = append(cmds, e...)
 		s.Apply(&c)
 	}
-	if err := os.WriteFile("testdata/commands-v1.bin", cmds, 0o644); err != nil {
+	if err := os.WriteFile(p.commands, cmds, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile("testdata/state-v2.bin", encodeState(t, s), 0o644); err != nil {
+	if err := os.WriteFile(p.state, encodeState(t, s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// Every command a version-1 log holds still decodes, and applying them gives the state a
-// version-2 snapshot of the same history holds: old logs replay and old snapshots open, and
-// the two agree.
-func TestVersion1CommandsAndAVersion2StateStillOpen(t *testing.T) {
-	cmds := readFixtureCommands(t)
+// Every command of each pinned log still decodes, and applying them gives the state the
+// snapshot of the same history holds: old logs replay and old snapshots open, and the two
+// agree. Each pair holds every kind of command its codec version knew.
+func TestOldCommandLogsAndStatesStillOpen(t *testing.T) {
+	for _, p := range fixturePairs {
+		t.Run(p.state, func(t *testing.T) { checkFixturePair(t, p) })
+	}
+}
+
+func checkFixturePair(t *testing.T, p fixturePair) {
+	cmds := readFixtureCommands(t, p.commands)
 	if len(cmds) != fixtureCommands {
-		t.Fatalf("commands-v1.bin holds %d commands, want %d", len(cmds), fixtureCommands)
+		t.Fatalf("%s holds %d commands, want %d", p.commands, len(cmds), fixtureCommands)
 	}
 	kinds := map[Kind]bool{}
 	replayed := New()
@@ -103,21 +131,31 @@ func TestVersion1CommandsAndAVersion2StateStillOpen(t *testing.T) {
 		kinds[cmds[i].Kind] = true
 		replayed.Apply(&cmds[i])
 	}
+	want := []Kind{}
 	for k := KindAdmit; k <= KindAcknowledgeBatch; k++ {
+		want = append(want, k)
+	}
+	if p.codec >= 2 {
+		want = append(want, KindCancel, KindPutSchedule, KindDeleteSchedule, KindFireSchedules)
+	}
+	for _, k := range want {
 		if !kinds[k] {
-			t.Errorf("commands-v1.bin holds no %v command", k)
+			t.Errorf("%s holds no %v command", p.commands, k)
 		}
 	}
 	if err := replayed.CheckInvariants(); err != nil {
-		t.Fatalf("replayed version-1 commands: %v", err)
+		t.Fatalf("replayed %s: %v", p.commands, err)
 	}
 
-	b, err := os.ReadFile("testdata/state-v2.bin")
+	b, err := os.ReadFile(p.state)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if v := b[0]; int(v) != p.version {
+		t.Fatalf("%s starts with version byte %d, want %d", p.state, v, p.version)
+	}
 	if _, err := CheckState(bufio.NewReader(bytes.NewReader(b))); err != nil {
-		t.Fatalf("CheckState(state-v2.bin): %v", err)
+		t.Fatalf("CheckState(%s): %v", p.state, err)
 	}
 	decoded, err := DecodeState(bufio.NewReader(bytes.NewReader(b)))
 	if err != nil {
@@ -125,46 +163,57 @@ func TestVersion1CommandsAndAVersion2StateStillOpen(t *testing.T) {
 	}
 	decoded.TrackRetirement()
 	if err := decoded.CheckInvariants(); err != nil {
-		t.Fatalf("decoded state-v2.bin: %v", err)
+		t.Fatalf("decoded %s: %v", p.state, err)
 	}
 	if decoded.Len() == 0 || decoded.meta.Retired == 0 || decoded.meta.Terminal == 0 {
-		t.Fatalf("state-v2.bin holds %d records, %d retired, %d terminal: a fixture that tests little",
-			decoded.Len(), decoded.meta.Retired, decoded.meta.Terminal)
+		t.Fatalf("%s holds %d records, %d retired, %d terminal: a fixture that tests little",
+			p.state, decoded.Len(), decoded.meta.Retired, decoded.meta.Terminal)
 	}
-	// Version 2 has no change log: DecodeState derives one (list_codec.go),
-	// numbering admissions in admission-time order and latest changes in
-	// time order after them, where replaying the commands numbered every
-	// change as it happened. So the comparison leaves out exactly the change
-	// numbering: Meta.ChangeSeq, each record's AdmitSeq and ChangeSeq, the
-	// change log's positions and times, and the admission position each
-	// listing entry is ordered by (entries of equal admission time may
-	// therefore come in another order: they are compared sorted by ID).
-	// What is compared of the change log is which record each change is of
-	// and its status; every record, every other index and every count must
-	// be equal.
-	checkDerivedChanges(t, decoded)
-	for _, s := range []*State{replayed, decoded} { // the states are not used after this
-		s.execs.Scan(func(it execItem) bool { it.e.AdmitSeq, it.e.ChangeSeq = 0, 0; return true })
-	}
-	want, got := dumpOf(replayed), dumpOf(decoded)
-	for _, d := range []*dump{&want, &got} {
-		d.Meta.ChangeSeq = 0
-		for _, entries := range [][]listedAs{d.List.ByStatus, d.List.ByWorkflow, d.List.ByParent} {
-			for i := range entries {
-				entries[i].Adm = 0
-			}
-			slices.SortStableFunc(entries, func(a, b listedAs) int {
-				return strings.Compare(fmt.Sprint(a.Status, " ", a.Group, " ", a.At, " ", a.ID), fmt.Sprint(b.Status, " ", b.Group, " ", b.At, " ", b.ID))
-			})
+	var wantDump, got dump
+	if p.version < 4 {
+		// Before version 4 there is no change log: DecodeState derives one
+		// (list_codec.go), numbering admissions in admission-time order and
+		// latest changes in time order after them, where replaying the
+		// commands numbered every change as it happened. So the comparison
+		// leaves out exactly the change numbering: Meta.ChangeSeq, each
+		// record's AdmitSeq and ChangeSeq, the change log's positions and
+		// times, and the admission position each listing entry is ordered
+		// by (entries of equal admission time may therefore come in another
+		// order: they are compared sorted by ID). What is compared of the
+		// change log is which record each change is of and its status;
+		// every record, every other index and every count must be equal.
+		checkDerivedChanges(t, decoded)
+		for _, s := range []*State{replayed, decoded} { // the states are not used after this
+			s.execs.Scan(func(it execItem) bool { it.e.AdmitSeq, it.e.ChangeSeq = 0, 0; return true })
 		}
-		for i := range d.List.Changes {
-			d.List.Changes[i].Seq, d.List.Changes[i].At = 0, 0
+		wantDump, got = dumpOf(replayed), dumpOf(decoded)
+		for _, d := range []*dump{&wantDump, &got} {
+			forgetChangeNumbering(d)
 		}
-		slices.SortFunc(d.List.Changes, func(a, b Change) int { return strings.Compare(a.ID, b.ID) })
+	} else {
+		wantDump, got = dumpOf(replayed), dumpOf(decoded)
 	}
-	if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
-		t.Fatalf("state-v2.bin differs from its replayed commands (-replayed +decoded):\n%s", diff)
+	if diff := cmp.Diff(wantDump, got, cmpOpts); diff != "" {
+		t.Fatalf("%s differs from its replayed commands (-replayed +decoded):\n%s", p.state, diff)
 	}
+}
+
+// forgetChangeNumbering clears what a derived change log numbers otherwise
+// than replay does, and sorts what that numbering ordered.
+func forgetChangeNumbering(d *dump) {
+	d.Meta.ChangeSeq = 0
+	for _, entries := range [][]listedAs{d.List.ByStatus, d.List.ByWorkflow, d.List.ByParent} {
+		for i := range entries {
+			entries[i].Adm = 0
+		}
+		slices.SortStableFunc(entries, func(a, b listedAs) int {
+			return strings.Compare(fmt.Sprint(a.Status, " ", a.Group, " ", a.At, " ", a.ID), fmt.Sprint(b.Status, " ", b.Group, " ", b.At, " ", b.ID))
+		})
+	}
+	for i := range d.List.Changes {
+		d.List.Changes[i].Seq, d.List.Changes[i].At = 0, 0
+	}
+	slices.SortFunc(d.List.Changes, func(a, b Change) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // checkDerivedChanges checks the change log DecodeState derives for a state
