@@ -122,10 +122,10 @@ func (s *Store) listQuery(q *ListQuery) (*fsm.ListQuery, error) {
 	return fq, nil
 }
 
-// A cursor is base64url (no padding) of: version 1, the position (admission
-// time and admission position, uvarints), and the first 8 bytes of an FNV-1a
-// hash of the query's filters and order, so that a cursor of another query
-// is refused rather than misread.
+// A cursor is base64url (no padding) of: version 1, the position (the
+// admission number of the last record the page examined, a uvarint), and the
+// first 8 bytes of an FNV-1a hash of the query's filters and order, so that
+// a cursor of another query is refused rather than misread.
 const cursorVersion = 1
 
 func queryHash(q *ListQuery) []byte {
@@ -140,8 +140,7 @@ func queryHash(q *ListQuery) []byte {
 
 func encodeCursor(q *ListQuery, p fsm.ListPos) string {
 	b := []byte{cursorVersion}
-	b = binary.AppendUvarint(b, uint64(p.At))
-	b = binary.AppendUvarint(b, p.Adm)
+	b = binary.AppendUvarint(b, p.No)
 	b = append(b, queryHash(q)...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
@@ -152,20 +151,15 @@ func decodeCursor(q *ListQuery) (fsm.ListPos, bool) {
 		return fsm.ListPos{}, false
 	}
 	b = b[1:]
-	at, n := binary.Uvarint(b)
-	if n <= 0 || at > uint64(maxNanos) {
-		return fsm.ListPos{}, false
-	}
-	b = b[n:]
-	adm, n := binary.Uvarint(b)
-	if n <= 0 || adm == 0 {
+	no, n := binary.Uvarint(b)
+	if n <= 0 || no == 0 {
 		return fsm.ListPos{}, false
 	}
 	b = b[n:]
 	if string(b) != string(queryHash(q)) {
 		return fsm.ListPos{}, false
 	}
-	return fsm.ListPos{At: int64(at), Adm: adm}, true
+	return fsm.ListPos{No: no}, true
 }
 
 // statusToFSM maps a public status to the state machine's.
@@ -245,19 +239,32 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) (ChangesPa
 	}
 }
 
-// changesAfter reads one page of the feed without waiting.
+// changesAfter reads one page of the feed without waiting. The feed keeps
+// superseded entries until the writer sweeps them; a read skips them,
+// examining at most changesScanMax entries under the read lock at a time,
+// and goes on until it has a change or reaches the feed's head.
 func (s *Store) changesAfter(after uint64, limit int) (ChangesPage, error) {
 	page := ChangesPage{Next: after}
-	err := s.read(context.Background(), func(st *fsm.State) {
-		page.Last = st.Meta().ChangeSeq
-		st.Changes(after, limit, func(c fsm.Change) {
-			page.Changes = append(page.Changes, Change{
-				Position: c.Seq, ExecutionID: c.ID, Status: statusFromFSM(c.Status), At: timeFromNanos(c.At),
+	for {
+		from := page.Next
+		err := s.read(context.Background(), func(st *fsm.State) {
+			page.Last = st.Meta().ChangeSeq
+			page.Next = st.Changes(from, limit, changesScanMax, func(c fsm.Change) {
+				page.Changes = append(page.Changes, Change{
+					Position: c.Seq, ExecutionID: c.ID, Status: statusFromFSM(c.Status), At: timeFromNanos(c.At),
+				})
 			})
 		})
-	})
-	if n := len(page.Changes); n > 0 {
-		page.Next = page.Changes[n-1].Position
+		if err != nil || len(page.Changes) > 0 || page.Next == from || page.Next >= page.Last {
+			page.Next = after // nothing returned: read on from where the caller is
+			if n := len(page.Changes); n > 0 {
+				page.Next = page.Changes[n-1].Position
+			}
+			return page, err
+		}
 	}
-	return page, err
 }
+
+// changesScanMax bounds the feed entries one read examines under the read
+// lock (the writer waits for it).
+const changesScanMax = 10_000

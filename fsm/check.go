@@ -67,7 +67,7 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 	}
 	// The change log (list_codec.go): read from version 4, derived before.
 	if version < 4 {
-		sum.Meta.ChangeSeq = 2 * uint64(c.live)
+		sum.Meta.ChangeSeq, sum.Meta.Admitted = 2*uint64(c.live), uint64(c.live)
 	} else if err := c.changes(&sum); err != nil {
 		return StateSummary{}, err
 	}

@@ -175,16 +175,16 @@ func checkFixturePair(t *testing.T, p fixturePair) {
 		// (list_codec.go), numbering admissions in admission-time order and
 		// latest changes in time order after them, where replaying the
 		// commands numbered every change as it happened. So the comparison
-		// leaves out exactly the change numbering: Meta.ChangeSeq, each
-		// record's AdmitSeq and ChangeSeq, the change log's positions and
-		// times, and the admission position each listing entry is ordered
-		// by (entries of equal admission time may therefore come in another
-		// order: they are compared sorted by ID). What is compared of the
+		// leaves out exactly the numbering: Meta.ChangeSeq and
+		// Meta.Admitted, each record's AdmitNo and ChangeSeq, the change
+		// log's positions and times, and the admission number each listing
+		// entry is ordered by (entries of equal admission time may
+		// therefore come in another order: they are compared sorted by ID). What is compared of the
 		// change log is which record each change is of and its status;
 		// every record, every other index and every count must be equal.
 		checkDerivedChanges(t, decoded)
 		for _, s := range []*State{replayed, decoded} { // the states are not used after this
-			s.execs.Scan(func(it execItem) bool { it.e.AdmitSeq, it.e.ChangeSeq = 0, 0; return true })
+			s.execs.Scan(func(it execItem) bool { it.e.AdmitNo, it.e.ChangeSeq = 0, 0; return true })
 		}
 		wantDump, got = dumpOf(replayed), dumpOf(decoded)
 		for _, d := range []*dump{&wantDump, &got} {
@@ -201,13 +201,13 @@ func checkFixturePair(t *testing.T, p fixturePair) {
 // forgetChangeNumbering clears what a derived change log numbers otherwise
 // than replay does, and sorts what that numbering ordered.
 func forgetChangeNumbering(d *dump) {
-	d.Meta.ChangeSeq = 0
-	for _, entries := range [][]listedAs{d.List.ByStatus, d.List.ByWorkflow, d.List.ByParent} {
+	d.Meta.ChangeSeq, d.Meta.Admitted = 0, 0
+	for _, entries := range [][]listedAs{d.List.Admitted, d.List.ByWorkflow, d.List.ByParent} {
 		for i := range entries {
-			entries[i].Adm = 0
+			entries[i].No = 0
 		}
 		slices.SortStableFunc(entries, func(a, b listedAs) int {
-			return strings.Compare(fmt.Sprint(a.Status, " ", a.Group, " ", a.At, " ", a.ID), fmt.Sprint(b.Status, " ", b.Group, " ", b.At, " ", b.ID))
+			return strings.Compare(fmt.Sprint(a.Status, " ", a.Group, " ", a.ID), fmt.Sprint(b.Status, " ", b.Group, " ", b.ID))
 		})
 	}
 	for i := range d.List.Changes {
@@ -223,7 +223,7 @@ func forgetChangeNumbering(d *dump) {
 func checkDerivedChanges(t *testing.T, s *State) {
 	t.Helper()
 	var got []Change
-	s.Changes(0, s.Len()+1, func(c Change) { got = append(got, c) })
+	s.Changes(0, s.Len()+1, s.Len()+1, func(c Change) { got = append(got, c) })
 	var want []Change
 	for _, e := range records(s) {
 		at := e.UpdatedAt

@@ -5,11 +5,11 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/tidwall/btree"
 )
 
 // dump is a state's whole value, for comparing states.
@@ -31,46 +31,47 @@ type dump struct {
 }
 
 // listDump is the listing indexes and the change log by value: each entry
-// names its record by ID (CheckInvariants checks that it points to the
-// stored record).
+// names its record by ID and its workflow by name, and the change log holds
+// its live entries (which entries are dead and how the log is cut into
+// chunks depend on the history, not the value).
 type listDump struct {
-	ByStatus   []listedAs // in (status, admission time, admission) order
-	ByWorkflow []listedAs // in (workflow, admission time, admission) order
-	ByParent   []listedAs // in (parent, admission time, admission) order
+	Admitted   []listedAs // the admission table, in number order
+	ByWorkflow []listedAs // in (workflow, admission) order
+	ByParent   []listedAs // in (parent, admission) order
 	Changes    []Change
 	Counts     [statusCap]int
-	Workflows  []workflowCount
+	Workflows  []workflowCount // without their numbers
 }
 
 type listedAs struct {
 	Status Status
 	Group  string
-	At     int64
-	Adm    uint64
+	No     uint64
 	ID     string
 }
 
 func listDumpOf(s *State) listDump {
 	l := &s.list
-	d := listDump{Counts: l.counts, Workflows: collect[workflowCount](l.workflows)}
-	for st := range statusCap {
-		l.byStatus[st].Scan(func(k listEntry) bool {
-			d.ByStatus = append(d.ByStatus, listedAs{Status: Status(st), At: k.At, Adm: k.Adm, ID: k.e.ID})
-			return true
-		})
-	}
-	for i, t := range []*btree.BTreeG[groupEntry]{l.byWorkflow, l.byParent} {
-		t.Scan(func(k groupEntry) bool {
-			e := listedAs{Group: k.Group, At: k.At, Adm: k.Adm, ID: k.e.ID}
-			if i == 0 {
-				d.ByWorkflow = append(d.ByWorkflow, e)
-			} else {
-				d.ByParent = append(d.ByParent, e)
-			}
-			return true
-		})
-	}
-	s.Changes(0, l.changes.Len(), func(c Change) { d.Changes = append(d.Changes, c) })
+	d := listDump{Counts: l.counts}
+	names := map[uint32]string{}
+	l.workflows.Scan(func(w workflowCount) bool {
+		names[w.W] = w.Name
+		d.Workflows = append(d.Workflows, workflowCount{Name: w.Name, N: w.N})
+		return true
+	})
+	l.walkTable(&walk{q: &ListQuery{Limit: 1 << 30}, scanMax: -1, fn: func(e *Execution) {
+		d.Admitted = append(d.Admitted, listedAs{Status: e.Status, No: e.AdmitNo, ID: e.ID})
+	}}, 1, s.meta.Admitted+1)
+	l.byWorkflow.Scan(func(k groupEntry) bool {
+		d.ByWorkflow = append(d.ByWorkflow, listedAs{Group: names[k.W], No: k.No, ID: l.adm.get(k.No).ID})
+		return true
+	})
+	slices.SortStableFunc(d.ByWorkflow, func(a, b listedAs) int { return strings.Compare(a.Group, b.Group) }) // numbers are not names
+	l.byParent.Scan(func(k groupEntry) bool {
+		d.ByParent = append(d.ByParent, listedAs{Group: k.Parent, No: k.No, ID: l.adm.get(k.No).ID})
+		return true
+	})
+	s.Changes(0, l.feed.n+1, l.feed.n+1, func(c Change) { d.Changes = append(d.Changes, c) })
 	return d
 }
 
@@ -391,27 +392,29 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		"watch index missing": func(s *State) { s.wkeys.Delete(watchKey{Key: "k", ID: 1}) },
 		"orphan step":         func(s *State) { s.steps.Set(stepEntry{ExecutionID: "zz", Key: "k"}) },
 		"terminal count":      func(s *State) { s.meta.Terminal = 5 },
-		"listing entry missing": func(s *State) {
-			s.list.byStatus[StatusAdmitted].Delete(statusEntry(s.lookup("a")))
+		"listing slot emptied": func(s *State) {
+			c := s.list.adm.chunks[0]
+			no := s.lookup("a").AdmitNo
+			c.e[no], c.st[no] = nil, 0
 		},
-		"listing entry under another status": func(s *State) {
-			k, _ := s.list.byStatus[StatusAdmitted].Delete(statusEntry(s.lookup("a")))
-			s.list.byStatus[StatusSuspended].Set(k)
+		"listing slot under another status": func(s *State) {
+			s.list.adm.chunks[0].st[s.lookup("a").AdmitNo] = StatusFailed
 		},
-		"workflow entry points elsewhere": func(s *State) {
+		"listing slot points elsewhere": func(s *State) {
 			e := *s.lookup("a")
-			s.list.byWorkflow.Set(workflowEntry(&e))
+			s.list.adm.set(&e, s.gen)
 		},
-		"change missing":         func(s *State) { s.list.changes.Delete(change{Key: changeKey(1, StatusAdmitted)}) },
-		"change sequence behind": func(s *State) { s.meta.ChangeSeq = 1 },
-		"admission after the latest change": func(s *State) {
-			e := s.lookup("b")
-			k, _ := s.list.byStatus[StatusAdmitted].Delete(statusEntry(e))
-			e.AdmitSeq = e.ChangeSeq + 1
-			k.Adm = e.AdmitSeq
-			s.list.byStatus[StatusAdmitted].Set(k)
+		"workflow entry missing": func(s *State) {
+			wc, _ := s.list.workflows.Get(workflowCount{Name: "w"})
+			s.list.byWorkflow.Delete(groupEntry{W: wc.W, No: s.lookup("a").AdmitNo})
 		},
-		"status count": func(s *State) { s.list.counts[StatusFailed]++ },
+		"change missing": func(s *State) {
+			s.list.feed.chunks.Scan(func(c *feedChunk) bool { c.ents = c.ents[1:]; return false })
+			s.list.feed.n--
+		},
+		"change sequence behind":             func(s *State) { s.meta.ChangeSeq = 1 },
+		"admission number beyond the latest": func(s *State) { s.meta.Admitted = 1 },
+		"status count":                       func(s *State) { s.list.counts[StatusFailed]++ },
 		"workflow count": func(s *State) {
 			s.list.workflows.Set(workflowCount{Name: "w", N: 3})
 		},

@@ -2,49 +2,56 @@ package fsm
 
 import (
 	"errors"
+	"slices"
 
+	"github.com/execstore/execstore/internal/mutant"
 	"github.com/tidwall/btree"
 )
 
 // Listing and the change log.
 //
-// Every record that is not retired is in these secondary indexes, each
-// ordered by admission within its group:
+// Every admission (a child start included) takes the next admission number,
+// Meta.Admitted, kept in the record as AdmitNo. Time never goes backwards,
+// so admission numbers are in admission-time order: the number alone orders
+// a listing, and a time range is a range of numbers.
 //
-//	byStatus[s]  (AdmittedAt, AdmitSeq)              the records with status s, one tree per status
-//	byWorkflow   (WorkflowID, AdmittedAt, AdmitSeq)  every record, by workflow
-//	byParent     (Parent, AdmittedAt, AdmitSeq)      the children, by parent
+// The admission table maps admission numbers to records: chunks of 256
+// slots, each slot the stored record (nil once retired) and its status, and
+// each chunk a count of its slots by status and the admission time of its
+// first slot. A record is put in its slot once, when admitted; a change of
+// status rewrites one byte and two counts, a record replaced rewrites one
+// pointer: no search, no tree. A listing by status walks the chunks in
+// order, skipping every chunk without a slot of that status by its count,
+// and reads the status bytes of the others; a listing without a filter
+// walks the slots. A chunk whose slots are all retired is dropped.
 //
-// AdmitSeq, the position of the record's admission in the change log, breaks
-// ties of admission time (every admission of a batch has the batch's time)
-// without a look at the record: keys compare as integers. Time never goes
-// backwards, so this is admission order.
-//
-// A listing by status, by workflow or by parent, within an admission-time
-// range, in either order, reads one contiguous range: O(log n + page). With
-// no filter it merges the status trees: O(S log n + S page), S statuses (a
-// constant). The workflow and parent indexes leave the status out, so that a
-// change of status moves one entry, not three: a listing by workflow or
-// parent that also filters by status (or by parent and workflow) reads the
-// group's range and skips what does not match, examining at most
+// Two trees index admission numbers by group: byWorkflow by (workflow,
+// number), the workflow named by a small number of its own (Meta has none:
+// the numbers are assigned in name order when a snapshot is decoded, and in
+// order of first use after that; they are not part of any encoding), and
+// byParent by (parent ID, number) for children. Their entries are written
+// once, at admission, and removed at retirement: no change of a record
+// touches them. A listing by workflow or parent reads its range and finds
+// each record in the admission table; if it also filters by status (or by
+// parent and workflow) it skips what does not match, examining at most
 // ListQuery.ScanMax entries per page; the page then ends early, with a
 // position to go on from.
 //
-// Entries carry the stored record, as the claimable indexes do, so a page
-// reaches its records without searching for them: putRecord moves an entry
-// when the record's status changes and repoints them when the record is
-// replaced.
-//
 // The change log numbers every change of a record's status (admission
 // included) with a sequence, Meta.ChangeSeq, that only grows: it is part of
-// the snapshot, and replay assigns the same numbers. It keeps the latest
-// change of each record that is not retired (the record keeps its position,
-// ChangeSeq): a new change of a record removes its previous one, so the log
-// holds exactly one entry per such record. Retirement removes a record from the indexes and from the change
-// log; it is not a change itself.
+// the snapshot, and replay assigns the same numbers. The record keeps the
+// position of its latest change (ChangeSeq). The log is append-only: each
+// change appends (position, admission number, time) and leaves the entry of
+// the record's previous change in place; an entry is live while its record
+// exists and still has its position. Readers skip the others, and the
+// writer sweeps them away a chunk at a time (see feed.sweep) so that the log
+// holds at most about twice as many entries as there are records. Entries
+// hold no pointer, so the collector does not look into them.
 //
-// All of it is copy-on-write like the rest of the state: Copy captures it in
-// O(1).
+// Everything is copy-on-write like the rest of the state: a chunk or a
+// chunk list is written in place only if it is of the state's generation
+// (created since the latest Copy), and copied first otherwise, so Copy
+// captures it all in O(1).
 
 // statusCap bounds the numeric value of a status: arrays indexed by status
 // have this length. A new status needs only its constant in AllStatuses.
@@ -54,178 +61,268 @@ const statusCap = 8
 // status iterates it.
 var AllStatuses = []Status{StatusAdmitted, StatusSuspended, StatusCompleted, StatusFailed, StatusCancelled}
 
-// listEntry is an entry of a status's admission index.
-type listEntry struct {
-	At  int64
-	Adm uint64
-	e   *Execution
+// admShift sizes the admission table's chunks: 1<<admShift slots.
+const (
+	admShift = 8
+	admSize  = 1 << admShift
+)
+
+// admChunk is one chunk of the admission table.
+type admChunk struct {
+	e    [admSize]*Execution
+	st   [admSize]Status   // the status of each slot's record; 0: empty
+	n    [statusCap]uint16 // slots by status
+	live uint16            // slots with a record
+	gen  uint32            // see State.gen
 }
 
-func listLess(a, b listEntry) bool {
-	if a.At != b.At {
-		return a.At < b.At
-	}
-	return a.Adm < b.Adm
+// admissions is the admission table: chunk i holds admission numbers
+// (base+i)<<admShift to (base+i+1)<<admShift - 1 (number 0 is never used).
+type admissions struct {
+	base   uint64
+	chunks []*admChunk // nil: every slot of it retired
+	at0    []int64     // the admission time of each chunk's first number
+	gen    uint32      // the generation of chunks' and at0's arrays
 }
 
-// groupEntry is an entry of a workflow's or a parent's admission index.
+// groupEntry is an entry of byWorkflow (Group 0, the workflow's number in
+// W) or byParent (Parent, W 0).
 type groupEntry struct {
-	Group string
-	At    int64
-	Adm   uint64
-	e     *Execution
+	Parent string
+	W      uint32
+	No     uint64
 }
 
 func groupLess(a, b groupEntry) bool {
-	if a.Group != b.Group {
-		return a.Group < b.Group
+	if a.W != b.W {
+		return a.W < b.W
 	}
-	if a.At != b.At {
-		return a.At < b.At
+	if a.Parent != b.Parent {
+		return a.Parent < b.Parent
 	}
-	return a.Adm < b.Adm
+	return a.No < b.No
 }
 
-func statusEntry(e *Execution) listEntry { return listEntry{At: e.AdmittedAt, Adm: e.AdmitSeq, e: e} }
-
-func workflowEntry(e *Execution) groupEntry {
-	return groupEntry{Group: e.WorkflowID, At: e.AdmittedAt, Adm: e.AdmitSeq, e: e}
+// workflowCount counts the records of one workflow, retired ones included,
+// and numbers the workflow for byWorkflow.
+type workflowCount struct {
+	Name string
+	N    int
+	W    uint32 // at least 1
 }
 
-func parentEntry(e *Execution) groupEntry {
-	return groupEntry{Group: e.Parent.ExecutionID, At: e.AdmittedAt, Adm: e.AdmitSeq, e: e}
-}
-
-// change is an entry of the change log. Key is the change's sequence number
-// shifted left by 8, or'ed with the status it changed to: ordered by
-// sequence, and the status costs no padding.
-type change struct {
-	Key uint64
-	At  int64
-	ID  string
-}
-
-func changeLess(a, b change) bool { return a.Key < b.Key }
-
-func changeKey(seq uint64, st Status) uint64 { return seq<<8 | uint64(st) }
-
-// Seq is the change's position in the log.
-func (c change) Seq() uint64 { return c.Key >> 8 }
-
-// Status is the status the record changed to.
-func (c change) Status() Status { return Status(c.Key & 0xff) }
+func workflowCountLess(a, b workflowCount) bool { return a.Name < b.Name }
 
 // maxChangeSeq is the largest sequence number a change can have: 2^56-1
 // (one change a nanosecond for two years).
 const maxChangeSeq = 1<<56 - 1
 
-// workflowCount counts the records of one workflow, retired ones included.
-type workflowCount struct {
-	Name string
-	N    int
-}
-
-func workflowCountLess(a, b workflowCount) bool { return a.Name < b.Name }
-
-// listIndexes are the state's secondary indexes and change log. Derived
-// from the records except the change log's sequence numbers and times.
+// listIndexes are the state's secondary indexes and change log.
 type listIndexes struct {
-	byStatus   [statusCap]*btree.BTreeG[listEntry]
+	adm        admissions
 	byWorkflow *btree.BTreeG[groupEntry]
 	byParent   *btree.BTreeG[groupEntry]
-	changes    *btree.BTreeG[change]
 	workflows  *btree.BTreeG[workflowCount]
+	feed       feed
 	counts     [statusCap]int // records by status, retired ones included
 
 	// Search hints of the applying goroutine: scratch, not state.
-	hints  [statusCap]indexHints // byStatus
-	ghints [2]indexHints         // byWorkflow, byParent
-	chint  indexHints
+	ghints [2]indexHints // byWorkflow, byParent
+	whint  btree.PathHint
 }
 
 func newListIndexes() listIndexes {
-	var l listIndexes
-	for i := range statusCap {
-		l.byStatus[i] = newTree(listLess)
+	return listIndexes{
+		byWorkflow: newTree(groupLess),
+		byParent:   newTree(groupLess),
+		workflows:  newTree(workflowCountLess),
 	}
-	l.byWorkflow = newTree(groupLess)
-	l.byParent = newTree(groupLess)
-	l.changes = newTree(changeLess)
-	l.workflows = newTree(workflowCountLess)
-	return l
 }
 
+// copy returns the indexes for a Copy of the state. The chunk lists and
+// chunks are shared: the generation bump in Copy makes either side copy
+// one before writing it.
 func (l *listIndexes) copy() listIndexes {
-	var c listIndexes
-	for i := range statusCap {
-		c.byStatus[i] = l.byStatus[i].Copy()
+	return listIndexes{
+		adm:        l.adm,
+		byWorkflow: l.byWorkflow.Copy(),
+		byParent:   l.byParent.Copy(),
+		workflows:  l.workflows.Copy(),
+		feed:       l.feed.copy(),
+		counts:     l.counts,
 	}
-	c.byWorkflow = l.byWorkflow.Copy()
-	c.byParent = l.byParent.Copy()
-	c.changes = l.changes.Copy()
-	c.workflows = l.workflows.Copy()
-	c.counts = l.counts
+}
+
+// ---- The admission table ---------------------------------------------------
+
+// get returns the record with admission number no, or nil.
+func (a *admissions) get(no uint64) *Execution {
+	i := no>>admShift - a.base
+	if no>>admShift < a.base || i >= uint64(len(a.chunks)) || a.chunks[i] == nil {
+		return nil
+	}
+	return a.chunks[i].e[no&(admSize-1)]
+}
+
+// statusOf returns the status in the slot of admission number no (0: none).
+func (a *admissions) statusOf(no uint64) Status {
+	i := no>>admShift - a.base
+	if no>>admShift < a.base || i >= uint64(len(a.chunks)) || a.chunks[i] == nil {
+		return 0
+	}
+	return a.chunks[i].st[no&(admSize-1)]
+}
+
+// own makes the chunk list writable by a state of generation gen.
+func (a *admissions) own(gen uint32) {
+	if a.gen != gen {
+		a.chunks, a.at0 = slices.Clone(a.chunks), slices.Clone(a.at0)
+		a.gen = gen
+	}
+}
+
+// chunk returns the writable chunk of admission number no, creating it (at
+// time at) if it is the next one.
+func (a *admissions) chunk(no uint64, at int64, gen uint32) *admChunk {
+	a.own(gen)
+	if len(a.chunks) == 0 {
+		a.base = no >> admShift
+	}
+	i := no>>admShift - a.base
+	for uint64(len(a.chunks)) <= i {
+		a.chunks = append(a.chunks, nil)
+		a.at0 = append(a.at0, at)
+	}
+	c := a.chunks[i]
+	switch {
+	case c == nil:
+		c = &admChunk{gen: gen}
+		a.chunks[i] = c
+	case c.gen != gen:
+		cp := *c
+		cp.gen = gen
+		c = &cp
+		a.chunks[i] = c
+	}
 	return c
 }
 
+// add puts a record just admitted in its slot.
+func (a *admissions) add(e *Execution, gen uint32) {
+	c := a.chunk(e.AdmitNo, e.AdmittedAt, gen)
+	j := e.AdmitNo & (admSize - 1)
+	c.e[j], c.st[j] = e, e.Status
+	c.n[e.Status]++
+	c.live++
+}
+
+// set points a record's slot to its stored version, of status e.Status.
+func (a *admissions) set(e *Execution, gen uint32) {
+	c := a.chunk(e.AdmitNo, 0, gen)
+	j := e.AdmitNo & (admSize - 1)
+	if old := c.st[j]; old != e.Status {
+		c.n[old]--
+		c.n[e.Status]++
+		c.st[j] = e.Status
+	}
+	c.e[j] = e
+}
+
+// remove empties a retired record's slot, and drops its chunk if that was
+// the last.
+func (a *admissions) remove(e *Execution, gen uint32) {
+	c := a.chunk(e.AdmitNo, 0, gen)
+	j := e.AdmitNo & (admSize - 1)
+	c.n[c.st[j]]--
+	c.e[j], c.st[j] = nil, 0
+	if c.live--; c.live > 0 {
+		return
+	}
+	a.chunks[e.AdmitNo>>admShift-a.base] = nil
+	for len(a.chunks) > 1 && a.chunks[0] == nil { // keep the newest chunk's time
+		a.chunks, a.at0 = a.chunks[1:], a.at0[1:]
+		a.base++
+	}
+}
+
+// firstAt returns the first admission number admitted at or after at, among
+// those from 1 to last+1 (last+1: none).
+func (a *admissions) firstAt(at int64, last uint64) uint64 {
+	// The last chunk whose first number was admitted before at holds the
+	// boundary, or it is the next chunk's first number.
+	k, _ := slices.BinarySearch(a.at0, at)
+	if k == 0 {
+		return 1
+	}
+	i := k - 1
+	lo := max((a.base+uint64(i))<<admShift, 1)
+	hi := min((a.base+uint64(i)+1)<<admShift, last+1)
+	if c := a.chunks[i]; c != nil {
+		for no := lo; no < hi; no++ {
+			if e := c.e[no&(admSize-1)]; e != nil && e.AdmittedAt >= at {
+				return no
+			}
+		}
+	}
+	return hi
+}
+
+// ---- Maintenance -----------------------------------------------------------
+
 // indexNew indexes a record just created (admitted or started as a child):
-// putRecord gave it its admission's position.
+// putRecord gave it its admission number and its change's position.
 func (s *State) indexNew(e *Execution) {
 	l := &s.list
-	l.byStatus[e.Status].SetHint(statusEntry(e), &l.hints[e.Status].set)
-	l.setGroups(e)
-	l.changes.Load(change{Key: changeKey(e.ChangeSeq, e.Status), At: e.UpdatedAt, ID: e.ID}) // sequences only grow: an append
-	l.counts[e.Status]++
-	wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID})
-	wc.Name = e.WorkflowID
+	l.adm.add(e, s.gen)
+	wc, ok := l.workflows.GetHint(workflowCount{Name: e.WorkflowID}, &l.whint)
+	if !ok {
+		wc = workflowCount{Name: e.WorkflowID, W: uint32(l.workflows.Len() + 1)}
+	}
 	wc.N++
-	l.workflows.Set(wc)
+	l.workflows.SetHint(wc, &l.whint)
+	l.byWorkflow.SetHint(groupEntry{W: wc.W, No: e.AdmitNo}, &l.ghints[0].set)
+	if e.Parent != nil {
+		l.byParent.SetHint(groupEntry{Parent: e.Parent.ExecutionID, No: e.AdmitNo}, &l.ghints[1].set)
+	}
+	l.counts[e.Status]++
+	s.logChange(e)
 }
 
-// reindex moves a record whose status changed from old to its new status and
-// logs the change (putRecord numbered it), replacing the record's previous
-// change, oldSeq. e is the stored record: replaced is false when it was
-// changed in place, so that the entries already point to it.
-func (s *State) reindex(e *Execution, old Status, oldSeq uint64, replaced bool) {
+// reindex records a change of a stored record's status from old.
+func (s *State) reindex(e *Execution, old Status) {
 	l := &s.list
-	l.byStatus[old].DeleteHint(statusEntry(e), &l.hints[old].del)
-	l.changes.DeleteHint(change{Key: changeKey(oldSeq, old)}, &l.chint.del)
-	l.byStatus[e.Status].SetHint(statusEntry(e), &l.hints[e.Status].set)
-	if replaced {
-		l.setGroups(e)
-	}
-	l.changes.Load(change{Key: changeKey(e.ChangeSeq, e.Status), At: e.UpdatedAt, ID: e.ID})
+	l.adm.set(e, s.gen)
 	l.counts[old]--
 	l.counts[e.Status]++
+	s.logChange(e)
 }
 
-// repoint makes the index entries of a record that was replaced (not changed
-// in place) point to its new stored version. Its status is unchanged.
+// repoint points a record's slot to its replaced version (status unchanged).
 func (s *State) repoint(e *Execution) {
-	l := &s.list
-	l.byStatus[e.Status].SetHint(statusEntry(e), &l.hints[e.Status].set)
-	l.setGroups(e)
-}
-
-// setGroups sets a record's entries in the workflow and parent indexes,
-// pointing to e.
-func (l *listIndexes) setGroups(e *Execution) {
-	l.byWorkflow.SetHint(workflowEntry(e), &l.ghints[0].set)
-	if e.Parent != nil {
-		l.byParent.SetHint(parentEntry(e), &l.ghints[1].set)
+	if !mutant.ListKeepsReplacedRecords {
+		s.list.adm.set(e, s.gen)
 	}
 }
 
-// unindex removes a record being retired from the indexes and its change
-// from the log. Its counts stay: a retired record is still a record.
+// logChange appends e's latest change to the log.
+func (s *State) logChange(e *Execution) {
+	f := &s.list.feed
+	f.append(feedEntry{Seq: e.ChangeSeq, No: e.AdmitNo, At: e.UpdatedAt}, s.gen)
+	f.sweepIfOver(s.execs.Len(), &s.list.adm, s.gen)
+}
+
+// unindex removes a record being retired from the indexes; its entry in
+// the change log is dead from now on. Its counts stay: a retired record is
+// still a record.
 func (s *State) unindex(e *Execution) {
 	l := &s.list
-	l.byStatus[e.Status].Delete(statusEntry(e))
-	l.byWorkflow.Delete(workflowEntry(e))
+	l.adm.remove(e, s.gen)
+	wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID})
+	l.byWorkflow.Delete(groupEntry{W: wc.W, No: e.AdmitNo})
 	if e.Parent != nil {
-		l.byParent.Delete(parentEntry(e))
+		l.byParent.Delete(groupEntry{Parent: e.Parent.ExecutionID, No: e.AdmitNo})
 	}
-	l.changes.Delete(change{Key: changeKey(e.ChangeSeq, e.Status)})
+	l.feed.sweepIfOver(s.execs.Len()-1, &l.adm, s.gen)
 }
 
 func (s *State) nextChangeSeq() uint64 {
@@ -254,16 +351,15 @@ type ListQuery struct {
 	Limit int // the most records to return; at least 1
 	// ScanMax bounds the entries one page examines when the query filters
 	// by status and a workflow or parent, or by a workflow and a parent
-	// (the indexes serve one of them; the page skips what fails the
-	// other); at least Limit.
+	// (an index serves one of them; the page skips what fails the other);
+	// at least Limit.
 	ScanMax int
 }
 
-// ListPos is a position in a listing: the admission time and the admission's
-// position in the change log of the last record a page examined.
+// ListPos is a position in a listing: the admission number of the last
+// record a page examined.
 type ListPos struct {
-	At  int64
-	Adm uint64
+	No uint64
 }
 
 // List calls fn with each record the query selects, in order, at most
@@ -272,179 +368,144 @@ type ListPos struct {
 // Get, List may run in several goroutines at once: it uses no search hint.
 func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bool) {
 	l := &s.list
-	var hits []hit
-	var w *walk
-	if q.Parent == "" && q.Workflow == "" {
-		statuses := AllStatuses
-		if q.Status != 0 {
-			statuses = []Status{q.Status}
-		}
-		var tmp []hit
-		for _, st := range statuses {
-			if int(st) >= statusCap {
-				continue
-			}
-			tmp = l.collectStatus(st, q, tmp[:0])
-			if hits = mergeHits(hits, tmp, q.Newest); len(hits) > q.Limit+1 {
-				hits = hits[:q.Limit+1]
-			}
-		}
-	} else {
-		tr, group := l.byWorkflow, q.Workflow
-		if q.Parent != "" {
-			tr, group = l.byParent, q.Parent
-		}
-		w = newWalk(q, nil)
-		if q.Status != 0 || (q.Parent != "" && q.Workflow != "") {
-			w.scanMax = max(q.ScanMax, q.Limit)
-			w.keep = func(e *Execution) bool {
-				return (q.Status == 0 || e.Status == q.Status) && (q.Workflow == "" || e.WorkflowID == q.Workflow)
-			}
-		}
-		collectGroup(tr, group, w)
-		hits = w.out
+	last := s.meta.Admitted
+	// The range of admission numbers [lo, hi) the time bounds select, then
+	// narrowed by the position.
+	lo, hi := uint64(1), last+1
+	if q.From != 0 {
+		lo = l.adm.firstAt(q.From, last)
 	}
-	for i, h := range hits {
-		if i == q.Limit {
-			return next, true
-		}
-		fn(h.e)
-		next = ListPos{At: h.At, Adm: h.Adm}
+	if q.To != 0 {
+		hi = l.adm.firstAt(q.To, last)
 	}
-	if w != nil && w.bounded {
-		return w.last, true
-	}
-	return next, false
-}
-
-// hit is an index entry a listing found.
-type hit struct {
-	At  int64
-	Adm uint64
-	e   *Execution
-}
-
-func hitBefore(a, b hit, newest bool) bool {
-	if a.At != b.At {
-		return (a.At < b.At) != newest
-	}
-	return (a.Adm < b.Adm) != newest
-}
-
-// mergeHits merges two listings in the same order.
-func mergeHits(a, b []hit, newest bool) []hit {
-	if len(a) == 0 {
-		return append(a, b...)
-	}
-	out := make([]hit, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		if hitBefore(b[j], a[i], newest) {
-			out = append(out, b[j])
-			j++
+	if a := q.After.No; a != 0 {
+		if q.Newest {
+			hi = min(hi, a)
 		} else {
-			out = append(out, a[i])
-			i++
+			lo = max(lo, a+1)
 		}
 	}
-	return append(append(out, a[i:]...), b[j:]...)
+	if lo >= hi {
+		return ListPos{}, false
+	}
+	w := walk{q: q, fn: fn, scanMax: -1}
+	switch {
+	case q.Parent == "" && q.Workflow == "":
+		l.walkTable(&w, lo, hi)
+	case q.Workflow != "" && q.Parent == "":
+		wc, ok := l.workflows.Get(workflowCount{Name: q.Workflow})
+		if !ok {
+			return ListPos{}, false
+		}
+		if q.Status != 0 {
+			w.scanMax = max(q.ScanMax, q.Limit)
+		}
+		l.walkGroup(&w, groupEntry{W: wc.W}, lo, hi)
+	default:
+		if q.Status != 0 || q.Workflow != "" {
+			w.scanMax = max(q.ScanMax, q.Limit)
+		}
+		l.walkGroup(&w, groupEntry{Parent: q.Parent}, lo, hi)
+	}
+	return ListPos{No: w.last}, w.more
 }
 
-// walk is a listing's walk of one index range: where it starts, which
-// entries it takes, and, for a filter the index does not serve, how many it
-// may examine.
+// walk is one page of a listing.
 type walk struct {
-	q     *ListQuery
-	pivot ListPos // where the walk starts (its entry included)
-	out   []hit   // at most q.Limit+1: one more than a page tells there is more
-
-	keep    func(*Execution) bool // nil: every entry in range
-	scanMax int                   // with keep: the most entries to examine
-	seen    int                   // entries examined
-	last    ListPos               // the last entry examined
-	bounded bool                  // the walk stopped at scanMax
+	q       *ListQuery
+	fn      func(*Execution)
+	n       int    // records given to fn
+	scanMax int    // the most entries to examine; -1: no bound
+	seen    int    // entries examined
+	last    uint64 // the admission number of the last entry given or examined
+	more    bool   // the listing goes on after last
 }
 
-// newWalk starts a walk at the query's position or its time bound,
-// whichever comes later in the query's order. A descending walk with
-// neither starts at the end (pivot.At 0).
-func newWalk(q *ListQuery, out []hit) *walk {
-	w := &walk{q: q, out: out}
-	a := q.After
-	switch {
-	case !q.Newest:
-		w.pivot = ListPos{At: q.From}
-		if a != (ListPos{}) && a.At >= q.From {
-			w.pivot = a
-		}
-	case a != (ListPos{}) && (q.To == 0 || a.At < q.To):
-		w.pivot = a
-	case q.To != 0:
-		w.pivot = ListPos{At: q.To} // admission numbers start at 1: every entry at To comes after
-	}
-	return w
-}
-
-// take offers the next entry of the walk, and reports whether to go on.
-func (w *walk) take(at int64, adm uint64, e *Execution) bool {
+// take offers the next record of the walk (one the admission table already
+// selected by its status, if the walk is by status) and reports whether to
+// go on.
+func (w *walk) take(no uint64, e *Execution) bool {
 	q := w.q
-	past := (q.Newest && at < q.From) || (!q.Newest && q.To != 0 && at >= q.To)
-	if past || len(w.out) > q.Limit {
+	match := w.scanMax < 0 ||
+		((q.Status == 0 || e.Status == q.Status) && (q.Workflow == "" || e.WorkflowID == q.Workflow))
+	if match && w.n == q.Limit {
+		w.more = true // there is at least one more
 		return false
 	}
-	a := q.After
-	switch {
-	case q.To != 0 && at >= q.To, at < q.From:
-		return true // before the range (the pivot's own time): not part of it
-	case a != (ListPos{}) && (at == a.At && adm == a.Adm || (at != a.At && (at > a.At) == q.Newest) ||
-		(at == a.At && (adm > a.Adm) == q.Newest)):
-		return true // at or before the position
-	case w.keep == nil:
-		w.out = append(w.out, hit{At: at, Adm: adm, e: e})
-		return true
-	case w.seen == w.scanMax:
-		w.bounded = true
-		return false
+	if w.scanMax >= 0 {
+		if w.seen == w.scanMax {
+			w.more = true
+			return false
+		}
+		w.seen++
 	}
-	w.seen++
-	w.last = ListPos{At: at, Adm: adm}
-	if w.keep(e) {
-		w.out = append(w.out, hit{At: at, Adm: adm, e: e})
+	w.last = no
+	if match {
+		w.fn(e)
+		w.n++
 	}
 	return true
 }
 
-// collectStatus appends to out, in the query's order, at most q.Limit+1
-// records of status st that the query's time range selects, after its
-// position.
-func (l *listIndexes) collectStatus(st Status, q *ListQuery, out []hit) []hit {
-	w := newWalk(q, out)
-	t := l.byStatus[st]
-	visit := func(k listEntry) bool { return w.take(k.At, k.Adm, k.e) }
-	p := listEntry{At: w.pivot.At, Adm: w.pivot.Adm}
-	switch {
-	case !q.Newest:
-		t.Ascend(p, visit)
-	case w.pivot.At == 0:
-		t.Reverse(visit)
-	default:
-		t.Descend(p, visit)
+// walkTable walks the admission table from lo to hi (exclusive), in the
+// query's order, taking the records of the query's status (any, if 0).
+func (l *listIndexes) walkTable(w *walk, lo, hi uint64) {
+	a := &l.adm
+	st := w.q.Status
+	if lo < a.base<<admShift {
+		lo = a.base << admShift
 	}
-	return w.out
+	if lo >= hi {
+		return
+	}
+	first, lastChunk := lo>>admShift-a.base, (hi-1)>>admShift-a.base
+	for k := range lastChunk - first + 1 {
+		ci := first + k
+		if w.q.Newest {
+			ci = lastChunk - k
+		}
+		c := a.chunks[ci]
+		if c == nil || (st != 0 && c.n[st] == 0) {
+			continue
+		}
+		cLo := max((a.base+ci)<<admShift, lo)
+		cHi := min((a.base+ci+1)<<admShift, hi)
+		for m := range cHi - cLo {
+			no := cLo + m
+			if w.q.Newest {
+				no = cHi - 1 - m
+			}
+			j := no & (admSize - 1)
+			if c.st[j] == 0 || (st != 0 && c.st[j] != st) {
+				continue
+			}
+			if !w.take(no, c.e[j]) {
+				return
+			}
+		}
+	}
 }
 
-// collectGroup walks one group (a workflow or a parent) of a group index.
-func collectGroup(tr *btree.BTreeG[groupEntry], group string, w *walk) {
-	visit := func(k groupEntry) bool { return k.Group == group && w.take(k.At, k.Adm, k.e) }
-	p := groupEntry{Group: group, At: w.pivot.At, Adm: w.pivot.Adm}
-	switch {
-	case !w.q.Newest:
-		tr.Ascend(p, visit)
-	case w.pivot.At == 0:
-		// The group's last entry: just before the next group name.
-		tr.Descend(groupEntry{Group: group, At: maxTime, Adm: ^uint64(0)}, visit)
-	default:
-		tr.Descend(p, visit)
+// walkGroup walks one group of byWorkflow or byParent (g without its
+// number) from lo to hi (exclusive), in the query's order.
+func (l *listIndexes) walkGroup(w *walk, g groupEntry, lo, hi uint64) {
+	tr := l.byWorkflow
+	if g.Parent != "" {
+		tr = l.byParent
+	}
+	start := g
+	visit := func(k groupEntry) bool {
+		if k.W != g.W || k.Parent != g.Parent || k.No < lo || k.No >= hi {
+			return false
+		}
+		return w.take(k.No, l.adm.get(k.No))
+	}
+	if w.q.Newest {
+		start.No = hi - 1
+		tr.Descend(start, visit)
+	} else {
+		start.No = lo
+		tr.Ascend(start, visit)
 	}
 }
 
@@ -458,23 +519,44 @@ type Change struct {
 }
 
 // Changes calls fn for each change after position after, in order, at most
-// limit of them. It may run in several goroutines at once.
-func (s *State) Changes(after uint64, limit int, fn func(Change)) {
+// limit of them, examining at most scanMax entries of the log (live or not;
+// at least limit). It returns the position to read on from: the last change
+// given, or the last entry examined when the bound stopped it, or after
+// when there is nothing after it. It may run in several goroutines at once.
+func (s *State) Changes(after uint64, limit, scanMax int, fn func(Change)) (next uint64) {
+	next = after
 	if after >= maxChangeSeq || limit <= 0 {
-		return
+		return next
 	}
-	n := 0
-	s.list.changes.Ascend(change{Key: changeKey(after+1, 0)}, func(c change) bool {
-		fn(Change{Seq: c.Seq(), ID: c.ID, Status: c.Status(), At: c.At})
-		n++
-		return n < limit
+	scanMax = max(scanMax, limit)
+	n, seen := 0, 0
+	s.list.feed.ascend(after+1, func(c *feedChunk) bool {
+		j, _ := slices.BinarySearchFunc(c.ents, after+1, func(x feedEntry, seq uint64) int { return cmpUint(x.Seq, seq) })
+		for ; j < len(c.ents); j++ {
+			if n == limit || seen == scanMax {
+				return false
+			}
+			x := c.ents[j]
+			seen++
+			next = x.Seq
+			if e := s.list.adm.get(x.No); e != nil && e.ChangeSeq == x.Seq {
+				fn(Change{Seq: x.Seq, ID: e.ID, Status: e.Status, At: x.At})
+				n++
+			}
+		}
+		return true
 	})
+	return next
 }
 
-// FirstChange returns the position of the oldest change the log keeps.
-func (s *State) FirstChange() (uint64, bool) {
-	c, ok := s.list.changes.Min()
-	return c.Seq(), ok
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // CountByStatus returns the number of records with status st, retired ones
@@ -495,16 +577,20 @@ func (s *State) Workflows(fn func(workflow string, n int) bool) {
 // WorkflowCount returns the number of distinct workflow IDs.
 func (s *State) WorkflowCount() int { return s.list.workflows.Len() }
 
+// FeedLen returns the number of entries in the change log, live or not.
+func (s *State) FeedLen() int { return s.list.feed.n }
+
 // ---- Invariants ------------------------------------------------------------
 
 // checkList verifies the listing indexes and the change log against the
-// records: each record that is not retired has exactly one entry in its
-// status's index, its workflow's and (a child) its parent's, each pointing
-// to the stored record, and exactly one change, its latest (ChangeSeq), with
-// its status, at a time within its admission and its latest update; no entry
-// of anything else; positions are at most Meta.ChangeSeq and admissions
-// come no later than latest changes; the counts agree with the records,
-// retired ones included.
+// records: each record that is not retired is in the slot of its admission
+// number with its status, in its workflow's and (a child) its parent's
+// index, and has exactly one live change in the log, its latest
+// (ChangeSeq), at a time within its admission and its latest update;
+// admission numbers are at most Meta.Admitted and in admission-time order,
+// positions at most Meta.ChangeSeq and the log in position order; no slot
+// or entry of anything else; the counts agree with the records, retired
+// ones included.
 func (s *State) checkList() error {
 	l := &s.list
 	var err error
@@ -514,41 +600,48 @@ func (s *State) checkList() error {
 	}
 	var counts [statusCap]int
 	workflows := map[string]int{} // only looked up and compared, never iterated for a result
-	admissions := map[uint64]bool{}
 	entries, children := 0, 0
 	s.execs.Scan(func(it execItem) bool {
 		e := it.e
 		st := e.Status
 		counts[st]++
 		workflows[e.WorkflowID]++
-		if k, ok := l.byStatus[st].Get(statusEntry(e)); !ok || k.e != e {
-			return fail(e.ID, "missing from the "+statusName(st)+" listing index, or its entry points elsewhere")
-		}
-		if g, ok := l.byWorkflow.Get(workflowEntry(e)); !ok || g.e != e {
-			return fail(e.ID, "missing from its workflow's listing index, or its entry points elsewhere")
+		wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID})
+		switch {
+		case e.AdmitNo == 0 || e.AdmitNo > s.meta.Admitted:
+			return fail(e.ID, "admission number "+itoa(e.AdmitNo)+" outside 1 to "+itoa(s.meta.Admitted))
+		case l.adm.get(e.AdmitNo) != e:
+			return fail(e.ID, "its admission number's slot holds another record")
+		case l.adm.statusOf(e.AdmitNo) != st:
+			return fail(e.ID, "its slot says "+statusName(l.adm.statusOf(e.AdmitNo))+", the record "+statusName(st))
+		case !has(l.byWorkflow, groupEntry{W: wc.W, No: e.AdmitNo}) || wc.W == 0:
+			return fail(e.ID, "missing from its workflow's listing index")
+		case e.ChangeSeq == 0 || e.ChangeSeq > s.meta.ChangeSeq:
+			return fail(e.ID, "changed at position "+itoa(e.ChangeSeq)+", the sequence is at "+itoa(s.meta.ChangeSeq))
 		}
 		if e.Parent != nil {
 			children++
-			if g, ok := l.byParent.Get(parentEntry(e)); !ok || g.e != e {
-				return fail(e.ID, "missing from its parent's listing index, or its entry points elsewhere")
+			if !has(l.byParent, groupEntry{Parent: e.Parent.ExecutionID, No: e.AdmitNo}) {
+				return fail(e.ID, "missing from its parent's listing index")
 			}
 		}
-		c, ok := l.changes.Get(change{Key: changeKey(e.ChangeSeq, st)})
+		x, ok := l.feed.lookup(e.ChangeSeq)
 		switch {
-		case !ok || c.ID != e.ID:
-			return fail(e.ID, "its latest change "+itoa(e.ChangeSeq)+" ("+statusName(st)+") is not in the change log")
-		case e.AdmitSeq == 0 || e.AdmitSeq > e.ChangeSeq || e.ChangeSeq > s.meta.ChangeSeq:
-			return fail(e.ID, "admitted at position "+itoa(e.AdmitSeq)+", changed at "+itoa(e.ChangeSeq)+", the sequence is at "+itoa(s.meta.ChangeSeq))
-		case admissions[e.AdmitSeq]:
-			return fail(e.ID, "shares its admission's position with another record")
-		case c.At < e.AdmittedAt || c.At > e.UpdatedAt:
+		case !ok || x.No != e.AdmitNo:
+			return fail(e.ID, "its latest change "+itoa(e.ChangeSeq)+" is not in the change log")
+		case x.At < e.AdmittedAt || x.At > e.UpdatedAt:
 			return fail(e.ID, "latest change at a time outside its record's admission and update")
 		}
-		admissions[e.AdmitSeq] = true
 		entries++
 		return true
 	})
 	if err != nil {
+		return err
+	}
+	if err := l.adm.check(s.meta.Admitted, entries); err != nil {
+		return err
+	}
+	if err := l.feed.check(s.meta.ChangeSeq, &l.adm); err != nil {
 		return err
 	}
 	s.retired.Scan(func(it retiredItem) bool {
@@ -556,28 +649,85 @@ func (s *State) checkList() error {
 		workflows[it.r.WorkflowID]++
 		return true
 	})
-	sizes := [3]int{0, l.byWorkflow.Len(), l.byParent.Len()}
-	for _, st := range AllStatuses {
-		sizes[0] += l.byStatus[st].Len()
-	}
 	for st := range statusCap {
 		if counts[st] != l.counts[st] {
 			return invariantErr("status " + statusName(Status(st)) + " counts " + itoa(uint64(l.counts[st])) + " records, the records say " + itoa(uint64(counts[st])))
 		}
 	}
-	if sizes != [3]int{entries, entries, children} || l.changes.Len() != entries {
-		return invariantErr("listing indexes or change log hold entries of no record")
+	if l.byWorkflow.Len() != entries || l.byParent.Len() != children {
+		return invariantErr("listing indexes hold entries of no record")
 	}
 	if l.workflows.Len() != len(workflows) {
 		return invariantErr("workflow counts name workflows no record has")
 	}
+	ws := map[uint32]bool{}
 	l.workflows.Scan(func(w workflowCount) bool {
 		if workflows[w.Name] != w.N {
 			err = invariantErr("workflow " + quote(w.Name) + " counts " + itoa(uint64(w.N)) + " records, the records say " + itoa(uint64(workflows[w.Name])))
+		} else if w.W == 0 || ws[w.W] {
+			err = invariantErr("workflow " + quote(w.Name) + " has number " + itoa(uint64(w.W)) + ", 0 or another's")
 		}
+		ws[w.W] = true
 		return err == nil
 	})
 	return err
+}
+
+// check verifies the admission table's own bookkeeping: each chunk's counts
+// agree with its slots, slots hold records of their own number, admission
+// times only grow along the numbers and each chunk's first time is at most
+// its records'; records slots in all, no empty chunk kept but the newest.
+func (a *admissions) check(last uint64, records int) error {
+	if len(a.at0) != len(a.chunks) {
+		return invariantErr("admission table: chunk times and chunks differ in number")
+	}
+	n := 0
+	prevAt := int64(-1 << 63)
+	for i, c := range a.chunks {
+		if i > 0 && a.at0[i] < a.at0[i-1] {
+			return invariantErr("admission table: chunk times go backwards")
+		}
+		if c == nil {
+			if i == 0 && len(a.chunks) > 1 {
+				return invariantErr("admission table: an empty first chunk is kept")
+			}
+			continue
+		}
+		var byStatus [statusCap]uint16
+		live := uint16(0)
+		for j := range admSize {
+			no := (a.base+uint64(i))<<admShift + uint64(j)
+			e := c.e[j]
+			if (e == nil) != (c.st[j] == 0) {
+				return invariantErr("admission table: slot " + itoa(no) + " has a status without a record, or the reverse")
+			}
+			if e == nil {
+				continue
+			}
+			switch {
+			case e.AdmitNo != no || no > last:
+				return invariantErr("admission table: slot " + itoa(no) + " holds " + quote(e.ID) + " of number " + itoa(e.AdmitNo))
+			case e.AdmittedAt < prevAt || e.AdmittedAt < a.at0[i]:
+				return invariantErr("admission table: " + quote(e.ID) + " admitted before an earlier number or its chunk")
+			}
+			prevAt = e.AdmittedAt
+			byStatus[c.st[j]]++
+			live++
+		}
+		if byStatus != c.n || live != c.live || live == 0 {
+			return invariantErr("admission table: chunk " + itoa(a.base+uint64(i)) + " counts its slots wrongly, or is empty")
+		}
+		n += int(live)
+	}
+	if n != records {
+		return invariantErr("admission table: " + itoa(uint64(n)) + " slots for " + itoa(uint64(records)) + " records")
+	}
+	return nil
+}
+
+func has[T any](tr *btree.BTreeG[T], k T) bool {
+	_, ok := tr.Get(k)
+	return ok
 }
 
 func invariantErr(msg string) error { return errors.New("fsm: invariant violated: " + msg) }
@@ -593,6 +743,8 @@ func statusName(s Status) string {
 		return "completed"
 	case StatusFailed:
 		return "failed"
+	case StatusCancelled:
+		return "cancelled"
 	}
 	return "status(" + itoa(uint64(s)) + ")"
 }

@@ -6,31 +6,34 @@ import (
 	"github.com/execstore/execstore/internal/mutant"
 )
 
-// The change log in the state encoding (version 4), after the retired
-// records: two lists, each naming every record once by its position in the
-// records section (ID order), so that decoding builds each structure in its
-// own order by appends, without sorting:
+// The change log in the state encoding (version 4), after the schedules:
+// two lists, each naming every record once by its position in the records
+// section (ID order), so that decoding builds each structure in its own
+// order by appends, without sorting:
 //
-//	changes  last:uv (Meta.ChangeSeq) count:uv (the number of records)
-//	         admissions, in admission order: (adm-delta:uv record:uv) per
-//	           record, adm-delta from the previous admission's position
-//	           (the first from 0), at least 1: the record's AdmitSeq
+//	changes  last:uv (Meta.ChangeSeq) admitted:uv (Meta.Admitted)
+//	         count:uv (the number of records)
+//	         admissions, in admission order: (no-delta:uv record:uv) per
+//	           record, no-delta from the previous record's admission
+//	           number (the first from 0), at least 1: its AdmitNo
 //	         latest changes, in sequence order: (seq-delta:uv at:uv
 //	           record:uv) per record, likewise: its ChangeSeq, and the
 //	           change's time
 //
-// Positions are at most last. A change's status is its record's: the log
-// keeps only each record's latest change. The listing indexes and the counts
-// are derived, not stored: decoding rebuilds them from the records (and the
-// retired records, for the counts).
+// Admission numbers are at most admitted, positions at most last. A
+// change's status is its record's. The change log holds only each record's
+// latest change after decoding; the admission table, the group indexes and
+// the counts are derived, not stored: decoding rebuilds them from the
+// records (and the retired records, for the counts).
 //
-// Versions 1 and 2 have no change log. Decoding one derives it: each record
-// that is not retired is admitted at a position in (admission time, ID)
+// Versions 1 to 3 have no change log. Decoding one derives it: each record
+// that is not retired is given an admission number in (admission time, ID)
 // order, 1 to n, and its latest change is numbered n+1 to 2n in (time, ID)
 // order, to its status, at its admission time if it is still admitted and
 // at its latest update otherwise (for a terminal record that is when it
 // ended; a suspended record's suspension may be earlier than that). A store
-// opened from such a snapshot continues the sequence from 2n.
+// opened from such a snapshot continues the admissions from n and the
+// sequence from 2n.
 
 // encodeChanges writes the change log.
 func (s *State) encodeChanges(e *encoder) {
@@ -43,37 +46,38 @@ func (s *State) encodeChanges(e *encoder) {
 	changes := make([]ref, 0, s.execs.Len())
 	pos := uint64(0)
 	s.execs.Scan(func(it execItem) bool {
-		adms = append(adms, ref{seq: it.e.AdmitSeq, pos: pos})
+		adms = append(adms, ref{seq: it.e.AdmitNo, pos: pos})
 		changes = append(changes, ref{seq: it.e.ChangeSeq, pos: pos})
 		pos++
 		return true
 	})
-	bySeq := func(a, b ref) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	}
+	bySeq := func(a, b ref) int { return cmpUint(a.seq, b.seq) }
 	slices.SortFunc(adms, bySeq)
 	slices.SortFunc(changes, bySeq)
-	// The log holds exactly the records' latest changes, in the same order:
-	// its times pair with the sorted list one to one, without a search.
+	// The live entries of the log are exactly the records' latest changes,
+	// in the same order: their times pair with the sorted list one to one,
+	// without a search.
 	i := 0
-	s.list.changes.Scan(func(c change) bool {
-		if i < len(changes) {
-			changes[i].at = c.At
-		}
-		i++
-		return true
-	})
+	if f := &s.list.feed; f.chunks != nil {
+		f.chunks.Scan(func(c *feedChunk) bool {
+			for j := range c.ents {
+				if c.ents[j].live(&s.list.adm) && i < len(changes) {
+					changes[i].at = c.ents[j].At
+					i++
+				}
+			}
+			return true
+		})
+	}
 	last := s.meta.ChangeSeq
 	if mutant.ChangeSeqRestarts {
-		last = renumber(adms, changes, func(r *ref) *uint64 { return &r.seq })
+		for i := range changes {
+			changes[i].seq = uint64(i + 1)
+		}
+		last = uint64(len(changes))
 	}
 	e.uv(last)
+	e.uv(s.meta.Admitted)
 	e.uv(uint64(len(changes)))
 	for i, list := range [][]ref{adms, changes} {
 		prev := uint64(0)
@@ -90,28 +94,6 @@ func (s *State) encodeChanges(e *encoder) {
 			}
 		}
 	}
-}
-
-// renumber gives the positions of two sorted lists the numbers 1, 2, ... in
-// their joint order, as a sequence that restarted would, and returns the
-// last. Only mutant.ChangeSeqRestarts uses it.
-func renumber[T any](a, b []T, seq func(*T) *uint64) uint64 {
-	var all []uint64
-	for _, l := range [][]T{a, b} {
-		for i := range l {
-			all = append(all, *seq(&l[i]))
-		}
-	}
-	slices.Sort(all)
-	all = slices.Compact(all)
-	for _, l := range [][]T{a, b} {
-		for i := range l {
-			p := seq(&l[i])
-			n, _ := slices.BinarySearch(all, *p)
-			*p = uint64(n + 1)
-		}
-	}
-	return uint64(len(all))
 }
 
 // recordList returns the stored records in ID order: their positions in the
@@ -133,13 +115,17 @@ type changeLists struct {
 func (s *State) decodeChanges(d *streamDecoder) error {
 	recs := s.recordList()
 	last := d.Uvarint()
+	admitted := d.Uvarint()
 	n := d.count(maxCount)
 	if d.err == nil && n != len(recs) {
 		return decodeErr("state: " + itoa(uint64(n)) + " changes for " + itoa(uint64(len(recs))) + " records")
 	}
 	cl := changeLists{admitted: make([]int32, 0, n), changed: make([]int32, 0, n), ats: make([]int64, n)}
 	for list := range 2 {
-		seq := uint64(0)
+		seq, bound := uint64(0), admitted
+		if list == 1 {
+			bound = last
+		}
 		for i := 0; i < n && d.err == nil; i++ {
 			delta := d.Uvarint()
 			var at int64
@@ -150,11 +136,11 @@ func (s *State) decodeChanges(d *streamDecoder) error {
 			if d.err != nil {
 				break
 			}
-			msg := checkChange(&seq, delta, last, pos, len(recs))
+			msg := checkChange(&seq, delta, bound, pos, len(recs))
 			e := (*Execution)(nil)
 			if msg == "" {
 				e = recs[pos]
-				if (list == 0 && e.AdmitSeq != 0) || (list == 1 && e.ChangeSeq != 0) {
+				if (list == 0 && e.AdmitNo != 0) || (list == 1 && e.ChangeSeq != 0) {
 					msg = "a record named twice"
 				}
 			}
@@ -162,7 +148,7 @@ func (s *State) decodeChanges(d *streamDecoder) error {
 				return decodeErr("state: change log: " + msg)
 			}
 			if list == 0 {
-				e.AdmitSeq = seq
+				e.AdmitNo = seq
 				cl.admitted = append(cl.admitted, int32(pos))
 			} else {
 				e.ChangeSeq = seq
@@ -174,19 +160,19 @@ func (s *State) decodeChanges(d *streamDecoder) error {
 	if d.err != nil {
 		return d.err
 	}
-	s.meta.ChangeSeq = last
+	s.meta.ChangeSeq, s.meta.Admitted = last, admitted
 	s.buildList(recs, &cl)
 	return nil
 }
 
-// checkChange checks one entry of the change log's lists (its position's
+// checkChange checks one entry of the change log's lists (its number's
 // delta, and the record it names) and advances seq; it returns "" when they
 // hold. CheckState and DecodeState both use it (and then check that no
 // record is named twice in one list).
 func checkChange(seq *uint64, delta, last, pos uint64, records int) string {
 	switch {
 	case delta == 0 || delta > maxChangeSeq || *seq+delta > last:
-		return "positions out of order or beyond the last"
+		return "numbers out of order or beyond the last"
 	case pos >= uint64(records):
 		return "names no record"
 	}
@@ -194,8 +180,8 @@ func checkChange(seq *uint64, delta, last, pos uint64, records int) string {
 	return ""
 }
 
-// deriveChanges gives a state decoded from version 1 or 2 its change log:
-// see the format comment above.
+// deriveChanges gives a state decoded from version 1, 2 or 3 its change
+// log: see the format comment above.
 func (s *State) deriveChanges() {
 	recs := s.recordList()
 	n := len(recs)
@@ -221,81 +207,77 @@ func (s *State) deriveChanges() {
 	slices.SortStableFunc(cl.admitted, byTime(func(i int32) int64 { return recs[i].AdmittedAt }))
 	slices.SortStableFunc(cl.changed, byTime(func(i int32) int64 { return cl.ats[i] }))
 	for i, pos := range cl.admitted {
-		recs[pos].AdmitSeq = uint64(i + 1)
+		recs[pos].AdmitNo = uint64(i + 1)
 	}
 	for i, pos := range cl.changed {
 		recs[pos].ChangeSeq = uint64(n + i + 1)
 	}
-	s.meta.ChangeSeq = uint64(2 * n)
+	s.meta.ChangeSeq, s.meta.Admitted = uint64(2*n), uint64(n)
 	s.buildList(recs, &cl)
 }
 
-// buildList builds the listing indexes, the change log and the counts of a
-// decoded state whose records have their positions.
+// buildList builds the admission table, the group indexes, the change log
+// and the counts of a decoded state whose records have their numbers.
 func (s *State) buildList(recs []*Execution, cl *changeLists) {
 	l := &s.list
 	for _, pos := range cl.changed {
 		e := recs[pos]
-		l.changes.Load(change{Key: changeKey(e.ChangeSeq, e.Status), At: cl.ats[pos], ID: e.ID})
+		l.feed.append(feedEntry{Seq: e.ChangeSeq, No: e.AdmitNo, At: cl.ats[pos]}, s.gen)
 	}
-	// In admission order each index is filled in its own order, by appends
-	// (Load falls back to an insertion for an entry out of that order).
-	workflows := map[string]*[]*Execution{} // only looked up; the names are sorted below
-	parents := map[string]*[]*Execution{}
-	var names, parentNames []string
-	bucket := func(m map[string]*[]*Execution, names *[]string, name string, last **[]*Execution, lastName *string) *[]*Execution {
-		if *last != nil && name == *lastName { // runs of one name are the common case
-			return *last
-		}
-		b, ok := m[name]
-		if !ok {
-			b = new([]*Execution)
-			m[name] = b
-			*names = append(*names, name)
-		}
-		*last, *lastName = b, name
-		return b
-	}
-	var lastWF, lastParent *[]*Execution
-	var lastWFName, lastParentName string
-	for _, pos := range cl.admitted {
-		e := recs[pos]
-		l.counts[e.Status]++
-		l.byStatus[e.Status].Load(statusEntry(e))
-		b := bucket(workflows, &names, e.WorkflowID, &lastWF, &lastWFName)
-		*b = append(*b, e)
-		if e.Parent != nil {
-			b := bucket(parents, &parentNames, e.Parent.ExecutionID, &lastParent, &lastParentName)
-			*b = append(*b, e)
-		}
-	}
-	slices.Sort(names)
-	slices.Sort(parentNames)
-	for _, name := range names {
-		for _, e := range *workflows[name] {
-			l.byWorkflow.Load(workflowEntry(e))
-		}
-	}
-	for _, name := range parentNames {
-		for _, e := range *parents[name] {
-			l.byParent.Load(parentEntry(e))
-		}
-	}
+	// Workflows are numbered in name order; in admission order each group
+	// index is then filled in its own order, by appends (Load falls back to
+	// an insertion for an entry out of that order).
 	counts := map[string]int{}
-	for _, name := range names {
-		counts[name] = len(*workflows[name])
+	var names []string
+	count := func(name string) {
+		if _, ok := counts[name]; !ok {
+			names = append(names, name)
+		}
+		counts[name]++
+	}
+	for _, e := range recs {
+		count(e.WorkflowID)
 	}
 	s.retired.Scan(func(it retiredItem) bool {
 		l.counts[it.r.Outcome.Status]++
-		if _, ok := counts[it.r.WorkflowID]; !ok {
-			names = append(names, it.r.WorkflowID)
-		}
-		counts[it.r.WorkflowID]++
+		count(it.r.WorkflowID)
 		return true
 	})
 	slices.Sort(names)
-	for _, name := range names {
-		l.workflows.Load(workflowCount{Name: name, N: counts[name]})
+	number := make(map[string]uint32, len(names))
+	for i, name := range names {
+		number[name] = uint32(i + 1)
+		l.workflows.Load(workflowCount{Name: name, N: counts[name], W: uint32(i + 1)})
+	}
+	byWorkflow := make([][]uint64, len(names)+1)
+	parents := map[string]*[]uint64{}
+	var parentNames []string
+	for _, pos := range cl.admitted {
+		e := recs[pos]
+		l.counts[e.Status]++
+		l.adm.add(e, s.gen)
+		w := number[e.WorkflowID]
+		byWorkflow[w] = append(byWorkflow[w], e.AdmitNo)
+		if e.Parent != nil {
+			b, ok := parents[e.Parent.ExecutionID]
+			if !ok {
+				b = new([]uint64)
+				parents[e.Parent.ExecutionID] = b
+				parentNames = append(parentNames, e.Parent.ExecutionID)
+			}
+			*b = append(*b, e.AdmitNo)
+		}
+	}
+	for w, nos := range byWorkflow {
+		for _, no := range nos {
+			l.byWorkflow.Load(groupEntry{W: uint32(w), No: no})
+		}
+	}
+	slices.Sort(parentNames)
+	for _, p := range parentNames {
+		for _, no := range *parents[p] {
+			l.byParent.Load(groupEntry{Parent: p, No: no})
+		}
 	}
 }
 
@@ -303,13 +285,17 @@ func (s *State) buildList(recs []*Execution, cl *changeLists) {
 // record: whether each list named it.
 func (c *checker) changes(sum *StateSummary) error {
 	last := c.Uvarint()
+	admitted := c.Uvarint()
 	n := c.count(maxCount)
 	if c.err == nil && n != c.live {
 		return decodeErr("state: " + itoa(uint64(n)) + " changes for " + itoa(uint64(c.live)) + " records")
 	}
 	seen := [2][]uint64{make([]uint64, (c.live+63)/64), make([]uint64, (c.live+63)/64)}
 	for list := range 2 {
-		seq := uint64(0)
+		seq, bound := uint64(0), admitted
+		if list == 1 {
+			bound = last
+		}
 		for i := 0; i < n && c.err == nil; i++ {
 			delta := c.Uvarint()
 			if list == 1 {
@@ -319,7 +305,7 @@ func (c *checker) changes(sum *StateSummary) error {
 			if c.err != nil {
 				break
 			}
-			msg := checkChange(&seq, delta, last, pos, c.live)
+			msg := checkChange(&seq, delta, bound, pos, c.live)
 			if msg == "" && seen[list][pos/64]&(1<<(pos%64)) != 0 {
 				msg = "a record named twice"
 			}
@@ -332,6 +318,6 @@ func (c *checker) changes(sum *StateSummary) error {
 	if c.err != nil {
 		return c.err
 	}
-	sum.Meta.ChangeSeq = last
+	sum.Meta.ChangeSeq, sum.Meta.Admitted = last, admitted
 	return nil
 }

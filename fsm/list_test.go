@@ -40,9 +40,9 @@ func listWant(s *State, q ListQuery) []string {
 	slices.SortFunc(recs, func(a, b Execution) int {
 		c := 0
 		switch {
-		case a.AdmittedAt < b.AdmittedAt, a.AdmittedAt == b.AdmittedAt && a.AdmitSeq < b.AdmitSeq:
+		case a.AdmittedAt < b.AdmittedAt, a.AdmittedAt == b.AdmittedAt && a.AdmitNo < b.AdmitNo:
 			c = -1
-		case a.AdmittedAt > b.AdmittedAt, a.AdmitSeq > b.AdmitSeq:
+		case a.AdmittedAt > b.AdmittedAt, a.AdmitNo > b.AdmitNo:
 			c = 1
 		}
 		if q.Newest {
@@ -127,12 +127,12 @@ func TestChangesKeepTheLatestChangeOfEachRecordInOrder(t *testing.T) {
 		s.TrackRetirement()
 		for i := range 400 {
 			before := map[string]Change{}
-			s.Changes(0, s.Len()+1, func(c Change) { before[c.ID] = c })
+			s.Changes(0, s.Len()+1, 1<<30, func(c Change) { before[c.ID] = c })
 			seqBefore := s.meta.ChangeSeq
 			c := g.next()
 			g.observe(s.Apply(&c))
 			var got []Change
-			s.Changes(0, s.Len()+1, func(c Change) { got = append(got, c) })
+			s.Changes(0, s.Len()+1, 1<<30, func(c Change) { got = append(got, c) })
 			if len(got) != s.execs.Len() {
 				t.Fatalf("seed %d op %d: %d changes for %d records", seed, i, len(got), s.execs.Len())
 			}
@@ -151,7 +151,7 @@ func TestChangesKeepTheLatestChangeOfEachRecordInOrder(t *testing.T) {
 				}
 			}
 			var page []Change
-			s.Changes(seqBefore, 3, func(c Change) { page = append(page, c) })
+			s.Changes(seqBefore, 3, 1<<30, func(c Change) { page = append(page, c) })
 			for _, ch := range page {
 				if ch.Seq <= seqBefore {
 					t.Fatalf("seed %d op %d: Changes after %d returned %+v", seed, i, seqBefore, ch)
@@ -175,7 +175,7 @@ func TestRetirementTakesARecordOutOfTheListingAndTheChangeLog(t *testing.T) {
 	var listed []string
 	s.List(&ListQuery{Limit: 10}, func(e *Execution) { listed = append(listed, e.ID) })
 	var changed []string
-	s.Changes(0, 10, func(c Change) { changed = append(changed, c.ID) })
+	s.Changes(0, 10, 1<<30, func(c Change) { changed = append(changed, c.ID) })
 	if !slices.Equal(listed, []string{"b"}) || !slices.Equal(changed, []string{"b"}) {
 		t.Fatalf("listed %v, changes of %v; want only b", listed, changed)
 	}
@@ -184,5 +184,77 @@ func TestRetirementTakesARecordOutOfTheListingAndTheChangeLog(t *testing.T) {
 	}
 	if err := s.CheckInvariants(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The change log keeps dead entries (changes superseded by a later one, or
+// of retired records) only until the writer sweeps them: it never holds
+// more than twice as many entries as records, plus two chunks, and a copy
+// taken before the sweeps still reads what it read then.
+func TestTheChangeLogIsSweptToTwiceTheRecordsAndCopiesKeepTheirView(t *testing.T) {
+	s := New()
+	s.TrackRetirement()
+	const n = 3000
+	bound := func(when string) {
+		t.Helper()
+		if max := 2*s.execs.Len() + 2*feedChunkCap; s.FeedLen() > max {
+			t.Fatalf("%s: the log holds %d entries for %d records (bound %d)", when, s.FeedLen(), s.execs.Len(), max)
+		}
+		if err := s.CheckInvariants(); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+	read := func(st *State) []Change {
+		var out []Change
+		st.Changes(0, 1<<30, 1<<30, func(c Change) { out = append(out, c) })
+		return out
+	}
+	now := int64(10)
+	for i := range n {
+		s.Apply(&Command{Kind: KindAdmit, Now: now, ExecutionID: fmt.Sprintf("e%05d", i), WorkflowID: "w"})
+	}
+	var copies []*State
+	var views [][]Change
+	for round, st := range []Status{StatusSuspended, StatusCompleted} {
+		now += 10
+		if round == 1 {
+			for i := range n {
+				s.Apply(&Command{Kind: KindWake, Now: now, ExecutionID: fmt.Sprintf("e%05d", i), At: now})
+			}
+		}
+		for done := 0; done < n; {
+			r := s.Apply(&Command{Kind: KindClaim, Now: now, Limit: 500, Duration: 1e9})
+			if len(r.Leases) == 0 {
+				t.Fatalf("round %d: nothing to claim after %d", round, done)
+			}
+			for _, l := range r.Leases {
+				o := Outcome{Status: st}
+				s.Apply(&Command{Kind: KindAcknowledge, Now: now, ExecutionID: l.ExecutionID, Token: l.Token, Outcome: o})
+			}
+			done += len(r.Leases)
+			if done%1000 < 500 {
+				copies = append(copies, s.Copy())
+				views = append(views, read(copies[len(copies)-1]))
+			}
+			bound(fmt.Sprintf("round %d, %d acknowledged", round, done))
+		}
+		now += 10
+	}
+	if s.FeedLen() >= 3*n {
+		t.Fatalf("no sweep ran: %d entries for %d changes", s.FeedLen(), 3*n)
+	}
+	for s.Apply(&Command{Kind: KindRetire, Now: now + 100, At: now + 100, Limit: 700}).Count > 0 {
+		bound("retiring")
+	}
+	if s.execs.Len() != 0 || s.FeedLen() > 2*feedChunkCap || len(read(s)) != 0 {
+		t.Fatalf("after retiring everything: %d records, %d entries, %d changes read", s.execs.Len(), s.FeedLen(), len(read(s)))
+	}
+	for i, c := range copies {
+		if diff := cmp.Diff(views[i], read(c)); diff != "" {
+			t.Fatalf("copy %d reads another log after the sweeps (-then +now):\n%s", i, diff)
+		}
+		if err := c.CheckInvariants(); err != nil {
+			t.Fatalf("copy %d: %v", i, err)
+		}
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"strings"
 
 	"github.com/tidwall/btree"
-
-	"github.com/execstore/execstore/internal/mutant"
 )
 
 // dueKey orders executions by when they can next be claimed, ties by ID.
@@ -137,6 +135,9 @@ type Meta struct {
 	// ChangeSeq is the position of the latest change of a record's status
 	// (see list.go); it only grows.
 	ChangeSeq uint64
+	// Admitted is the latest admission number (see list.go): admissions
+	// applied, child starts included, retired ones too.
+	Admitted uint64
 }
 
 // State is the whole state machine: every execution record and the indexes
@@ -399,15 +400,15 @@ func (s *State) claimIndex(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
 func (s *State) putRecord(old, e *Execution) *Execution {
 	// The listing indexes and the change log follow every record (list.go).
 	var was Status
-	var wasSeq uint64
 	if old != nil {
-		was, wasSeq = old.Status, old.ChangeSeq
+		was = old.Status
 	}
 	changed := old == nil || was != e.Status
 	if changed {
 		e.ChangeSeq = s.nextChangeSeq()
 		if old == nil {
-			e.AdmitSeq = e.ChangeSeq
+			s.meta.Admitted++
+			e.AdmitNo = s.meta.Admitted
 		}
 	}
 	stored := old
@@ -423,8 +424,8 @@ func (s *State) putRecord(old, e *Execution) *Execution {
 	case old == nil:
 		s.indexNew(stored)
 	case changed:
-		s.reindex(stored, was, wasSeq, stored != old)
-	case stored != old && !mutant.ListKeepsReplacedRecords:
+		s.reindex(stored, was)
+	case stored != old:
 		s.repoint(stored)
 	}
 	return stored

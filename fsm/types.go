@@ -104,11 +104,11 @@ type Execution struct {
 	Status     Status
 	HasParams  bool
 
-	// AdmitSeq and ChangeSeq are the positions in the change log (list.go)
-	// of the record's admission and of its latest change of status. The
-	// listing indexes order records by (AdmittedAt, AdmitSeq): admission
-	// order.
-	AdmitSeq  uint64
+	// AdmitNo is the record's admission number (list.go): admissions are
+	// numbered 1, 2, ... in the order they are applied, so in admission
+	// order. ChangeSeq is the position in the change log of the record's
+	// latest change of status.
+	AdmitNo   uint64
 	ChangeSeq uint64
 	// MaxAttempts bounds the deliveries in a row that end without an
 	// acknowledgement (their lease expired and was superseded, or was
@@ -126,7 +126,7 @@ type Execution struct {
 func (e *Execution) value() Execution {
 	v := *e
 	v.gen = 0
-	v.AdmitSeq, v.ChangeSeq = 0, 0
+	v.AdmitNo, v.ChangeSeq = 0, 0
 	return v
 }
 
