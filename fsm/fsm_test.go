@@ -53,22 +53,22 @@ type listedAs struct {
 func listDumpOf(s *State) listDump {
 	l := &s.list
 	d := listDump{Counts: l.counts}
-	names := map[uint32]string{}
 	l.workflows.Scan(func(w workflowCount) bool {
-		names[w.W] = w.Name
 		d.Workflows = append(d.Workflows, workflowCount{Name: w.Name, N: w.N})
+		w.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *Execution) bool {
+			d.ByWorkflow = append(d.ByWorkflow, listedAs{Group: w.Name, No: no, ID: e.ID})
+			return true
+		})
 		return true
 	})
 	l.walkTable(&walk{q: &ListQuery{Limit: 1 << 30}, scanMax: -1, fn: func(e *Execution) {
 		d.Admitted = append(d.Admitted, listedAs{Status: e.Status, No: e.AdmitNo, ID: e.ID})
 	}}, 1, s.meta.Admitted+1)
-	l.byWorkflow.Scan(func(k groupEntry) bool {
-		d.ByWorkflow = append(d.ByWorkflow, listedAs{Group: names[k.W], No: k.No, ID: l.adm.get(k.No).ID})
-		return true
-	})
-	slices.SortStableFunc(d.ByWorkflow, func(a, b listedAs) int { return strings.Compare(a.Group, b.Group) }) // numbers are not names
-	l.byParent.Scan(func(k groupEntry) bool {
-		d.ByParent = append(d.ByParent, listedAs{Group: k.Parent, No: k.No, ID: l.adm.get(k.No).ID})
+	l.parents.Scan(func(g parentGroup) bool {
+		g.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *Execution) bool {
+			d.ByParent = append(d.ByParent, listedAs{Group: g.Parent, No: no, ID: e.ID})
+			return true
+		})
 		return true
 	})
 	s.Changes(0, l.feed.n+1, l.feed.n+1, func(c Change) { d.Changes = append(d.Changes, c) })
@@ -406,7 +406,7 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		},
 		"workflow entry missing": func(s *State) {
 			wc, _ := s.list.workflows.Get(workflowCount{Name: "w"})
-			s.list.byWorkflow.Delete(groupEntry{W: wc.W, No: s.lookup("a").AdmitNo})
+			wc.p.chunks[0].nos = slices.DeleteFunc(slices.Clone(wc.p.chunks[0].nos), func(no uint64) bool { return no == s.lookup("a").AdmitNo })
 		},
 		"change missing": func(s *State) {
 			s.list.feed.chunks.Scan(func(c *feedChunk) bool { c.ents = c.ents[1:]; return false })

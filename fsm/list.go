@@ -25,17 +25,14 @@ import (
 // and reads the status bytes of the others; a listing without a filter
 // walks the slots. A chunk whose slots are all retired is dropped.
 //
-// Two trees index admission numbers by group: byWorkflow by (workflow,
-// number), the workflow named by a small number of its own (Meta has none:
-// the numbers are assigned in name order when a snapshot is decoded, and in
-// order of first use after that; they are not part of any encoding), and
-// byParent by (parent ID, number) for children. Their entries are written
-// once, at admission, and removed at retirement: no change of a record
-// touches them. A listing by workflow or parent reads its range and finds
-// each record in the admission table; if it also filters by status (or by
-// parent and workflow) it skips what does not match, examining at most
-// ListQuery.ScanMax entries per page; the page then ends early, with a
-// position to go on from.
+// Each workflow, and each parent of children, has a postings list of the
+// admission numbers of its records (postings.go), found through a tree by
+// name: admissions append to it, retirement marks numbers dead, and no other
+// change of a record touches it. A listing by workflow or parent reads its
+// range of the list and finds each record in the admission table; if it
+// also filters by status (or by parent and workflow) it skips what does not
+// match, examining at most ListQuery.ScanMax entries per page; the page then
+// ends early, with a position to go on from.
 //
 // The change log numbers every change of a record's status (admission
 // included) with a sequence, Meta.ChangeSeq, that only grows: it is part of
@@ -85,33 +82,24 @@ type admissions struct {
 	gen    uint32      // the generation of chunks' and at0's arrays
 }
 
-// groupEntry is an entry of byWorkflow (Group 0, the workflow's number in
-// W) or byParent (Parent, W 0).
-type groupEntry struct {
-	Parent string
-	W      uint32
-	No     uint64
-}
-
-func groupLess(a, b groupEntry) bool {
-	if a.W != b.W {
-		return a.W < b.W
-	}
-	if a.Parent != b.Parent {
-		return a.Parent < b.Parent
-	}
-	return a.No < b.No
-}
-
 // workflowCount counts the records of one workflow, retired ones included,
-// and numbers the workflow for byWorkflow.
+// and lists the admission numbers of those that are not.
 type workflowCount struct {
 	Name string
 	N    int
-	W    uint32 // at least 1
+	p    *postings
 }
 
 func workflowCountLess(a, b workflowCount) bool { return a.Name < b.Name }
+
+// parentGroup lists the admission numbers of a parent's children that are
+// not retired.
+type parentGroup struct {
+	Parent string
+	p      *postings
+}
+
+func parentGroupLess(a, b parentGroup) bool { return a.Parent < b.Parent }
 
 // maxChangeSeq is the largest sequence number a change can have: 2^56-1
 // (one change a nanosecond for two years).
@@ -119,23 +107,20 @@ const maxChangeSeq = 1<<56 - 1
 
 // listIndexes are the state's secondary indexes and change log.
 type listIndexes struct {
-	adm        admissions
-	byWorkflow *btree.BTreeG[groupEntry]
-	byParent   *btree.BTreeG[groupEntry]
-	workflows  *btree.BTreeG[workflowCount]
-	feed       feed
-	counts     [statusCap]int // records by status, retired ones included
+	adm       admissions
+	workflows *btree.BTreeG[workflowCount]
+	parents   *btree.BTreeG[parentGroup]
+	feed      feed
+	counts    [statusCap]int // records by status, retired ones included
 
 	// Search hints of the applying goroutine: scratch, not state.
-	ghints [2]indexHints // byWorkflow, byParent
-	whint  btree.PathHint
+	whint, phint btree.PathHint
 }
 
 func newListIndexes() listIndexes {
 	return listIndexes{
-		byWorkflow: newTree(groupLess),
-		byParent:   newTree(groupLess),
-		workflows:  newTree(workflowCountLess),
+		workflows: newTree(workflowCountLess),
+		parents:   newTree(parentGroupLess),
 	}
 }
 
@@ -144,12 +129,11 @@ func newListIndexes() listIndexes {
 // one before writing it.
 func (l *listIndexes) copy() listIndexes {
 	return listIndexes{
-		adm:        l.adm,
-		byWorkflow: l.byWorkflow.Copy(),
-		byParent:   l.byParent.Copy(),
-		workflows:  l.workflows.Copy(),
-		feed:       l.feed.copy(),
-		counts:     l.counts,
+		adm:       l.adm,
+		workflows: l.workflows.Copy(),
+		parents:   l.parents.Copy(),
+		feed:      l.feed.copy(),
+		counts:    l.counts,
 	}
 }
 
@@ -276,13 +260,22 @@ func (s *State) indexNew(e *Execution) {
 	l.adm.add(e, s.gen)
 	wc, ok := l.workflows.GetHint(workflowCount{Name: e.WorkflowID}, &l.whint)
 	if !ok {
-		wc = workflowCount{Name: e.WorkflowID, W: uint32(l.workflows.Len() + 1)}
+		wc = workflowCount{Name: e.WorkflowID, p: &postings{gen: s.gen}}
 	}
 	wc.N++
+	wc.p = wc.p.own(s.gen)
+	wc.p.add(e.AdmitNo, s.gen)
 	l.workflows.SetHint(wc, &l.whint)
-	l.byWorkflow.SetHint(groupEntry{W: wc.W, No: e.AdmitNo}, &l.ghints[0].set)
 	if e.Parent != nil {
-		l.byParent.SetHint(groupEntry{Parent: e.Parent.ExecutionID, No: e.AdmitNo}, &l.ghints[1].set)
+		pg, ok := l.parents.GetHint(parentGroup{Parent: e.Parent.ExecutionID}, &l.phint)
+		if !ok {
+			pg = parentGroup{Parent: e.Parent.ExecutionID, p: &postings{gen: s.gen}}
+		}
+		if p := pg.p.own(s.gen); p != pg.p || !ok {
+			pg.p = p
+			l.parents.SetHint(pg, &l.phint)
+		}
+		pg.p.add(e.AdmitNo, s.gen)
 	}
 	l.counts[e.Status]++
 	s.logChange(e)
@@ -317,10 +310,26 @@ func (s *State) logChange(e *Execution) {
 func (s *State) unindex(e *Execution) {
 	l := &s.list
 	l.adm.remove(e, s.gen)
-	wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID})
-	l.byWorkflow.Delete(groupEntry{W: wc.W, No: e.AdmitNo})
+	if wc, ok := l.workflows.Get(workflowCount{Name: e.WorkflowID}); ok {
+		p := wc.p.own(s.gen)
+		p.remove(e.AdmitNo, &l.adm, s.gen)
+		if p != wc.p {
+			wc.p = p
+			l.workflows.Set(wc)
+		}
+	}
 	if e.Parent != nil {
-		l.byParent.Delete(groupEntry{Parent: e.Parent.ExecutionID, No: e.AdmitNo})
+		if pg, ok := l.parents.Get(parentGroup{Parent: e.Parent.ExecutionID}); ok {
+			p := pg.p.own(s.gen)
+			p.remove(e.AdmitNo, &l.adm, s.gen)
+			switch {
+			case len(p.chunks) == 0:
+				l.parents.Delete(pg)
+			case p != pg.p:
+				pg.p = p
+				l.parents.Set(pg)
+			}
+		}
 	}
 	l.feed.sweepIfOver(s.execs.Len()-1, &l.adm, s.gen)
 }
@@ -389,24 +398,25 @@ func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bo
 		return ListPos{}, false
 	}
 	w := walk{q: q, fn: fn, scanMax: -1}
+	var p *postings
 	switch {
 	case q.Parent == "" && q.Workflow == "":
 		l.walkTable(&w, lo, hi)
-	case q.Workflow != "" && q.Parent == "":
-		wc, ok := l.workflows.Get(workflowCount{Name: q.Workflow})
-		if !ok {
-			return ListPos{}, false
-		}
+		return ListPos{No: w.last}, w.more
+	case q.Parent == "":
+		wc, _ := l.workflows.Get(workflowCount{Name: q.Workflow})
+		p = wc.p
 		if q.Status != 0 {
 			w.scanMax = max(q.ScanMax, q.Limit)
 		}
-		l.walkGroup(&w, groupEntry{W: wc.W}, lo, hi)
 	default:
+		pg, _ := l.parents.Get(parentGroup{Parent: q.Parent})
+		p = pg.p
 		if q.Status != 0 || q.Workflow != "" {
 			w.scanMax = max(q.ScanMax, q.Limit)
 		}
-		l.walkGroup(&w, groupEntry{Parent: q.Parent}, lo, hi)
 	}
+	p.walk(lo, hi, q.Newest, &l.adm, w.take)
 	return ListPos{No: w.last}, w.more
 }
 
@@ -483,29 +493,6 @@ func (l *listIndexes) walkTable(w *walk, lo, hi uint64) {
 				return
 			}
 		}
-	}
-}
-
-// walkGroup walks one group of byWorkflow or byParent (g without its
-// number) from lo to hi (exclusive), in the query's order.
-func (l *listIndexes) walkGroup(w *walk, g groupEntry, lo, hi uint64) {
-	tr := l.byWorkflow
-	if g.Parent != "" {
-		tr = l.byParent
-	}
-	start := g
-	visit := func(k groupEntry) bool {
-		if k.W != g.W || k.Parent != g.Parent || k.No < lo || k.No >= hi {
-			return false
-		}
-		return w.take(k.No, l.adm.get(k.No))
-	}
-	if w.q.Newest {
-		start.No = hi - 1
-		tr.Descend(start, visit)
-	} else {
-		start.No = lo
-		tr.Ascend(start, visit)
 	}
 }
 
@@ -608,20 +595,20 @@ func (s *State) checkList() error {
 		workflows[e.WorkflowID]++
 		wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID})
 		switch {
+		case wc.p == nil || wc.p.chunkOf(e.AdmitNo) < 0:
+			return fail(e.ID, "missing from its workflow's listing index")
 		case e.AdmitNo == 0 || e.AdmitNo > s.meta.Admitted:
 			return fail(e.ID, "admission number "+itoa(e.AdmitNo)+" outside 1 to "+itoa(s.meta.Admitted))
 		case l.adm.get(e.AdmitNo) != e:
 			return fail(e.ID, "its admission number's slot holds another record")
 		case l.adm.statusOf(e.AdmitNo) != st:
 			return fail(e.ID, "its slot says "+statusName(l.adm.statusOf(e.AdmitNo))+", the record "+statusName(st))
-		case !has(l.byWorkflow, groupEntry{W: wc.W, No: e.AdmitNo}) || wc.W == 0:
-			return fail(e.ID, "missing from its workflow's listing index")
 		case e.ChangeSeq == 0 || e.ChangeSeq > s.meta.ChangeSeq:
 			return fail(e.ID, "changed at position "+itoa(e.ChangeSeq)+", the sequence is at "+itoa(s.meta.ChangeSeq))
 		}
 		if e.Parent != nil {
 			children++
-			if !has(l.byParent, groupEntry{Parent: e.Parent.ExecutionID, No: e.AdmitNo}) {
+			if pg, _ := l.parents.Get(parentGroup{Parent: e.Parent.ExecutionID}); pg.p == nil || pg.p.chunkOf(e.AdmitNo) < 0 {
 				return fail(e.ID, "missing from its parent's listing index")
 			}
 		}
@@ -654,22 +641,34 @@ func (s *State) checkList() error {
 			return invariantErr("status " + statusName(Status(st)) + " counts " + itoa(uint64(l.counts[st])) + " records, the records say " + itoa(uint64(counts[st])))
 		}
 	}
-	if l.byWorkflow.Len() != entries || l.byParent.Len() != children {
-		return invariantErr("listing indexes hold entries of no record")
-	}
 	if l.workflows.Len() != len(workflows) {
 		return invariantErr("workflow counts name workflows no record has")
 	}
-	ws := map[uint32]bool{}
+	listed := 0
 	l.workflows.Scan(func(w workflowCount) bool {
 		if workflows[w.Name] != w.N {
 			err = invariantErr("workflow " + quote(w.Name) + " counts " + itoa(uint64(w.N)) + " records, the records say " + itoa(uint64(workflows[w.Name])))
-		} else if w.W == 0 || ws[w.W] {
-			err = invariantErr("workflow " + quote(w.Name) + " has number " + itoa(uint64(w.W)) + ", 0 or another's")
+		} else if msg := w.p.check(&l.adm, func(e *Execution) bool { return e.WorkflowID == w.Name }); msg != "" {
+			err = invariantErr("workflow " + quote(w.Name) + "'s listing index: " + msg)
 		}
-		ws[w.W] = true
+		listed += w.p.live
 		return err == nil
 	})
+	if err != nil {
+		return err
+	}
+	l.parents.Scan(func(g parentGroup) bool {
+		if msg := g.p.check(&l.adm, func(e *Execution) bool { return e.Parent != nil && e.Parent.ExecutionID == g.Parent }); msg != "" {
+			err = invariantErr("parent " + quote(g.Parent) + "'s listing index: " + msg)
+		} else if len(g.p.chunks) == 0 {
+			err = invariantErr("parent " + quote(g.Parent) + " has an empty listing index")
+		}
+		children -= g.p.live
+		return err == nil
+	})
+	if err == nil && (listed != entries || children != 0) {
+		err = invariantErr("listing indexes hold entries of no record, or miss some")
+	}
 	return err
 }
 
@@ -723,11 +722,6 @@ func (a *admissions) check(last uint64, records int) error {
 		return invariantErr("admission table: " + itoa(uint64(n)) + " slots for " + itoa(uint64(records)) + " records")
 	}
 	return nil
-}
-
-func has[T any](tr *btree.BTreeG[T], k T) bool {
-	_, ok := tr.Get(k)
-	return ok
 }
 
 func invariantErr(msg string) error { return errors.New("fsm: invariant violated: " + msg) }

@@ -216,7 +216,7 @@ func (s *State) deriveChanges() {
 	s.buildList(recs, &cl)
 }
 
-// buildList builds the admission table, the group indexes, the change log
+// buildList builds the admission table, the postings lists, the change log
 // and the counts of a decoded state whose records have their numbers.
 func (s *State) buildList(recs []*Execution, cl *changeLists) {
 	l := &s.list
@@ -224,9 +224,7 @@ func (s *State) buildList(recs []*Execution, cl *changeLists) {
 		e := recs[pos]
 		l.feed.append(feedEntry{Seq: e.ChangeSeq, No: e.AdmitNo, At: cl.ats[pos]}, s.gen)
 	}
-	// Workflows are numbered in name order; in admission order each group
-	// index is then filled in its own order, by appends (Load falls back to
-	// an insertion for an entry out of that order).
+	// In admission order each postings list is filled by appends.
 	counts := map[string]int{}
 	var names []string
 	count := func(name string) {
@@ -244,40 +242,31 @@ func (s *State) buildList(recs []*Execution, cl *changeLists) {
 		return true
 	})
 	slices.Sort(names)
-	number := make(map[string]uint32, len(names))
-	for i, name := range names {
-		number[name] = uint32(i + 1)
-		l.workflows.Load(workflowCount{Name: name, N: counts[name], W: uint32(i + 1)})
+	lists := make(map[string]*postings, len(names))
+	for _, name := range names {
+		lists[name] = &postings{gen: s.gen}
+		l.workflows.Load(workflowCount{Name: name, N: counts[name], p: lists[name]})
 	}
-	byWorkflow := make([][]uint64, len(names)+1)
-	parents := map[string]*[]uint64{}
+	parents := map[string]*postings{}
 	var parentNames []string
 	for _, pos := range cl.admitted {
 		e := recs[pos]
 		l.counts[e.Status]++
 		l.adm.add(e, s.gen)
-		w := number[e.WorkflowID]
-		byWorkflow[w] = append(byWorkflow[w], e.AdmitNo)
+		lists[e.WorkflowID].add(e.AdmitNo, s.gen)
 		if e.Parent != nil {
-			b, ok := parents[e.Parent.ExecutionID]
+			p, ok := parents[e.Parent.ExecutionID]
 			if !ok {
-				b = new([]uint64)
-				parents[e.Parent.ExecutionID] = b
+				p = &postings{gen: s.gen}
+				parents[e.Parent.ExecutionID] = p
 				parentNames = append(parentNames, e.Parent.ExecutionID)
 			}
-			*b = append(*b, e.AdmitNo)
-		}
-	}
-	for w, nos := range byWorkflow {
-		for _, no := range nos {
-			l.byWorkflow.Load(groupEntry{W: uint32(w), No: no})
+			p.add(e.AdmitNo, s.gen)
 		}
 	}
 	slices.Sort(parentNames)
-	for _, p := range parentNames {
-		for _, no := range *parents[p] {
-			l.byParent.Load(groupEntry{Parent: p, No: no})
-		}
+	for _, name := range parentNames {
+		l.parents.Load(parentGroup{Parent: name, p: parents[name]})
 	}
 }
 
