@@ -394,9 +394,9 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) error {
 		e.gen = s.gen
 		s.execs.Load(execItem{ID: e.ID, e: e})
 		if at, ok := e.claimableAt(); ok && e.Leased() {
-			leases = append(leases, claimKey{At: at, ID: e.ID, e: e})
+			leases = append(leases, claimKey{At: at, e: e})
 		} else if ok {
-			due = append(due, claimKey{At: at, ID: e.ID, e: e})
+			due = append(due, claimKey{At: at, e: e})
 		}
 	}
 	if d.err != nil {

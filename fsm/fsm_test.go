@@ -376,11 +376,11 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		return s
 	}
 	breaks := map[string]func(s *State){
-		"due entry missing": func(s *State) { s.due.Delete(claimKey{At: 10, ID: "a"}) },
-		"stale due entry":   func(s *State) { s.due.Set(claimKey{At: 99, ID: "a", e: s.lookup("a")}) },
+		"due entry missing": func(s *State) { s.due.Delete(claimKey{At: 10, e: s.lookup("a")}) },
+		"stale due entry":   func(s *State) { s.due.Set(claimKey{At: 99, e: s.lookup("a")}) },
 		"due entry points elsewhere": func(s *State) {
 			e := *s.lookup("a")
-			s.due.Set(claimKey{At: 10, ID: "a", e: &e})
+			s.due.Set(claimKey{At: 10, e: &e})
 		},
 		"terminal with wake": func(s *State) {
 			e := s.lookup("a")

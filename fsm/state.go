@@ -19,13 +19,14 @@ func dueLess(a, b dueKey) bool {
 	return a.ID < b.ID
 }
 
-// claimKey is an entry of a claimable index: dueKey's order, and the stored
-// record, so that a claim reaches the records it takes without searching for
-// them. e is always the record stored for ID (CheckInvariants verifies it);
-// put replaces the entry when it replaces the record.
+// claimKey is an entry of a claimable index: dueKey's order, (time, ID),
+// the ID read through the stored record, so that a claim reaches the records
+// it takes without searching for them and the entry is two words. e is
+// always the record stored for its ID (CheckInvariants verifies it); put
+// replaces the entry when it replaces the record. A key to search with may
+// point to any record of that ID.
 type claimKey struct {
 	At int64
-	ID string
 	e  *Execution
 }
 
@@ -33,7 +34,7 @@ func claimLess(a, b claimKey) bool {
 	if a.At != b.At {
 		return a.At < b.At
 	}
-	return a.ID < b.ID
+	return a.e.ID < b.e.ID
 }
 
 // stepEntry is one saved step result.
@@ -371,17 +372,17 @@ func (s *State) put(old, e *Execution) {
 	if oldOK && newOK && oldAt == newAt && oldLeased == e.Leased() {
 		if stored != old { // same place in the index, new record
 			t, h := s.claimIndex(oldLeased)
-			t.SetHint(claimKey{At: newAt, ID: e.ID, e: stored}, &h.set)
+			t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 		}
 		return
 	}
 	if oldOK {
 		t, h := s.claimIndex(oldLeased)
-		t.DeleteHint(claimKey{At: oldAt, ID: e.ID}, &h.del)
+		t.DeleteHint(claimKey{At: oldAt, e: stored}, &h.del)
 	}
 	if newOK {
 		t, h := s.claimIndex(e.Leased())
-		t.SetHint(claimKey{At: newAt, ID: e.ID, e: stored}, &h.set)
+		t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 	}
 }
 
@@ -440,7 +441,7 @@ func (s *State) ExpiredLeases(now int64, limit int, fn func(id string, token uin
 		if k.At > now || n == limit {
 			return false
 		}
-		fn(k.ID, k.e.LeaseToken)
+		fn(k.e.ID, k.e.LeaseToken)
 		n++
 		return true
 	})
