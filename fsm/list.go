@@ -20,10 +20,13 @@ import (
 // each chunk a count of its slots by status and the admission time of its
 // first slot. A record is put in its slot once, when admitted; a change of
 // status rewrites one byte and two counts, a record replaced rewrites one
-// pointer: no search, no tree. A listing by status walks the chunks in
-// order, skipping every chunk without a slot of that status by its count,
-// and reads the status bytes of the others; a listing without a filter
-// walks the slots. A chunk whose slots are all retired is dropped.
+// pointer: no search. For each status, a tree of chunk numbers holds the
+// chunks with a record of that status (and one those with any record); it
+// changes only when a chunk's count of a status leaves or reaches 0, about
+// once per 256 changes. A listing by status walks that tree from its
+// position, O(log n) to the next chunk whatever it skips, and reads the
+// status bytes of each chunk it visits. A chunk whose slots are all retired
+// is dropped.
 //
 // Each workflow, and each parent of children, has a postings list of the
 // admission numbers of its records (postings.go), found through a tree by
@@ -80,6 +83,53 @@ type admissions struct {
 	chunks []*admChunk // nil: every slot of it retired
 	at0    []int64     // the admission time of each chunk's first number
 	gen    uint32      // the generation of chunks' and at0's arrays
+	// with[st] holds the numbers (base+i) of the chunks with a record of
+	// status st; with[0], those with any record. A listing by status visits
+	// only those: O(log n) to find the next, whatever it skips. They change
+	// only when a chunk's count of a status goes from 0 or to 0.
+	with [statusCap]*btree.BTreeG[uint64]
+}
+
+func uint64Less(a, b uint64) bool { return a < b }
+
+// copy returns the table for a Copy of the state.
+func (a *admissions) copy() admissions {
+	c := *a
+	for st := range a.with {
+		if a.with[st] != nil {
+			c.with[st] = a.with[st].Copy()
+		}
+	}
+	return c
+}
+
+// count adds d (1 or -1) to chunk c's (number k's) count of status st,
+// and of records if live, keeping with[st] (and with[0]) in step.
+func (a *admissions) count(c *admChunk, k uint64, st Status, d int, live bool) {
+	if a.with[0] == nil {
+		for i := range a.with {
+			a.with[i] = newTree(uint64Less)
+		}
+	}
+	if d > 0 {
+		if c.n[st]++; c.n[st] == 1 {
+			a.with[st].Set(k)
+		}
+		if live {
+			if c.live++; c.live == 1 {
+				a.with[0].Set(k)
+			}
+		}
+		return
+	}
+	if c.n[st]--; c.n[st] == 0 {
+		a.with[st].Delete(k)
+	}
+	if live {
+		if c.live--; c.live == 0 {
+			a.with[0].Delete(k)
+		}
+	}
 }
 
 // workflowCount counts the records of one workflow, retired ones included,
@@ -129,7 +179,7 @@ func newListIndexes() listIndexes {
 // one before writing it.
 func (l *listIndexes) copy() listIndexes {
 	return listIndexes{
-		adm:       l.adm,
+		adm:       l.adm.copy(),
 		workflows: l.workflows.Copy(),
 		parents:   l.parents.Copy(),
 		feed:      l.feed.copy(),
@@ -196,8 +246,7 @@ func (a *admissions) add(e *Execution, gen uint32) {
 	c := a.chunk(e.AdmitNo, e.AdmittedAt, gen)
 	j := e.AdmitNo & (admSize - 1)
 	c.e[j], c.st[j] = e, e.Status
-	c.n[e.Status]++
-	c.live++
+	a.count(c, e.AdmitNo>>admShift, e.Status, 1, true)
 }
 
 // set points a record's slot to its stored version, of status e.Status.
@@ -205,8 +254,8 @@ func (a *admissions) set(e *Execution, gen uint32) {
 	c := a.chunk(e.AdmitNo, 0, gen)
 	j := e.AdmitNo & (admSize - 1)
 	if old := c.st[j]; old != e.Status {
-		c.n[old]--
-		c.n[e.Status]++
+		a.count(c, e.AdmitNo>>admShift, old, -1, false)
+		a.count(c, e.AdmitNo>>admShift, e.Status, 1, false)
 		c.st[j] = e.Status
 	}
 	c.e[j] = e
@@ -217,9 +266,9 @@ func (a *admissions) set(e *Execution, gen uint32) {
 func (a *admissions) remove(e *Execution, gen uint32) {
 	c := a.chunk(e.AdmitNo, 0, gen)
 	j := e.AdmitNo & (admSize - 1)
-	c.n[c.st[j]]--
+	a.count(c, e.AdmitNo>>admShift, c.st[j], -1, true)
 	c.e[j], c.st[j] = nil, 0
-	if c.live--; c.live > 0 {
+	if c.live > 0 {
 		return
 	}
 	a.chunks[e.AdmitNo>>admShift-a.base] = nil
@@ -458,28 +507,20 @@ func (w *walk) take(no uint64, e *Execution) bool {
 }
 
 // walkTable walks the admission table from lo to hi (exclusive), in the
-// query's order, taking the records of the query's status (any, if 0).
+// query's order, taking the records of the query's status (any, if 0): it
+// visits only the chunks with such a record.
 func (l *listIndexes) walkTable(w *walk, lo, hi uint64) {
 	a := &l.adm
 	st := w.q.Status
-	if lo < a.base<<admShift {
-		lo = a.base << admShift
-	}
-	if lo >= hi {
+	if lo >= hi || a.with[0] == nil {
 		return
 	}
-	first, lastChunk := lo>>admShift-a.base, (hi-1)>>admShift-a.base
-	for k := range lastChunk - first + 1 {
-		ci := first + k
-		if w.q.Newest {
-			ci = lastChunk - k
+	visit := func(k uint64) bool {
+		if k < lo>>admShift || k > (hi-1)>>admShift {
+			return false
 		}
-		c := a.chunks[ci]
-		if c == nil || (st != 0 && c.n[st] == 0) {
-			continue
-		}
-		cLo := max((a.base+ci)<<admShift, lo)
-		cHi := min((a.base+ci+1)<<admShift, hi)
+		c := a.chunks[k-a.base]
+		cLo, cHi := max(k<<admShift, lo), min((k+1)<<admShift, hi)
 		for m := range cHi - cLo {
 			no := cLo + m
 			if w.q.Newest {
@@ -490,9 +531,15 @@ func (l *listIndexes) walkTable(w *walk, lo, hi uint64) {
 				continue
 			}
 			if !w.take(no, c.e[j]) {
-				return
+				return false
 			}
 		}
+		return true
+	}
+	if w.q.Newest {
+		a.with[st].Descend((hi-1)>>admShift, visit)
+	} else {
+		a.with[st].Ascend(lo>>admShift, visit)
 	}
 }
 
@@ -681,6 +728,7 @@ func (a *admissions) check(last uint64, records int) error {
 		return invariantErr("admission table: chunk times and chunks differ in number")
 	}
 	n := 0
+	var listed [statusCap]int
 	prevAt := int64(-1 << 63)
 	for i, c := range a.chunks {
 		if i > 0 && a.at0[i] < a.at0[i-1] {
@@ -716,10 +764,24 @@ func (a *admissions) check(last uint64, records int) error {
 		if byStatus != c.n || live != c.live || live == 0 {
 			return invariantErr("admission table: chunk " + itoa(a.base+uint64(i)) + " counts its slots wrongly, or is empty")
 		}
+		for st := range statusCap {
+			want := st == 0 || c.n[st] > 0
+			if _, in := a.with[st].Get(a.base + uint64(i)); in != want {
+				return invariantErr("admission table: chunk " + itoa(a.base+uint64(i)) + " is listed wrongly under " + statusName(Status(st)))
+			}
+			if want {
+				listed[st]++
+			}
+		}
 		n += int(live)
 	}
 	if n != records {
 		return invariantErr("admission table: " + itoa(uint64(n)) + " slots for " + itoa(uint64(records)) + " records")
+	}
+	for st := range statusCap {
+		if a.with[st] != nil && a.with[st].Len() != listed[st] {
+			return invariantErr("admission table: lists chunks it does not have under " + statusName(Status(st)))
+		}
 	}
 	return nil
 }
