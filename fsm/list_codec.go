@@ -104,14 +104,9 @@ func (s *State) recordList() []*Execution {
 	return recs
 }
 
-// changeLists is what the change log's two lists say, by record position.
-type changeLists struct {
-	admitted []int32 // record positions in admission order
-	changed  []int32 // record positions in sequence order
-	ats      []int64 // the time of each record's latest change
-}
-
-// decodeChanges reads the change log and builds the listing indexes.
+// decodeChanges reads the change log and builds the listing indexes as it
+// reads: the admission table and the postings lists in the admissions'
+// order, the change log in its own, each record visited once per list.
 func (s *State) decodeChanges(d *streamDecoder) error {
 	recs := s.recordList()
 	last := d.Uvarint()
@@ -120,7 +115,7 @@ func (s *State) decodeChanges(d *streamDecoder) error {
 	if d.err == nil && n != len(recs) {
 		return decodeErr("state: " + itoa(uint64(n)) + " changes for " + itoa(uint64(len(recs))) + " records")
 	}
-	cl := changeLists{admitted: make([]int32, 0, n), changed: make([]int32, 0, n), ats: make([]int64, n)}
+	b := newListBuilder(s, recs)
 	for list := range 2 {
 		seq, bound := uint64(0), admitted
 		if list == 1 {
@@ -149,11 +144,10 @@ func (s *State) decodeChanges(d *streamDecoder) error {
 			}
 			if list == 0 {
 				e.AdmitNo = seq
-				cl.admitted = append(cl.admitted, int32(pos))
+				b.admitted(e)
 			} else {
 				e.ChangeSeq = seq
-				cl.ats[pos] = at
-				cl.changed = append(cl.changed, int32(pos))
+				b.changed(e, at)
 			}
 		}
 	}
@@ -161,7 +155,7 @@ func (s *State) decodeChanges(d *streamDecoder) error {
 		return d.err
 	}
 	s.meta.ChangeSeq, s.meta.Admitted = last, admitted
-	s.buildList(recs, &cl)
+	b.finish()
 	return nil
 }
 
@@ -185,13 +179,13 @@ func checkChange(seq *uint64, delta, last, pos uint64, records int) string {
 func (s *State) deriveChanges() {
 	recs := s.recordList()
 	n := len(recs)
-	cl := changeLists{admitted: make([]int32, n), changed: make([]int32, n), ats: make([]int64, n)}
+	admitted, changed, ats := make([]int32, n), make([]int32, n), make([]int64, n)
 	for i, e := range recs {
-		cl.ats[i] = e.UpdatedAt
+		ats[i] = e.UpdatedAt
 		if e.Status == StatusAdmitted {
-			cl.ats[i] = e.AdmittedAt
+			ats[i] = e.AdmittedAt
 		}
-		cl.admitted[i], cl.changed[i] = int32(i), int32(i)
+		admitted[i], changed[i] = int32(i), int32(i)
 	}
 	byTime := func(at func(int32) int64) func(a, b int32) int {
 		return func(a, b int32) int { // records are in ID order already
@@ -204,27 +198,36 @@ func (s *State) deriveChanges() {
 			return 0
 		}
 	}
-	slices.SortStableFunc(cl.admitted, byTime(func(i int32) int64 { return recs[i].AdmittedAt }))
-	slices.SortStableFunc(cl.changed, byTime(func(i int32) int64 { return cl.ats[i] }))
-	for i, pos := range cl.admitted {
+	slices.SortStableFunc(admitted, byTime(func(i int32) int64 { return recs[i].AdmittedAt }))
+	slices.SortStableFunc(changed, byTime(func(i int32) int64 { return ats[i] }))
+	b := newListBuilder(s, recs)
+	for i, pos := range admitted {
 		recs[pos].AdmitNo = uint64(i + 1)
+		b.admitted(recs[pos])
 	}
-	for i, pos := range cl.changed {
+	for i, pos := range changed {
 		recs[pos].ChangeSeq = uint64(n + i + 1)
+		b.changed(recs[pos], ats[pos])
 	}
 	s.meta.ChangeSeq, s.meta.Admitted = uint64(2*n), uint64(n)
-	s.buildList(recs, &cl)
+	b.finish()
 }
 
-// buildList builds the admission table, the postings lists, the change log
-// and the counts of a decoded state whose records have their numbers.
-func (s *State) buildList(recs []*Execution, cl *changeLists) {
+// listBuilder builds the listing indexes of a decoded state: given each
+// record in admission order, then in change order.
+type listBuilder struct {
+	s        *State
+	lists    map[string]*postings // by workflow
+	last     string               // the workflow of the latest admission, and its list:
+	lastList *postings            // runs of one workflow are common
+	parents  map[string]*postings
+	names    []string // of parents
+}
+
+// newListBuilder counts the records by workflow (and the retired ones, and
+// those by status) and makes each workflow's list.
+func newListBuilder(s *State, recs []*Execution) *listBuilder {
 	l := &s.list
-	for _, pos := range cl.changed {
-		e := recs[pos]
-		l.feed.append(feedEntry{Seq: e.ChangeSeq, No: e.AdmitNo, At: cl.ats[pos]}, s.gen)
-	}
-	// In admission order each postings list is filled by appends.
 	counts := map[string]int{}
 	var names []string
 	count := func(name string) {
@@ -242,31 +245,44 @@ func (s *State) buildList(recs []*Execution, cl *changeLists) {
 		return true
 	})
 	slices.Sort(names)
-	lists := make(map[string]*postings, len(names))
+	b := &listBuilder{s: s, lists: make(map[string]*postings, len(names)), parents: map[string]*postings{}}
 	for _, name := range names {
-		lists[name] = &postings{gen: s.gen}
-		l.workflows.Load(workflowCount{Name: name, N: counts[name], p: lists[name]})
+		b.lists[name] = &postings{gen: s.gen}
+		l.workflows.Load(workflowCount{Name: name, N: counts[name], p: b.lists[name]})
 	}
-	parents := map[string]*postings{}
-	var parentNames []string
-	for _, pos := range cl.admitted {
-		e := recs[pos]
-		l.counts[e.Status]++
-		l.adm.add(e, s.gen)
-		lists[e.WorkflowID].add(e.AdmitNo, s.gen)
-		if e.Parent != nil {
-			p, ok := parents[e.Parent.ExecutionID]
-			if !ok {
-				p = &postings{gen: s.gen}
-				parents[e.Parent.ExecutionID] = p
-				parentNames = append(parentNames, e.Parent.ExecutionID)
-			}
-			p.add(e.AdmitNo, s.gen)
+	return b
+}
+
+// admitted indexes the next record in admission order.
+func (b *listBuilder) admitted(e *Execution) {
+	s := b.s
+	s.list.counts[e.Status]++
+	s.list.adm.add(e, s.gen)
+	if b.lastList == nil || e.WorkflowID != b.last {
+		b.last, b.lastList = e.WorkflowID, b.lists[e.WorkflowID]
+	}
+	b.lastList.add(e.AdmitNo, s.gen)
+	if e.Parent != nil {
+		p, ok := b.parents[e.Parent.ExecutionID]
+		if !ok {
+			p = &postings{gen: s.gen}
+			b.parents[e.Parent.ExecutionID] = p
+			b.names = append(b.names, e.Parent.ExecutionID)
 		}
+		p.add(e.AdmitNo, s.gen)
 	}
-	slices.Sort(parentNames)
-	for _, name := range parentNames {
-		l.parents.Load(parentGroup{Parent: name, p: parents[name]})
+}
+
+// changed logs the next record's latest change in position order.
+func (b *listBuilder) changed(e *Execution, at int64) {
+	b.s.list.feed.append(feedEntry{Seq: e.ChangeSeq, No: e.AdmitNo, At: at}, b.s.gen)
+}
+
+// finish loads the parents' lists.
+func (b *listBuilder) finish() {
+	slices.Sort(b.names)
+	for _, name := range b.names {
+		b.s.list.parents.Load(parentGroup{Parent: name, p: b.parents[name]})
 	}
 }
 
