@@ -3,6 +3,9 @@ package fsm
 import (
 	"slices"
 
+	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/internal/tune"
+
 	"github.com/tidwall/btree"
 )
 
@@ -15,8 +18,9 @@ type feedEntry struct {
 	At  int64
 }
 
-// feedChunkCap is the most entries a chunk of the change log holds.
-const feedChunkCap = 256
+// feedChunkCap is the most entries a chunk of the change log holds: 256
+// (tune.FeedChunk; the simulator makes it small).
+func feedChunkCap() int { return tune.FeedChunk }
 
 // feedChunk is a run of the change log in position order. Lo is the least
 // position it may hold, fixed when the chunk is created: the chunks' Lo
@@ -50,8 +54,8 @@ func (f *feed) append(x feedEntry, gen uint32) {
 	f.n++
 	c, ok := f.chunks.Max()
 	switch {
-	case !ok || len(c.ents) == feedChunkCap:
-		c = &feedChunk{Lo: x.Seq, ents: make([]feedEntry, 0, feedChunkCap), gen: gen}
+	case !ok || len(c.ents) >= feedChunkCap():
+		c = &feedChunk{Lo: x.Seq, ents: make([]feedEntry, 0, feedChunkCap()), gen: gen}
 	case c.gen != gen:
 		c = &feedChunk{Lo: c.Lo, ents: c.ents, gen: gen} // the array is only appended to
 	default:
@@ -68,8 +72,15 @@ func (x *feedEntry) live(adm *admissions) bool {
 	return e != nil && e.ChangeSeq == x.Seq
 }
 
+// feedSlack is how many entries over twice the records (tune.FeedSweep
+// times; the simulator makes it once) the log may hold before the writer
+// sweeps: a quarter chunk.
+func feedSlack() int { return tune.FeedChunk / 4 }
+
 // sweepIfOver compacts one chunk when the log holds more than twice as many
-// entries as there are records (records), plus two chunks' worth.
+// entries as there are records (records), plus feedSlack. (The last chunk,
+// which changes append to, is not swept: the log may exceed the bound by up
+// to a chunk.)
 //
 // Each change appends one entry and makes at most one other dead, so a
 // sweep step, which drops every dead entry of one chunk (and merges it into
@@ -79,7 +90,7 @@ func (x *feedEntry) live(adm *admissions) bool {
 // add. A step costs at most two chunks' worth of copying: the writer does
 // a bounded amount of work per change, never a pass over the whole log.
 func (f *feed) sweepIfOver(records int, adm *admissions, gen uint32) {
-	if f.n > 2*records+2*feedChunkCap {
+	if f.n > tune.FeedSweep*records+feedSlack() {
 		f.sweepStep(adm, gen)
 	}
 }
@@ -128,9 +139,9 @@ func (f *feed) sweepStep(adm *admissions, gen uint32) {
 	} else {
 		f.sweep = 0
 	}
-	if prev != nil && prev != tail && len(prev.ents)+live <= feedChunkCap {
+	if prev != nil && prev != tail && len(prev.ents)+live <= feedChunkCap() {
 		// Merge into the chunk before, which now holds up to the next one.
-		ents := make([]feedEntry, 0, feedChunkCap)
+		ents := make([]feedEntry, 0, feedChunkCap())
 		ents = append(ents, prev.ents...)
 		ents = appendLive(ents, c.ents, adm)
 		f.chunks.Delete(c)
@@ -149,8 +160,13 @@ func (f *feed) sweepStep(adm *admissions, gen uint32) {
 }
 
 func appendLive(dst, src []feedEntry, adm *admissions) []feedEntry {
+	drop := mutant.SweepDropsLive
 	for i := range src {
 		if src[i].live(adm) {
+			if drop {
+				drop = false
+				continue
+			}
 			dst = append(dst, src[i])
 		}
 	}
@@ -210,7 +226,7 @@ func (f *feed) check(last uint64, adm *admissions) error {
 	seen := map[uint64]bool{} // admission numbers with a live entry
 	f.chunks.Scan(func(c *feedChunk) bool {
 		lo = append(lo, c.Lo)
-		if len(c.ents) == 0 || len(c.ents) > feedChunkCap {
+		if len(c.ents) == 0 || len(c.ents) > feedChunkCap() {
 			err = invariantErr("change log: a chunk of " + itoa(uint64(len(c.ents))) + " entries")
 			return false
 		}

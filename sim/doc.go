@@ -241,7 +241,8 @@
 // made durable, a lease fence that lets token 0 through, a wake at exactly
 // the pending time that writes, a schedule that is not advanced past the
 // occurrence it reached, listing indexes that keep pointing to a replaced
-// record, a snapshot that numbers the change feed again from 1, and, for the
+// record, a snapshot that numbers the change feed again from 1, a sweep of the
+// change feed that drops a live entry, and, for the
 // dispatcher check, a dispatcher that acknowledges after its lease was lost,
 // a cancellation that spares the children), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching

@@ -117,6 +117,7 @@ var mutations = []struct {
 	{"CompactPastKeep", &mutant.CompactPastKeep, 0},
 	{"ListKeepsReplacedRecords", &mutant.ListKeepsReplacedRecords, 0},
 	{"ChangeSeqRestarts", &mutant.ChangeSeqRestarts, 0},
+	{"SweepDropsLive", &mutant.SweepDropsLive, 0},
 	{"CancelSparesChildren", &mutant.CancelSparesChildren, 0},
 	// Rarer: it takes a crash or a storage error in the middle of a compaction
 	// that removes two segment files or more.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/tune"
 	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/wal"
 )
@@ -71,7 +72,14 @@ type world struct {
 	cov          Coverage // what the run reached
 }
 
+// smallStructures makes the state machine cut its structures into small
+// pieces (internal/tune), so that a simulated store, whose state holds
+// dozens of records, reaches the code that compacts them, as a store of
+// millions does. It changes no answer and no trace.
+var smallStructures sync.Once
+
 func newWorld(seed uint64, cfg Config, base string) *world {
+	smallStructures.Do(func() { tune.FeedChunk, tune.FeedSweep = 4, 1 })
 	w := &world{
 		cfg:      cfg,
 		seed:     seed,

@@ -87,4 +87,8 @@ var (
 	// snapshot: the state is consistent, but after a reopen from it the
 	// store hands out positions a consumer has already read.
 	ChangeSeqRestarts bool
+	// SweepDropsLive makes the writer's sweep of the change log drop the
+	// first live entry of each chunk it compacts: an execution's latest
+	// change vanishes from the feed.
+	SweepDropsLive bool
 )
