@@ -402,8 +402,8 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) error {
 	if d.err != nil {
 		return d.err
 	}
-	loadSorted(s.due, due, claimLess)
-	loadSorted(s.leases, leases, claimLess)
+	loadByTime(s.due, due)
+	loadByTime(s.leases, leases)
 	return nil
 }
 
@@ -567,6 +567,29 @@ func intern(seen map[string]string, s string) string {
 
 // loadSorted sorts a derived index's items in the tree's order and bulk-loads
 // them.
+// loadByTime loads a claimable index from entries in ID order (the records'
+// order in the encoding): a stable sort by time alone puts them in (time, ID)
+// order, comparing integers, not IDs through the records.
+func loadByTime(tr *btree.BTreeG[claimKey], items []claimKey) {
+	byTime := func(a, b claimKey) int { return cmpInt(a.At, b.At) }
+	if !slices.IsSortedFunc(items, byTime) {
+		slices.SortStableFunc(items, byTime)
+	}
+	for _, it := range items {
+		tr.Load(it)
+	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
 func loadSorted[T any](tr *btree.BTreeG[T], items []T, less func(a, b T) bool) {
 	slices.SortFunc(items, func(a, b T) int {
 		switch {
