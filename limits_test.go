@@ -255,6 +255,8 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		RetryAfter:            365 * 24 * time.Hour,
 		ErrorMessageBytes:     16 << 10,
 		ErrorCauseDepth:       8,
+		ListPageDefault:       100,         // "pages of List and Changes of 100 records by default"
+		ListPageMax:           1000,        // "and at most 1000"
 		CancelReasonBytes:     4096,        // "cancellation reasons 4096 bytes"
 		Schedules:             10_000,      // "10,000 schedules"
 		ScheduleInterval:      time.Second, // "intervals of at least 1 s"
@@ -275,6 +277,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		{"wal.MaxPayloadBytes (one WAL entry)", wal.MaxPayloadBytes, 64 << 20},
 		{"DefaultSnapshotEntries", execstore.DefaultSnapshotEntries, 100_000},
 		{"DefaultSnapshotWALBytes", execstore.DefaultSnapshotWALBytes, 64 << 20},
+		{"StatsWorkflowsMax", execstore.StatsWorkflowsMax, 1000},
 		{"ScheduleIDBytes", execstore.ScheduleIDBytes, 169},
 	} {
 		if c.got != c.want {

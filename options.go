@@ -134,6 +134,12 @@ type Limits struct {
 	// ErrorCauseDepth bounds how many wrapped causes of a failed outcome's
 	// error are recorded; deeper ones are dropped. Default 8, at most 15.
 	ErrorCauseDepth int
+
+	// ListPageDefault is the page size of List and Changes when the call
+	// leaves it 0. Default 100.
+	ListPageDefault int
+	// ListPageMax bounds the page size of List and Changes. Default 1000.
+	ListPageMax int
 	// CancelReasonBytes bounds the reason given to Cancel, which the
 	// cancelled outcome keeps. Default 4096.
 	CancelReasonBytes int
@@ -175,6 +181,8 @@ var DefaultLimits = Limits{
 	RetryAfter:            365 * 24 * time.Hour,
 	ErrorMessageBytes:     16 << 10,
 	ErrorCauseDepth:       8,
+	ListPageDefault:       100,
+	ListPageMax:           1000,
 	CancelReasonBytes:     4096,
 
 	Schedules:        10_000,
@@ -200,6 +208,9 @@ func (l Limits) withDefaults() Limits {
 	pick(&l.ClaimLimit, d.ClaimLimit)
 	pick(&l.ErrorMessageBytes, d.ErrorMessageBytes)
 	pick(&l.ErrorCauseDepth, d.ErrorCauseDepth)
+	pick(&l.ListPageMax, d.ListPageMax)
+	pick(&l.ListPageDefault, min(d.ListPageDefault, l.ListPageMax))
+	l.ListPageDefault = min(l.ListPageDefault, l.ListPageMax)
 	pick(&l.CancelReasonBytes, d.CancelReasonBytes)
 	if l.ErrorCauseDepth > fsm.MaxErrorDepth-1 {
 		l.ErrorCauseDepth = fsm.MaxErrorDepth - 1

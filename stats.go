@@ -39,7 +39,21 @@ type Stats struct {
 	ClockBehindStamps uint64        // batches stamped with the store's time because the clock read earlier
 	ClockBehindMax    time.Duration // the largest such gap between the store's time and the clock
 	ClockBehind       time.Duration // the gap at the latest stamp; zero once the clock has caught up
+
+	// Counts by status and by workflow, retired records included (List
+	// shows only those not retired). ByWorkflow holds the first
+	// StatsWorkflowsMax workflow IDs in byte order; WorkflowsOmitted counts
+	// the others.
+	ByStatus         map[Status]int
+	ByWorkflow       map[string]int
+	WorkflowsOmitted int
+	// LastChange is the latest position of the change feed (see Changes).
+	LastChange uint64
 }
+
+// StatsWorkflowsMax bounds Stats.ByWorkflow, so that a store with many
+// distinct workflow IDs does not make every Stats call large.
+const StatsWorkflowsMax = 1000
 
 // Stats returns a summary of the applied state.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
@@ -54,6 +68,20 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			st.NextDue = timeFromNanos(at)
 		}
 		st.Now = timeFromNanos(m.Now)
+		st.ByStatus = make(map[Status]int, len(fsm.AllStatuses))
+		for _, x := range fsm.AllStatuses {
+			st.ByStatus[statusFromFSM(x)] = state.CountByStatus(x)
+		}
+		st.ByWorkflow = make(map[string]int, min(state.WorkflowCount(), StatsWorkflowsMax))
+		state.Workflows(func(w string, n int) bool {
+			if len(st.ByWorkflow) == StatsWorkflowsMax {
+				return false
+			}
+			st.ByWorkflow[w] = n
+			return true
+		})
+		st.WorkflowsOmitted = state.WorkflowCount() - len(st.ByWorkflow)
+		st.LastChange = m.ChangeSeq
 		st.WALFirstIndex = s.wal.FirstIndex()
 		st.WALLastIndex = s.wal.LastIndex()
 		st.WALBatches = s.batches.Load()

@@ -85,6 +85,10 @@ type Store struct {
 	due    dueSignal
 	snaps  snapshotter
 
+	// changed is signalled after each applied batch that changed an
+	// execution's status: Changes waits on it (list.go).
+	changed dueSignal
+
 	fallback fallback      // what recovery would fall back on; checked in the background
 	checks   fallbackCheck // that check
 }
@@ -142,6 +146,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.maxCommand = maxCommand
 	s.awaits.init()
 	s.due.init()
+	s.changed.init()
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
 	}
@@ -607,6 +612,7 @@ func (s *Store) encodeLogged(now int64) {
 func (s *Store) applyLogged() {
 	var became fsm.Transitions
 	s.rw.Lock()
+	changesBefore := s.state.Meta().ChangeSeq
 	for k := range s.entries {
 		e := &s.entries[k]
 		res := s.state.Apply(e.command())
@@ -620,7 +626,11 @@ func (s *Store) applyLogged() {
 		became.Due = became.Due || res.Became.Due
 		became.Terminal = became.Terminal || res.Became.Terminal
 	}
+	changed := s.state.Meta().ChangeSeq != changesBefore
 	s.rw.Unlock()
+	if changed {
+		s.changed.notify() // after the unlock: a woken Changes reads at once
+	}
 	if became.Terminal {
 		ended := false
 		for _, r := range s.logged {

@@ -181,7 +181,7 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	for i, k := range taken {
 		p := k.e
 		if p.exhausted() {
-			taken[i].e, failing = nil, true // failed below
+			taken[i].At, failing = -1, true // failed below (a lease expiry is never negative)
 			continue
 		}
 		e := *p
@@ -201,7 +201,7 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		stored := s.putRecord(p, &e)
 		// Lease expiries mostly come last in their index: Load appends
 		// without a search when the key is greater than every other.
-		s.leases.Load(claimKey{At: expires, ID: e.ID, e: stored})
+		s.leases.Load(claimKey{At: expires, e: stored})
 		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: expires})
 	}
 	r := Result{Leases: leases}
@@ -212,8 +212,8 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		// leased; each record is looked up again, as a wake may have replaced
 		// it.
 		for _, k := range taken {
-			if k.e == nil {
-				p := s.lookup(k.ID)
+			if k.At == -1 {
+				p := s.lookup(k.e.ID)
 				s.end(p, exhaustedOutcome(p, nil), now, &r)
 			}
 		}

@@ -65,6 +65,12 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 			return StateSummary{}, err
 		}
 	}
+	// The change log (list_codec.go): read from version 4, derived before.
+	if version < 4 {
+		sum.Meta.ChangeSeq, sum.Meta.Admitted = 2*uint64(c.live), uint64(c.live)
+	} else if err := c.changes(&sum); err != nil {
+		return StateSummary{}, err
+	}
 	c.r.Discard(c.off) // what follows the state is the caller's to read
 	return sum, nil
 }
@@ -86,6 +92,8 @@ type checker struct {
 	seq     [2][]byte // the current and the previous key of a sorted list inside an item
 	liveIDs []byte    // every record's ID, back to back, for the retired records' check
 	liveEnd []int     // liveEnd[i] is the end of record i's ID in liveIDs
+
+	live int // records read (not retired), for the change log's check
 }
 
 func (c *checker) fail(msg string) {
@@ -335,6 +343,7 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 			c.liveEnd = append(c.liveEnd, len(c.liveIDs))
 		}
 		sum.Records++
+		c.live++
 		if _, ok := e.claimableAt(); ok {
 			sum.Due++
 		}

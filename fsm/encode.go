@@ -14,8 +14,9 @@ import (
 // one. Version 2 keeps a retired record's outcome as records keep theirs,
 // and its parent link. Version 3 keeps each record's attempt bound and
 // count, and knows the cancelled status (its outcome is written as a failed
-// one's), and adds the schedules.
-const StateVersion = 3
+// one's), and adds the schedules. Version 4 adds the change log
+// (list_codec.go).
+const StateVersion = 4
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -52,6 +53,7 @@ type Reader interface {
 //	schedules (version 3) count:uv, then per schedule in ID order its
 //	         definition as put-schedule encodes it, then next:uv last:uv
 //	         caught-up:uv
+//	changes  (version 4) the change log: see list_codec.go
 //
 // The due index, the retirement queue, the two watch indexes and the
 // schedules' due index are derived, not stored: decoding rebuilds the due
@@ -144,6 +146,9 @@ func (s *State) Encode(w Writer) error {
 		return e.err == nil
 	})
 	s.encodeSchedules(e) // schedule_state.go
+	if e.err == nil {
+		s.encodeChanges(e)
+	}
 	e.flush(true)
 	return e.err
 }
@@ -359,6 +364,12 @@ func DecodeState(r Reader) (*State, error) {
 		// retirement now drops them, as replaying its commands would.
 		s.retired.Scan(func(it retiredItem) bool { s.deleteStarts(it.ID); return true })
 	}
+	// The change log, and the listing indexes built with it (list_codec.go).
+	if version < 4 {
+		s.deriveChanges()
+	} else if err := s.decodeChanges(d); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -383,16 +394,16 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) error {
 		e.gen = s.gen
 		s.execs.Load(execItem{ID: e.ID, e: e})
 		if at, ok := e.claimableAt(); ok && e.Leased() {
-			leases = append(leases, claimKey{At: at, ID: e.ID, e: e})
+			leases = append(leases, claimKey{At: at, e: e})
 		} else if ok {
-			due = append(due, claimKey{At: at, ID: e.ID, e: e})
+			due = append(due, claimKey{At: at, e: e})
 		}
 	}
 	if d.err != nil {
 		return d.err
 	}
-	loadSorted(s.due, due, claimLess)
-	loadSorted(s.leases, leases, claimLess)
+	loadByTime(s.due, due)
+	loadByTime(s.leases, leases)
 	return nil
 }
 
@@ -556,6 +567,29 @@ func intern(seen map[string]string, s string) string {
 
 // loadSorted sorts a derived index's items in the tree's order and bulk-loads
 // them.
+// loadByTime loads a claimable index from entries in ID order (the records'
+// order in the encoding): a stable sort by time alone puts them in (time, ID)
+// order, comparing integers, not IDs through the records.
+func loadByTime(tr *btree.BTreeG[claimKey], items []claimKey) {
+	byTime := func(a, b claimKey) int { return cmpInt(a.At, b.At) }
+	if !slices.IsSortedFunc(items, byTime) {
+		slices.SortStableFunc(items, byTime)
+	}
+	for _, it := range items {
+		tr.Load(it)
+	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
 func loadSorted[T any](tr *btree.BTreeG[T], items []T, less func(a, b T) bool) {
 	slices.SortFunc(items, func(a, b T) int {
 		switch {

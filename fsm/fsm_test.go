@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +27,52 @@ type dump struct {
 	Retired []Retired
 	RetIDs  []string
 	Ended   []dueKey
+	List    listDump
+}
+
+// listDump is the listing indexes and the change log by value: each entry
+// names its record by ID and its workflow by name, and the change log holds
+// its live entries (which entries are dead and how the log is cut into
+// chunks depend on the history, not the value).
+type listDump struct {
+	Admitted   []listedAs // the admission table, in number order
+	ByWorkflow []listedAs // in (workflow, admission) order
+	ByParent   []listedAs // in (parent, admission) order
+	Changes    []Change
+	Counts     [statusCap]int
+	Workflows  []workflowCount // without their numbers
+}
+
+type listedAs struct {
+	Status Status
+	Group  string
+	No     uint64
+	ID     string
+}
+
+func listDumpOf(s *State) listDump {
+	l := &s.list
+	d := listDump{Counts: l.counts}
+	l.workflows.Scan(func(w workflowCount) bool {
+		d.Workflows = append(d.Workflows, workflowCount{Name: w.Name, N: w.N})
+		w.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *Execution) bool {
+			d.ByWorkflow = append(d.ByWorkflow, listedAs{Group: w.Name, No: no, ID: e.ID})
+			return true
+		})
+		return true
+	})
+	l.walkTable(&walk{q: &ListQuery{Limit: 1 << 30}, scanMax: -1, fn: func(e *Execution) {
+		d.Admitted = append(d.Admitted, listedAs{Status: e.Status, No: e.AdmitNo, ID: e.ID})
+	}}, 1, s.meta.Admitted+1)
+	l.parents.Scan(func(g parentGroup) bool {
+		g.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *Execution) bool {
+			d.ByParent = append(d.ByParent, listedAs{Group: g.Parent, No: no, ID: e.ID})
+			return true
+		})
+		return true
+	})
+	s.Changes(0, l.feed.n+1, l.feed.n+1, func(c Change) { d.Changes = append(d.Changes, c) })
+	return d
 }
 
 func collect[T any](tr interface{ Scan(func(T) bool) }) []T {
@@ -74,10 +121,11 @@ func dumpOf(s *State) dump {
 		Retired: retiredRecords(s),
 		RetIDs:  retiredIDs(s),
 		Ended:   collect[dueKey](s.ended),
+		List:    listDumpOf(s),
 	}
 }
 
-var cmpOpts = cmp.AllowUnexported(dump{}, Execution{}, claimKey{})
+var cmpOpts = cmp.AllowUnexported(dump{}, Execution{}, claimKey{}, listDump{}, workflowCount{})
 
 // gen produces random but structurally valid commands over a small space of
 // IDs, keys and times, so that conflicts, lost leases, merges and repeats are
@@ -328,11 +376,11 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		return s
 	}
 	breaks := map[string]func(s *State){
-		"due entry missing": func(s *State) { s.due.Delete(claimKey{At: 10, ID: "a"}) },
-		"stale due entry":   func(s *State) { s.due.Set(claimKey{At: 99, ID: "a", e: s.lookup("a")}) },
+		"due entry missing": func(s *State) { s.due.Delete(claimKey{At: 10, e: s.lookup("a")}) },
+		"stale due entry":   func(s *State) { s.due.Set(claimKey{At: 99, e: s.lookup("a")}) },
 		"due entry points elsewhere": func(s *State) {
 			e := *s.lookup("a")
-			s.due.Set(claimKey{At: 10, ID: "a", e: &e})
+			s.due.Set(claimKey{At: 10, e: &e})
 		},
 		"terminal with wake": func(s *State) {
 			e := s.lookup("a")
@@ -344,6 +392,32 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		"watch index missing": func(s *State) { s.wkeys.Delete(watchKey{Key: "k", ID: 1}) },
 		"orphan step":         func(s *State) { s.steps.Set(stepEntry{ExecutionID: "zz", Key: "k"}) },
 		"terminal count":      func(s *State) { s.meta.Terminal = 5 },
+		"listing slot emptied": func(s *State) {
+			c := s.list.adm.chunks[0]
+			no := s.lookup("a").AdmitNo
+			c.e[no], c.st[no] = nil, 0
+		},
+		"listing slot under another status": func(s *State) {
+			s.list.adm.chunks[0].st[s.lookup("a").AdmitNo] = StatusFailed
+		},
+		"listing slot points elsewhere": func(s *State) {
+			e := *s.lookup("a")
+			s.list.adm.set(&e, s.gen)
+		},
+		"workflow entry missing": func(s *State) {
+			wc, _ := s.list.workflows.Get(workflowCount{Name: "w"})
+			wc.p.chunks[0].nos = slices.DeleteFunc(slices.Clone(wc.p.chunks[0].nos), func(no uint64) bool { return no == s.lookup("a").AdmitNo })
+		},
+		"change missing": func(s *State) {
+			s.list.feed.chunks.Scan(func(c *feedChunk) bool { c.ents = c.ents[1:]; return false })
+			s.list.feed.n--
+		},
+		"change sequence behind":             func(s *State) { s.meta.ChangeSeq = 1 },
+		"admission number beyond the latest": func(s *State) { s.meta.Admitted = 1 },
+		"status count":                       func(s *State) { s.list.counts[StatusFailed]++ },
+		"workflow count": func(s *State) {
+			s.list.workflows.Set(workflowCount{Name: "w", N: 3})
+		},
 	}
 	if err := build().CheckInvariants(); err != nil {
 		t.Fatalf("intact state: %v", err)

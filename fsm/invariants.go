@@ -34,7 +34,7 @@ func (s *State) CheckInvariants() error {
 			} else {
 				dueWant++
 			}
-			if _, in := t.Get(claimKey{At: at, ID: e.ID}); !in {
+			if _, in := t.Get(claimKey{At: at, e: e}); !in {
 				return fail(e.ID, "missing from the "+indexName(e.Leased())+" index at "+itoa(uint64(at)))
 			}
 		}
@@ -86,15 +86,19 @@ func (s *State) CheckInvariants() error {
 				" entries, records want " + itoa(uint64(want)))
 		}
 		t.Scan(func(k claimKey) bool {
-			e := s.find(k.ID, nil)
+			if k.e == nil {
+				err = errors.New("fsm: invariant violated: " + indexName(leased) + " entry without a record")
+				return false
+			}
+			e := s.find(k.e.ID, nil)
 			if e == nil {
-				return fail(k.ID, indexName(leased)+" entry of an unknown execution")
+				return fail(k.e.ID, indexName(leased)+" entry of an unknown execution")
 			}
 			if k.e != e {
-				return fail(k.ID, indexName(leased)+" entry points to another record than the stored one")
+				return fail(k.e.ID, indexName(leased)+" entry points to another record than the stored one")
 			}
 			if at, ok := e.claimableAt(); !ok || at != k.At || e.Leased() != leased {
-				return fail(k.ID, "stale "+indexName(leased)+" entry at "+itoa(uint64(k.At)))
+				return fail(k.e.ID, "stale "+indexName(leased)+" entry at "+itoa(uint64(k.At)))
 			}
 			return true
 		})
@@ -103,6 +107,9 @@ func (s *State) CheckInvariants() error {
 		}
 	}
 	if err := s.checkSideIndexes(); err != nil {
+		return err
+	}
+	if err := s.checkList(); err != nil {
 		return err
 	}
 	return s.checkSchedules() // schedule_state.go

@@ -98,6 +98,7 @@ func (s *State) retire(c *Command, dry bool) Result {
 			WorkflowID: p.WorkflowID, Outcome: p.Outcome, Parent: p.Parent,
 			AdmittedAt: p.AdmittedAt, UpdatedAt: p.UpdatedAt, Deliveries: p.LastToken,
 		}})
+		s.unindex(p)
 		s.execs.Delete(execItem{ID: p.ID})
 		s.deleteSteps(p.ID)
 		s.deleteStarts(p.ID)

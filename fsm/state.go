@@ -19,13 +19,14 @@ func dueLess(a, b dueKey) bool {
 	return a.ID < b.ID
 }
 
-// claimKey is an entry of a claimable index: dueKey's order, and the stored
-// record, so that a claim reaches the records it takes without searching for
-// them. e is always the record stored for ID (CheckInvariants verifies it);
-// put replaces the entry when it replaces the record.
+// claimKey is an entry of a claimable index: dueKey's order, (time, ID),
+// the ID read through the stored record, so that a claim reaches the records
+// it takes without searching for them and the entry is two words. e is
+// always the record stored for its ID (CheckInvariants verifies it); put
+// replaces the entry when it replaces the record. A key to search with may
+// point to any record of that ID.
 type claimKey struct {
 	At int64
-	ID string
 	e  *Execution
 }
 
@@ -33,7 +34,7 @@ func claimLess(a, b claimKey) bool {
 	if a.At != b.At {
 		return a.At < b.At
 	}
-	return a.ID < b.ID
+	return a.e.ID < b.e.ID
 }
 
 // stepEntry is one saved step result.
@@ -131,6 +132,13 @@ type Meta struct {
 	NextWatchID uint64 // the ID the next watch gets; starts at 1
 	Terminal    int    // executions with a terminal status, retired ones included
 	Retired     int    // terminal executions retired to their compact record
+
+	// ChangeSeq is the position of the latest change of a record's status
+	// (see list.go); it only grows.
+	ChangeSeq uint64
+	// Admitted is the latest admission number (see list.go): admissions
+	// applied, child starts included, retired ones too.
+	Admitted uint64
 }
 
 // State is the whole state machine: every execution record and the indexes
@@ -154,6 +162,8 @@ type State struct {
 	ended   *btree.BTreeG[dueKey] // (UpdatedAt, ID) of terminal records not yet retired, while trackEnded
 	meta    Meta
 
+	// list: the secondary indexes for listing and the change log (list.go).
+	list      listIndexes
 	schedules *btree.BTreeG[Schedule] // by ID
 	schedDue  *btree.BTreeG[dueKey]   // (Next, ID) of schedules with a next occurrence
 
@@ -197,6 +207,7 @@ func New() *State {
 		meta:    Meta{NextWatchID: 1},
 		gen:     1,
 
+		list:      newListIndexes(),
 		schedules: newTree(scheduleLess),
 		schedDue:  newTree(dueLess),
 	}
@@ -227,6 +238,7 @@ func (s *State) Copy() *State {
 		ended:   s.ended.Copy(),
 		meta:    s.meta,
 
+		list:      s.list.copy(),
 		schedules: s.schedules.Copy(),
 		schedDue:  s.schedDue.Copy(),
 
@@ -360,17 +372,17 @@ func (s *State) put(old, e *Execution) {
 	if oldOK && newOK && oldAt == newAt && oldLeased == e.Leased() {
 		if stored != old { // same place in the index, new record
 			t, h := s.claimIndex(oldLeased)
-			t.SetHint(claimKey{At: newAt, ID: e.ID, e: stored}, &h.set)
+			t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 		}
 		return
 	}
 	if oldOK {
 		t, h := s.claimIndex(oldLeased)
-		t.DeleteHint(claimKey{At: oldAt, ID: e.ID}, &h.del)
+		t.DeleteHint(claimKey{At: oldAt, e: stored}, &h.del)
 	}
 	if newOK {
 		t, h := s.claimIndex(e.Leased())
-		t.SetHint(claimKey{At: newAt, ID: e.ID, e: stored}, &h.set)
+		t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 	}
 }
 
@@ -387,15 +399,37 @@ func (s *State) claimIndex(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
 // to the caller, and returns the stored record. A record no copy can see is
 // changed in place (no allocation, no tree search); a shared one is replaced.
 func (s *State) putRecord(old, e *Execution) *Execution {
+	// The listing indexes and the change log follow every record (list.go).
+	var was Status
+	if old != nil {
+		was = old.Status
+	}
+	changed := old == nil || was != e.Status
+	if changed {
+		e.ChangeSeq = s.nextChangeSeq()
+		if old == nil {
+			s.meta.Admitted++
+			e.AdmitNo = s.meta.Admitted
+		}
+	}
+	stored := old
 	if old != nil && old.gen == s.gen {
 		*old = *e
-		return old
+	} else {
+		stored = new(Execution)
+		*stored = *e
+		stored.gen = s.gen
+		s.execs.SetHint(execItem{ID: stored.ID, e: stored}, &s.execHint)
 	}
-	n := new(Execution)
-	*n = *e
-	n.gen = s.gen
-	s.execs.SetHint(execItem{ID: n.ID, e: n}, &s.execHint)
-	return n
+	switch {
+	case old == nil:
+		s.indexNew(stored)
+	case changed:
+		s.reindex(stored, was)
+	case stored != old:
+		s.repoint(stored)
+	}
+	return stored
 }
 
 // ExpiredLeases calls fn for the current leases that have expired by now, in
@@ -407,7 +441,7 @@ func (s *State) ExpiredLeases(now int64, limit int, fn func(id string, token uin
 		if k.At > now || n == limit {
 			return false
 		}
-		fn(k.ID, k.e.LeaseToken)
+		fn(k.e.ID, k.e.LeaseToken)
 		n++
 		return true
 	})

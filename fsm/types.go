@@ -104,6 +104,12 @@ type Execution struct {
 	Status     Status
 	HasParams  bool
 
+	// AdmitNo is the record's admission number (list.go): admissions are
+	// numbered 1, 2, ... in the order they are applied, so in admission
+	// order. ChangeSeq is the position in the change log of the record's
+	// latest change of status.
+	AdmitNo   uint64
+	ChangeSeq uint64
 	// MaxAttempts bounds the deliveries in a row that end without an
 	// acknowledgement (their lease expired and was superseded, or was
 	// released); 0: no bound. Tries counts them: every claim adds one, a
@@ -115,10 +121,12 @@ type Execution struct {
 	gen uint32 // see State.gen; not part of the record's value
 }
 
-// value returns a copy of the record without its bookkeeping.
+// value returns a copy of the record without its bookkeeping (gen, and its
+// positions in the change log, which the indexes keep).
 func (e *Execution) value() Execution {
 	v := *e
 	v.gen = 0
+	v.AdmitNo, v.ChangeSeq = 0, 0
 	return v
 }
 

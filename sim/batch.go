@@ -259,7 +259,7 @@ func (w *world) waitQueued(before int, done <-chan struct{}) (int, error) {
 // concurrent: the store linearizes the logged ones in queue order and the
 // deferred ones after the batch. The model tries the queue order first, then
 // every other order (deterministically), and takes the first that gives every
-// answer the store gave.
+// answer the store gave, its records and its change feed.
 func (w *world) settleBatch(ops []*op, clock int64, got []result) error {
 	descs := make([]string, len(ops))
 	for i, o := range ops {
@@ -294,7 +294,13 @@ func (w *world) settleBatch(ops []*op, clock int64, got []result) error {
 			// records the batch touched must be the store's too.
 			saved := w.model
 			w.model = m
-			if err := w.matchTouched(touched); err != nil {
+			err := w.matchTouched(touched)
+			if err == nil {
+				// The order of the batch's changes of status is the
+				// order of their positions in the change feed.
+				err = w.checkFeed(w.store, "after a batch")
+			}
+			if err != nil {
 				w.model = saved
 				if firstDiff == "" {
 					firstDiff = err.Error()

@@ -108,6 +108,9 @@ func (w *world) checkAfter() error {
 	if err := w.store.CheckInvariants(); err != nil {
 		return violationf("%v", err)
 	}
+	if err := w.readFeed(); err != nil {
+		return err
+	}
 	if err := w.checkSchedules(w.store); err != nil {
 		return err
 	}
@@ -195,6 +198,9 @@ func (w *world) checkFull(s *execstore.Store, when string) error {
 			}
 		}
 	}
+	if err := w.checkFeed(s, when); err != nil {
+		return err
+	}
 	for _, key := range w.kvKeys {
 		v, found, err := s.Read(ctx, key)
 		exp := w.model.read(key)
@@ -216,8 +222,15 @@ func equalResults(a, b result) bool {
 		(a.Record == nil) != (b.Record == nil) || (a.Record != nil && !equalRecords(*a.Record, *b.Record)) ||
 		(a.Leases == nil) != (b.Leases == nil) || len(a.Leases) != len(b.Leases) ||
 		(a.Batch == nil) != (b.Batch == nil) || len(a.Batch) != len(b.Batch) ||
+		(a.Records == nil) != (b.Records == nil) || len(a.Records) != len(b.Records) ||
+		(a.Feed == nil) != (b.Feed == nil) || (a.Feed != nil && !equalFeeds(a.Feed, b.Feed)) ||
 		!equalSchedulePtr(a.Schedule, b.Schedule) || !equalScheduleLists(a.Schedules, b.Schedules) {
 		return false
+	}
+	for i := range a.Records {
+		if !equalRecords(a.Records[i], b.Records[i]) {
+			return false
+		}
 	}
 	for i := range a.Leases {
 		if !equalLeases(a.Leases[i], b.Leases[i]) {
@@ -226,6 +239,19 @@ func equalResults(a, b result) bool {
 	}
 	for i := range a.Batch {
 		if !equalResults(a.Batch[i], b.Batch[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func equalFeeds(a, b *execstore.ChangesPage) bool {
+	if a.Next != b.Next || a.Last != b.Last || len(a.Changes) != len(b.Changes) {
+		return false
+	}
+	for i, c := range a.Changes {
+		d := b.Changes[i]
+		if c.Position != d.Position || c.ExecutionID != d.ExecutionID || c.Status != d.Status || !c.At.Equal(d.At) {
 			return false
 		}
 	}

@@ -45,6 +45,12 @@
 // executions, and of parents whose children are running, with reasons in
 // and over the limit; step saves and reads; child starts
 // with repeats that match or mismatch; commits of sets and deletes; watches;
+// reads, Get and Await; clock moves; snapshots; clean restarts; crashes;
+// storage errors; bit rot in the log; and damage to the newest snapshot.
+// After one operation in six, a listing (List, through every page, with
+// random filters, orders and page sizes) or a read of the change feed
+// (Changes, from near its head or the start), drawn from a generator of
+// their own so that the rest of each seed's run is what it was without them.
 // reads, Get and Await; schedules put (valid, invalid, past the limit,
 // repeated, changed), deleted and read, whose occurrences the clock's ticks
 // and leaps bring due, and whose occurrences' IDs a caller sometimes admits
@@ -86,7 +92,12 @@
 // store's Stats summary (executions, terminal, pending, next due) and the state
 // machine's invariants (Store.CheckInvariants); every Config.CheckEvery
 // operations and after every recovery, it compares the whole state: every
-// record, every step and every key the workload uses. The store answers
+// record, every step and every key the workload uses, the whole change feed
+// (each execution's latest change at the position the model numbered it,
+// so a sequence that went back after a restart is caught) and listings.
+// The model numbers the feed from the contract: every admission and every
+// change of status takes the next position, in the order the store applies
+// commands. The store answers
 // commands that change nothing without logging them; the model treats every
 // answered command as taking effect at once, which is exactly right for them.
 //
@@ -228,11 +239,12 @@
 // removes segment files newest first, a writer that counts merged
 // acknowledgements as several log entries, a snapshot whose name is never
 // made durable, a lease fence that lets token 0 through, a wake at exactly
-// the pending time that writes, and, for the dispatcher check, a dispatcher
-// that acknowledges after its lease was lost, a cancellation that spares
-// the children), runs seeds until one reports a
-// removes segment files newest first, a schedule that is not advanced past
-// the occurrence it reached), runs seeds until one reports a
+// the pending time that writes, a schedule that is not advanced past the
+// occurrence it reached, listing indexes that keep pointing to a replaced
+// record, a snapshot that numbers the change feed again from 1, a sweep of the
+// change feed that drops a live entry, and, for the
+// dispatcher check, a dispatcher that acknowledges after its lease was lost,
+// a cancellation that spares the children), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //

@@ -24,6 +24,7 @@ type model struct {
 	kv      map[string]string
 	watches []*mwatch // in registration order
 	touched []string  // executions the latest operation may have changed
+	seq     uint64    // the change feed's latest position (feed.go)
 
 	scheds map[string]*msched // schedules.go
 }
@@ -53,6 +54,9 @@ type mexec struct {
 
 	steps  map[string]string
 	starts map[string]mstart // by step key
+
+	admitSeq, changeSeq uint64 // feed positions of its admission and latest change (feed.go)
+	changeAt            int64  // the time of its latest change
 }
 
 // mstart is a recorded child start: a repeat must match workflow and params
@@ -161,6 +165,8 @@ type result struct {
 	Found  bool
 	Batch  []result
 
+	Records   []execstore.Record     // list: every page's records, in order
+	Feed      *execstore.ChangesPage // changes
 	Schedule  *execstore.Schedule
 	Schedules []execstore.Schedule
 }
@@ -233,6 +239,7 @@ func (m *model) fresh(id string) bool {
 
 func (m *model) create(e *mexec) {
 	e.steps, e.starts = map[string]string{}, map[string]mstart{}
+	m.changeAt(e, e.admittedAt)
 	m.execs[e.id] = e
 	m.order = append(m.order, e.id)
 	m.touch(e.id)
@@ -341,6 +348,7 @@ func (m *model) end(e *mexec, out *execstore.Outcome, now int64) {
 	e.status, e.outcome = out.Status, out
 	e.due, e.covered, e.token, e.expires = 0, 0, 0, 0
 	e.updatedAt = now
+	m.changeAt(e, now)
 	m.touch(e.id)
 	m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
 	if e.parent != nil {
@@ -470,12 +478,16 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 	e.covered, e.token, e.expires = 0, 0, 0
 	e.updatedAt = now
 	m.touch(e.id)
-	if o.status == execstore.StatusSuspended {
+	if was := e.status; o.status == execstore.StatusSuspended {
 		e.status = execstore.StatusSuspended
+		if was != e.status {
+			m.changeAt(e, now)
+		}
 		e.tries = 0
 	} else {
 		out := o.recorded(m.lim)
 		e.status, e.outcome, e.due = out.Status, out, 0
+		m.changeAt(e, now)
 		m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
 		if e.parent != nil {
 			if p := m.execs[e.parent.ExecutionID]; p != nil && !p.terminal() {

@@ -30,6 +30,8 @@ const (
 	opWatch    opKind = "watch"
 	opGet      opKind = "get"
 	opAwait    opKind = "await"
+	opList     opKind = "list"
+	opChanges  opKind = "changes"
 	opCancel   opKind = "cancel"
 
 	opPutSchedule    opKind = "put-schedule"
@@ -56,6 +58,8 @@ type op struct {
 	keys   []string
 	acks   []ackArg
 	cancel bool // await: the model says the execution is running
+	list   listQuery
+	after  uint64 // changes
 
 	reason string          // cancel
 	cause  *workflowFailed // release: the error that ended the delivery; nil: none
@@ -141,6 +145,10 @@ func (o *op) call(s *execstore.Store) result {
 		return recordResult(rec, err)
 	case opAwait:
 		return o.await(s)
+	case opList:
+		return listAll(s, o.list)
+	case opChanges:
+		return changesOf(s, o.after, o.limit)
 	case opPutSchedule, opDeleteSchedule, opGetSchedule, opListSchedules:
 		return o.callSchedule(s) // schedules.go
 	}
@@ -200,6 +208,10 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 		return m.get(o.id)
 	case opAwait:
 		return m.await(o.id)
+	case opList:
+		return m.list(o.list)
+	case opChanges:
+		return m.changes(o.after, o.limit)
 	case opPutSchedule, opDeleteSchedule, opGetSchedule, opListSchedules:
 		return o.applySchedule(m, clock) // schedules.go
 	}
@@ -302,6 +314,12 @@ func (o *op) describe(t *trace) string {
 		fmt.Fprintf(&b, " %s keys=%s", t.alias(o.id), strings.Join(o.keys, ","))
 	case opGet, opAwait:
 		fmt.Fprintf(&b, " %s", t.alias(o.id))
+	case opList:
+		q := o.list.q
+		fmt.Fprintf(&b, " status=%s wf=%s parent=%s after=%s before=%s order=%s limit=%d", q.Status, q.WorkflowID,
+			t.alias(q.ParentID), simTime(q.AdmittedAfter), simTime(q.AdmittedBefore), q.Order, o.list.limit)
+	case opChanges:
+		fmt.Fprintf(&b, " after=%d limit=%d", o.after, o.limit)
 	case opPutSchedule:
 		fmt.Fprintf(&b, " %s %s start=%s", shortID(o.sched.sc.ID), o.sched.name, simTime(o.sched.sc.Start))
 	case opDeleteSchedule, opGetSchedule:
@@ -350,6 +368,15 @@ func (r result) describe(t *trace) string {
 	}
 	for _, e := range r.Batch {
 		fmt.Fprintf(&b, " [%s]", e.describe(t))
+	}
+	for _, rec := range r.Records {
+		fmt.Fprintf(&b, " %s", t.alias(rec.ExecutionID))
+	}
+	if f := r.Feed; f != nil {
+		for _, c := range f.Changes {
+			fmt.Fprintf(&b, " %d:%s:%s", c.Position, t.alias(c.ExecutionID), c.Status)
+		}
+		fmt.Fprintf(&b, " next=%d last=%d", f.Next, f.Last)
 	}
 	if r.Schedule != nil {
 		fmt.Fprintf(&b, " %s", describeSchedule(r.Schedule))

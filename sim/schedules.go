@@ -141,7 +141,16 @@ func (m *model) listSchedules() result {
 // latest missed one; CatchUpNone none.
 func (m *model) reachOccurrences(now int64) {
 	late := now - int64(simScheduleGrace)
-	for _, id := range slices.Sorted(mapKeys(m.scheds)) {
+	// The writer reaches the schedules in the order of their next
+	// occurrence (ties by ID), each one's due occurrences in a row: the
+	// order of the admissions, and so of their positions in the change feed.
+	ids := slices.SortedFunc(mapKeys(m.scheds), func(a, b string) int {
+		if c := compare(m.scheds[a].next, m.scheds[b].next); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	for _, id := range ids {
 		s := m.scheds[id]
 		for s.next != 0 && s.next <= now {
 			at := s.next

@@ -115,6 +115,9 @@ var mutations = []struct {
 	// the last segment is fsynced again (about one seed in ten).
 	{"SkipTailRewrite", &mutant.SkipTailRewrite, 40},
 	{"CompactPastKeep", &mutant.CompactPastKeep, 0},
+	{"ListKeepsReplacedRecords", &mutant.ListKeepsReplacedRecords, 0},
+	{"ChangeSeqRestarts", &mutant.ChangeSeqRestarts, 0},
+	{"SweepDropsLive", &mutant.SweepDropsLive, 0},
 	{"CancelSparesChildren", &mutant.CancelSparesChildren, 0},
 	// Rarer: it takes a crash or a storage error in the middle of a compaction
 	// that removes two segment files or more.

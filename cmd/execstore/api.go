@@ -29,6 +29,8 @@ func newAPI(store *execstore.Store, logger *slog.Logger) http.Handler {
 	a := &api{store: store, logger: logger}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/executions", a.admit)
+	mux.HandleFunc("GET /v1/executions", a.list)
+	mux.HandleFunc("GET /v1/changes", a.changes)
 	mux.HandleFunc("GET /v1/executions/{id}", a.get)
 	mux.HandleFunc("GET /v1/executions/{id}/await", a.await)
 	mux.HandleFunc("POST /v1/executions/{id}/wakes", a.wake)
@@ -452,6 +454,8 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 		"walFirstIndex": st.WALFirstIndex, "walLastIndex": st.WALLastIndex, "now": st.Now,
 		"clockBehindStamps": st.ClockBehindStamps, "clockBehindMaxMs": st.ClockBehindMax.Milliseconds(),
 		"clockBehindMs": st.ClockBehind.Milliseconds(),
+		"byStatus":      st.ByStatus, "byWorkflow": st.ByWorkflow, "workflowsOmitted": st.WorkflowsOmitted,
+		"lastChange": st.LastChange,
 	}
 	if !st.NextDue.IsZero() {
 		out["nextDue"] = st.NextDue

@@ -74,3 +74,21 @@ func Set(v *bool) (reset func()) {
 	*v = true
 	return func() { *v = false }
 }
+
+// Listing and the change log.
+var (
+	// ListKeepsReplacedRecords makes the listing indexes keep pointing to a
+	// record's earlier version when a change replaces it (a record a
+	// snapshot still shares) without changing its status: List answers
+	// with a stale record.
+	ListKeepsReplacedRecords bool
+	// ChangeSeqRestarts makes the state encoder number the change feed again
+	// from 1 (in the same order), as if the sequence restarted at the
+	// snapshot: the state is consistent, but after a reopen from it the
+	// store hands out positions a consumer has already read.
+	ChangeSeqRestarts bool
+	// SweepDropsLive makes the writer's sweep of the change log drop the
+	// first live entry of each chunk it compacts: an execution's latest
+	// change vanishes from the feed.
+	SweepDropsLive bool
+)
