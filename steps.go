@@ -69,11 +69,11 @@ func (s *Store) Start(ctx context.Context, lease Lease, stepKey, workflowID stri
 	if err := checkKey("step key", stepKey, &s.limits); err != nil {
 		return "", err
 	}
-	if msg := checkID("workflow ID", workflowID); msg != "" {
-		return "", invalidEvent("%s", msg)
+	if err := idError(ErrInvalidExecutionEvent, "workflow ID", workflowID); err != nil {
+		return "", err
 	}
 	if len(params) > s.limits.EventBytes {
-		return "", invalidEvent("params are %d bytes, more than the limit of %d", len(params), s.limits.EventBytes)
+		return "", overLimit(ErrInvalidExecutionEvent, "params are %d bytes, more than the limit of %d", len(params), s.limits.EventBytes)
 	}
 	if msg := checkParams(params); msg != "" {
 		return "", invalidEvent("%s", msg)
