@@ -176,6 +176,11 @@ type Ack struct {
 type AckResult struct {
 	Record Record
 	Err    error
+	// Applied says, with a nil Err, whether this acknowledgement recorded
+	// its outcome. It is false for a late or repeated one that found the
+	// execution terminal already: Record then holds the outcome recorded
+	// before, and the acknowledgement's own was not kept.
+	Applied bool
 }
 
 // AcknowledgeBatch acknowledges several deliveries at once: they are logged
@@ -285,6 +290,7 @@ func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack) {
 		out.Err = err
 	case res.Code == fsm.CodeOK:
 		out.Record = recordFromFSM(&res.Exec)
+		out.Applied = !res.Unchanged
 	default:
 		c := fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token}
 		out.Err = resultErr(res, &c)
