@@ -101,25 +101,28 @@ func TestListStepsPagesInKeyOrderWithinItsBounds(t *testing.T) {
 		after           string
 		limit, maxBytes int
 		want            string
+		more            bool
 	}{
-		{"", 10, 0, `s0="e0" s1="e1" s2="e2" s3="e3" s4="e4"`},
-		{"", 2, 0, `s0="e0" s1="e1"`},
-		{"s1", 2, 0, `s2="e2" s3="e3"`},
-		{"s2x", 10, 0, `s3="e3" s4="e4"`},
-		{"s4", 10, 0, ``},
-		{"", 10, 8, `s0="e0" s1="e1"`}, // each value is 4 bytes
-		{"", 10, 1, `s0="e0"`},         // at least one
+		{"", 10, 0, `s0="e0" s1="e1" s2="e2" s3="e3" s4="e4"`, false},
+		{"", 5, 0, `s0="e0" s1="e1" s2="e2" s3="e3" s4="e4"`, false},
+		{"", 2, 0, `s0="e0" s1="e1"`, true},
+		{"s1", 2, 0, `s2="e2" s3="e3"`, true},
+		{"s2x", 10, 0, `s3="e3" s4="e4"`, false},
+		{"s4", 10, 0, ``, false},
+		{"", 10, 8, `s0="e0" s1="e1"`, true}, // each value is 4 bytes
+		{"", 10, 1, `s0="e0"`, true},         // at least one
 	}
 	for _, c := range cases {
-		got, err := f.s.ListSteps(ctx, "e", c.after, c.limit, c.maxBytes)
-		if err != nil || keys(got) != c.want {
-			t.Errorf("ListSteps(after %q, limit %d, maxBytes %d) = %q, %v; want %q", c.after, c.limit, c.maxBytes, keys(got), err, c.want)
+		got, more, err := f.s.ListSteps(ctx, "e", c.after, c.limit, c.maxBytes)
+		if err != nil || keys(got) != c.want || more != c.more {
+			t.Errorf("ListSteps(after %q, limit %d, maxBytes %d) = %q, %v, %v; want %q, %v",
+				c.after, c.limit, c.maxBytes, keys(got), more, err, c.want, c.more)
 		}
 	}
-	if _, err := f.s.ListSteps(ctx, "nobody", "", 10, 0); !errors.Is(err, execstore.ErrExecutionNotFound) {
+	if _, _, err := f.s.ListSteps(ctx, "nobody", "", 10, 0); !errors.Is(err, execstore.ErrExecutionNotFound) {
 		t.Errorf("unknown execution: %v", err)
 	}
-	if _, err := f.s.ListSteps(ctx, "e", "", 0, 0); !errors.Is(err, execstore.ErrInvalidArgument) {
+	if _, _, err := f.s.ListSteps(ctx, "e", "", 0, 0); !errors.Is(err, execstore.ErrInvalidArgument) {
 		t.Errorf("limit 0: %v", err)
 	}
 }

@@ -72,39 +72,38 @@ type SavedStep struct {
 // Limits.ClaimLimit, ErrInvalidArgument otherwise) and, when maxBytes is
 // positive, no more than their values fill: it stops before the step whose
 // value would take the values' total past maxBytes, but always returns at
-// least one. Errors: ErrExecutionNotFound.
-func (s *Store) ListSteps(ctx context.Context, executionID, after string, limit, maxBytes int) ([]SavedStep, error) {
+// least one. more says whether steps after the last one returned remain.
+// Errors: ErrExecutionNotFound.
+func (s *Store) ListSteps(ctx context.Context, executionID, after string, limit, maxBytes int) (steps []SavedStep, more bool, err error) {
 	if limit < 1 {
-		return nil, invalidArg("step list limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
+		return nil, false, invalidArg("step list limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
 	}
 	if limit > s.limits.ClaimLimit {
-		return nil, overLimit(ErrInvalidArgument, "step list limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
+		return nil, false, overLimit(ErrInvalidArgument, "step list limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
 	}
-	var (
-		out    []SavedStep
-		exists bool
-	)
-	err := s.read(ctx, func(st *fsm.State) {
+	exists := false
+	err = s.read(ctx, func(st *fsm.State) {
 		if _, exists = st.Get(executionID); !exists {
 			return
 		}
 		size := 0
 		st.StepsAfter(executionID, after, func(key, value string) bool {
-			size += len(value)
-			if len(out) > 0 && maxBytes > 0 && size > maxBytes {
+			if len(steps) == limit || (len(steps) > 0 && maxBytes > 0 && size+len(value) > maxBytes) {
+				more = true
 				return false
 			}
-			out = append(out, SavedStep{Key: key, Value: json.RawMessage(value)})
-			return len(out) < limit
+			size += len(value)
+			steps = append(steps, SavedStep{Key: key, Value: json.RawMessage(value)})
+			return true
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !exists {
-		return nil, notFound(executionID)
+		return nil, false, notFound(executionID)
 	}
-	return out, nil
+	return steps, more, nil
 }
 
 // Step returns a saved step value and whether it exists.
