@@ -20,6 +20,7 @@ func (a *api) answerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/leases/acknowledge-batch", a.acknowledgeBatch)
 	mux.HandleFunc("GET /v1/executions/{id}/steps", a.listSteps)
 	mux.HandleFunc("POST /v1/outcomes/check", a.checkOutcome)
+	a.openAPIRoute(mux) // openapi.go
 }
 
 // acknowledgedJSON is an acknowledgement's answer: the record afterwards and

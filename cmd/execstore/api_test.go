@@ -56,6 +56,7 @@ func (s *server) call(method, path, body string) (int, map[string]any) {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	checkAnswer(s.t, method, path, resp.StatusCode, resp.Header, raw)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
 		s.t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, raw)
