@@ -26,7 +26,7 @@ import (
 // Errors: ErrExecutionNotFound.
 func (s *Store) Cancel(ctx context.Context, executionID, reason string) (Record, error) {
 	if len(reason) > s.limits.CancelReasonBytes {
-		return Record{}, invalidArg("cancel reason is %d bytes, more than the limit of %d", len(reason), s.limits.CancelReasonBytes)
+		return Record{}, overLimit(ErrInvalidArgument, "cancel reason is %d bytes, more than the limit of %d", len(reason), s.limits.CancelReasonBytes)
 	}
 	if !utf8.ValidString(reason) {
 		return Record{}, invalidArg("cancel reason is not valid UTF-8")

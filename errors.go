@@ -45,8 +45,12 @@ var (
 	// invalid (a non-positive limit or duration, a value that is not JSON, a
 	// key that is empty or too long...). Nothing was written.
 	ErrInvalidArgument error = &Error{"INVALID_ARGUMENT", "InvalidArgumentError", "invalid argument"}
-	// ErrLimitExceeded: a per-execution count limit (steps, watches) would be
-	// exceeded. Nothing was written.
+	// ErrLimitExceeded: a per-execution count limit (steps, watches) or the
+	// number of schedules would be exceeded. Nothing was written. A request
+	// over one of the size or count limits (Limits, IDBytes,
+	// MaxAttemptsLimit...) is refused with an error that matches it too,
+	// besides ErrInvalidArgument or ErrInvalidExecutionEvent, whose code it
+	// carries.
 	ErrLimitExceeded error = &Error{"LIMIT_EXCEEDED", "LimitExceededError", "limit exceeded"}
 	// ErrStorageFailed: a write or fsync of the log failed. The store refuses
 	// every later write until it is reopened; the error also wraps the cause.
@@ -132,6 +136,28 @@ func invalidEvent(format string, args ...any) error {
 
 func invalidArg(format string, args ...any) error {
 	return errorf(ErrInvalidArgument, format, args...)
+}
+
+// overLimit is the error for a request over one of the documented limits
+// (a field of Limits, an ID's length, an admission's MaxAttempts, a cron
+// expression's length): it matches sentinel (ErrInvalidArgument or
+// ErrInvalidExecutionEvent, whose code it carries) and ErrLimitExceeded, so
+// a caller can tell a request too large from a malformed one.
+func overLimit(sentinel error, format string, args ...any) error {
+	return &detailError{sentinel: sentinel.(*Error), detail: fmt.Sprintf(format, args...), also: []error{ErrLimitExceeded}}
+}
+
+// idError applies checkID's rule and answers with sentinel: over the length
+// limit, an error that matches ErrLimitExceeded too.
+func idError(sentinel error, what, id string) error {
+	msg := checkID(what, id)
+	switch {
+	case msg == "":
+		return nil
+	case len(id) > IDBytes:
+		return overLimit(sentinel, "%s", msg)
+	}
+	return errorf(sentinel, "%s", msg)
 }
 
 // storageFailed wraps the cause of a fail-stop.

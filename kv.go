@@ -23,7 +23,7 @@ type Write struct {
 // values in all (ErrInvalidArgument, and nothing is written).
 func (s *Store) Commit(ctx context.Context, writes ...Write) error {
 	if len(writes) > s.limits.WritesPerCommit {
-		return invalidArg("%d writes, more than the limit of %d", len(writes), s.limits.WritesPerCommit)
+		return overLimit(ErrInvalidArgument, "%d writes, more than the limit of %d", len(writes), s.limits.WritesPerCommit)
 	}
 	c := fsm.Command{Kind: fsm.KindCommit, Writes: make([]fsm.Write, len(writes))}
 	size := 0
@@ -32,7 +32,7 @@ func (s *Store) Commit(ctx context.Context, writes ...Write) error {
 			return err
 		}
 		if size += len(w.Key) + len(w.Value); size > s.limits.CommitBytes {
-			return invalidArg("writes of more than %d bytes in all, the limit of one commit", s.limits.CommitBytes)
+			return overLimit(ErrInvalidArgument, "writes of more than %d bytes in all, the limit of one commit", s.limits.CommitBytes)
 		}
 		if w.Value != nil {
 			if err := checkValue("value of "+w.Key, w.Value, &s.limits); err != nil {
@@ -78,7 +78,7 @@ func (s *Store) Watch(ctx context.Context, executionID string, keys ...string) (
 		return "", invalidArg("watch needs at least one key")
 	}
 	if len(keys) > s.limits.KeysPerWatch {
-		return "", invalidArg("%d keys, more than the limit of %d", len(keys), s.limits.KeysPerWatch)
+		return "", overLimit(ErrInvalidArgument, "%d keys, more than the limit of %d", len(keys), s.limits.KeysPerWatch)
 	}
 	for _, k := range keys {
 		if err := checkKey("key", k, &s.limits); err != nil {

@@ -60,8 +60,11 @@ func (s *Store) RequestWake(ctx context.Context, executionID string, at time.Tim
 // limit must be 1 to Limits.ClaimLimit and leaseDuration positive and at most
 // Limits.LeaseDuration (ErrInvalidArgument).
 func (s *Store) ClaimDue(ctx context.Context, limit int, leaseDuration time.Duration) ([]Lease, error) {
-	if limit < 1 || limit > s.limits.ClaimLimit {
+	if limit < 1 {
 		return nil, invalidArg("claim limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
+	}
+	if limit > s.limits.ClaimLimit {
+		return nil, overLimit(ErrInvalidArgument, "claim limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
 	}
 	if err := checkDuration("lease duration", leaseDuration, true, s.limits.LeaseDuration); err != nil {
 		return nil, err
@@ -173,6 +176,11 @@ type Ack struct {
 type AckResult struct {
 	Record Record
 	Err    error
+	// Applied says, with a nil Err, whether this acknowledgement recorded
+	// its outcome. It is false for a late or repeated one that found the
+	// execution terminal already: Record then holds the outcome recorded
+	// before, and the acknowledgement's own was not kept.
+	Applied bool
 }
 
 // AcknowledgeBatch acknowledges several deliveries at once: they are logged
@@ -185,7 +193,7 @@ type AckResult struct {
 // some of the acknowledgements may still take effect).
 func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, error) {
 	if len(acks) > s.limits.ClaimLimit {
-		return nil, invalidArg("%d acknowledgements, more than the limit of %d", len(acks), s.limits.ClaimLimit)
+		return nil, overLimit(ErrInvalidArgument, "%d acknowledgements, more than the limit of %d", len(acks), s.limits.ClaimLimit)
 	}
 	results := make([]AckResult, len(acks))
 	valid := make([]fsm.Ack, 0, len(acks))
@@ -204,7 +212,7 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 		valid = append(valid, fsm.Ack{ExecutionID: a.Lease.ExecutionID, Token: a.Lease.Token, Outcome: out})
 		slot = append(slot, i)
 		if size += ackBytes(a.Lease.ExecutionID, &out); size > s.limits.AcknowledgeBatchBytes {
-			return nil, invalidArg("acknowledgements of more than %d bytes in all, the limit of one batch", s.limits.AcknowledgeBatchBytes)
+			return nil, overLimit(ErrInvalidArgument, "acknowledgements of more than %d bytes in all, the limit of one batch", s.limits.AcknowledgeBatchBytes)
 		}
 	}
 	reqs := ackRequests(valid)
@@ -282,6 +290,7 @@ func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack) {
 		out.Err = err
 	case res.Code == fsm.CodeOK:
 		out.Record = recordFromFSM(&res.Exec)
+		out.Applied = !res.Unchanged
 	default:
 		c := fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token}
 		out.Err = resultErr(res, &c)

@@ -105,8 +105,9 @@ var smallLimits = execstore.Limits{EventBytes: 64, ValueBytes: 32, KeyBytes: 8, 
 
 // Every size and count limit, and the ID rule, is checked in the caller's
 // goroutine BEFORE the request is queued: one request over it is answered
-// while the writer is held, changes nothing and stops nothing; the same
-// request at the limit goes through afterwards.
+// while the writer is held, with an error that matches ErrLimitExceeded
+// besides the route's own sentinel (whose code it carries), changes nothing
+// and stops nothing; the same request at the limit goes through afterwards.
 func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 	admit := func(id, workflow string, params []byte, context map[string]string) func(*fixture, execstore.Lease) error {
 		return func(f *fixture, _ execstore.Lease) error {
@@ -207,6 +208,15 @@ func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 			put(strings.Repeat("s", execstore.ScheduleIDBytes+1), nil, time.Second), put(strings.Repeat("s", execstore.ScheduleIDBytes), nil, time.Second)},
 		{"a schedule's params", execstore.ErrInvalidArgument, put("s", paramsOf(65), time.Second), put("s", paramsOf(64), time.Second)},
 		{"a schedule's interval", execstore.ErrInvalidArgument, put("s", nil, time.Second-1), put("s", nil, time.Second)},
+		{"cron expression bytes", execstore.ErrInvalidArgument,
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.PutSchedule(ctx, execstore.Schedule{ID: "s", WorkflowID: "w", Cron: "0 2 * * *" + strings.Repeat(" ", 248), Start: t0})
+				return err
+			},
+			func(f *fixture, _ execstore.Lease) error {
+				_, err := f.s.PutSchedule(ctx, execstore.Schedule{ID: "s", WorkflowID: "w", Cron: "0 2 * * *" + strings.Repeat(" ", 247), Start: t0})
+				return err
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -220,8 +230,10 @@ func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 			h.hold(f)
 			before, rec := f.stats(), f.get("e")
 
-			if err := answeredWhileHeld(t, func() error { return c.over(f, l) }); !errors.Is(err, c.want) {
-				t.Fatalf("over the limit: err = %v, want %v", err, c.want)
+			err := answeredWhileHeld(t, func() error { return c.over(f, l) })
+			if !errors.Is(err, c.want) || !errors.Is(err, execstore.ErrLimitExceeded) || execstore.ErrorCode(err) != execstore.ErrorCode(c.want) {
+				t.Fatalf("over the limit: err = %v (code %q), want one matching %v and ErrLimitExceeded, with the first's code",
+					err, execstore.ErrorCode(err), c.want)
 			}
 			h.letAndWait(t)
 			after := f.stats()
@@ -283,5 +295,46 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s = %d, the README says %d", c.name, c.got, c.want)
 		}
+	}
+}
+
+// A request that is malformed rather than too large is refused with its
+// sentinel alone: only a request over a limit matches ErrLimitExceeded, so a
+// caller (the HTTP server's 400 and 422) can tell the two apart.
+func TestAMalformedRequestDoesNotMatchErrLimitExceeded(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	l := f.claim(1, time.Minute)[0]
+	cases := []struct {
+		name string
+		want error
+		call func() error
+	}{
+		{"an empty workflow ID", execstore.ErrInvalidExecutionEvent, func() error {
+			_, err := f.s.Admit(ctx, execstore.AdmitRequest{WorkflowID: ""})
+			return err
+		}},
+		{"params that are not an object", execstore.ErrInvalidExecutionEvent, func() error {
+			_, err := f.s.Admit(ctx, execstore.AdmitRequest{WorkflowID: "w", Params: []byte(`[]`)})
+			return err
+		}},
+		{"a negative max attempts", execstore.ErrInvalidExecutionEvent, func() error {
+			_, err := f.s.Admit(ctx, execstore.AdmitRequest{WorkflowID: "w", MaxAttempts: -1})
+			return err
+		}},
+		{"an empty step key", execstore.ErrInvalidArgument, func() error { return f.s.SaveStep(ctx, l, "", []byte(`1`)) }},
+		{"a step value that is not JSON", execstore.ErrInvalidArgument, func() error { return f.s.SaveStep(ctx, l, "s", []byte(`{`)) }},
+		{"a claim of no executions", execstore.ErrInvalidArgument, func() error { _, err := f.s.ClaimDue(ctx, 0, time.Minute); return err }},
+		{"a lease of no time", execstore.ErrInvalidArgument, func() error { _, err := f.s.ClaimDue(ctx, 1, 0); return err }},
+		{"a negative retry delay", execstore.ErrInvalidArgument, func() error { return f.s.Release(ctx, l, -1) }},
+		{"a watch of no keys", execstore.ErrInvalidArgument, func() error { _, err := f.s.Watch(ctx, "e"); return err }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			if !errors.Is(err, c.want) || errors.Is(err, execstore.ErrLimitExceeded) {
+				t.Fatalf("err = %v, want %v and not ErrLimitExceeded", err, c.want)
+			}
+		})
 	}
 }

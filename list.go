@@ -96,6 +96,9 @@ func (s *Store) listQuery(q *ListQuery) (*fsm.ListQuery, error) {
 	case limit == 0:
 		fq.Limit = s.limits.ListPageDefault
 	case limit < 0 || limit > s.limits.ListPageMax:
+		if limit > s.limits.ListPageMax {
+			return nil, overLimit(ErrInvalidArgument, "list: limit %d outside 1 to %d", limit, s.limits.ListPageMax)
+		}
 		return nil, invalidArg("list: limit %d outside 1 to %d", limit, s.limits.ListPageMax)
 	default:
 		fq.Limit = limit
@@ -221,6 +224,9 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) (ChangesPa
 	case limit == 0:
 		limit = s.limits.ListPageDefault
 	case limit < 0 || limit > s.limits.ListPageMax:
+		if limit > s.limits.ListPageMax {
+			return ChangesPage{}, overLimit(ErrInvalidArgument, "changes: limit %d outside 1 to %d", limit, s.limits.ListPageMax)
+		}
 		return ChangesPage{}, invalidArg("changes: limit %d outside 1 to %d", limit, s.limits.ListPageMax)
 	}
 	for {

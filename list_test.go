@@ -165,12 +165,17 @@ func TestListRefusesABadStatusOrderLimitOrCursor(t *testing.T) {
 		"cursor cut short":                  {Cursor: page.Cursor[:len(page.Cursor)-3]},
 		"cursor of another version of this": {Cursor: "Ag" + page.Cursor[2:]},
 	} {
-		if _, err := f.s.List(ctx, q); !errors.Is(err, execstore.ErrInvalidArgument) {
+		_, err := f.s.List(ctx, q)
+		if !errors.Is(err, execstore.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
+		if over := q.Limit > execstore.DefaultLimits.ListPageMax; errors.Is(err, execstore.ErrLimitExceeded) != over {
+			t.Errorf("%s: %v matches ErrLimitExceeded: %v, want %v", name, err, !over, over)
+		}
 	}
-	if _, err := f.s.Changes(ctx, 0, execstore.DefaultLimits.ListPageMax+1); !errors.Is(err, execstore.ErrInvalidArgument) {
-		t.Errorf("Changes over the page maximum: %v, want ErrInvalidArgument", err)
+	_, err = f.s.Changes(ctx, 0, execstore.DefaultLimits.ListPageMax+1)
+	if !errors.Is(err, execstore.ErrInvalidArgument) || !errors.Is(err, execstore.ErrLimitExceeded) {
+		t.Errorf("Changes over the page maximum: %v, want ErrInvalidArgument and ErrLimitExceeded", err)
 	}
 }
 

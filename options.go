@@ -90,7 +90,8 @@ type Options struct {
 // Limits is the one place every size and count limit is defined. A zero field
 // means its default. Exceeding a limit is an error that changes nothing:
 // ErrInvalidExecutionEvent for an admission or child start, ErrInvalidArgument
-// otherwise, ErrLimitExceeded for the per-execution counts.
+// otherwise, and in both cases it matches ErrLimitExceeded too (the
+// per-execution counts are ErrLimitExceeded alone).
 //
 // Every limit is checked in the caller's goroutine, before the command is
 // queued, so one caller's oversized request is that caller's error alone.

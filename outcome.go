@@ -125,6 +125,24 @@ const CodeInvalidStepValue = "INVALID_STEP_VALUE"
 // needs a step key.
 const WorkflowResultStepKey = "$$workflow-result$$"
 
+// CheckOutcome returns the outcome that acknowledging o would record, without
+// writing anything: a completed result over Limits.ValueBytes or not valid
+// JSON comes back failed with code INVALID_STEP_VALUE, error messages cut to
+// Limits.ErrorMessageBytes, causes beyond Limits.ErrorCauseDepth dropped.
+// A suspended outcome comes back as it is. The error is the one Acknowledge
+// would return for o itself (ErrInvalidArgument).
+func (s *Store) CheckOutcome(o RunOutcome) (Outcome, error) {
+	out, err := outcomeToFSM(o, &s.limits)
+	if err != nil {
+		return Outcome{}, err
+	}
+	checked := Outcome{Status: statusFromFSM(out.Status), Error: workflowErrorFromInfo(out.Error)}
+	if out.HasRes {
+		checked.Result = json.RawMessage(out.Result)
+	}
+	return checked, nil
+}
+
 // outcomeToFSM validates a RunOutcome and converts it for the state machine.
 // A completed result that is not valid JSON (or too large) becomes a failed
 // outcome, so a delivery can always record how it ended.

@@ -183,17 +183,17 @@ func scheduleFromFSM(sc *fsm.Schedule) Schedule {
 // machine. Caller's goroutine.
 func scheduleDef(sc *Schedule, lim *Limits) (fsm.ScheduleDef, error) {
 	d := fsm.ScheduleDef{ID: sc.ID, WorkflowID: sc.WorkflowID, Every: int64(sc.Interval), Cron: sc.Cron}
-	if msg := checkID("schedule ID", sc.ID); msg != "" {
-		return d, invalidArg("%s", msg)
+	if err := idError(ErrInvalidArgument, "schedule ID", sc.ID); err != nil {
+		return d, err
 	}
 	if len(sc.ID) > ScheduleIDBytes {
-		return d, invalidArg("schedule ID is longer than %d bytes (its occurrences' IDs add a time to it)", ScheduleIDBytes)
+		return d, overLimit(ErrInvalidArgument, "schedule ID is longer than %d bytes (its occurrences' IDs add a time to it)", ScheduleIDBytes)
 	}
-	if msg := checkID("workflow ID", sc.WorkflowID); msg != "" {
-		return d, invalidArg("%s", msg)
+	if err := idError(ErrInvalidArgument, "workflow ID", sc.WorkflowID); err != nil {
+		return d, err
 	}
 	if len(sc.Params) > lim.EventBytes {
-		return d, invalidArg("params are %d bytes, more than the limit of %d", len(sc.Params), lim.EventBytes)
+		return d, overLimit(ErrInvalidArgument, "params are %d bytes, more than the limit of %d", len(sc.Params), lim.EventBytes)
 	}
 	if msg := checkParams(sc.Params); msg != "" {
 		return d, invalidArg("%s", msg)
@@ -233,11 +233,11 @@ func checkRecurrence(sc *Schedule, lim *Limits, d *fsm.ScheduleDef) error {
 	case (sc.Interval != 0) == (sc.Cron != ""):
 		return invalidArg("a schedule needs an interval or a cron expression, not both")
 	case sc.Cron == "" && sc.Interval < lim.ScheduleInterval:
-		return invalidArg("interval %v is shorter than the limit of %v", sc.Interval, lim.ScheduleInterval)
+		return overLimit(ErrInvalidArgument, "interval %v is shorter than the limit of %v", sc.Interval, lim.ScheduleInterval)
 	case sc.Cron == "" && sc.CronOffset != 0:
 		return invalidArg("a cron offset without a cron expression")
 	case len(sc.Cron) > fsm.MaxCronBytes:
-		return invalidArg("cron expression is longer than %d bytes", fsm.MaxCronBytes)
+		return overLimit(ErrInvalidArgument, "cron expression is longer than %d bytes", fsm.MaxCronBytes)
 	case sc.CronOffset%time.Second != 0 || sc.CronOffset <= -24*time.Hour || sc.CronOffset >= 24*time.Hour:
 		return invalidArg("cron offset %v is not whole seconds under 24 hours", sc.CronOffset)
 	}

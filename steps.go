@@ -29,6 +29,83 @@ func (s *Store) SaveStep(ctx context.Context, lease Lease, stepKey string, value
 	return resultErr(&res, &c)
 }
 
+// SaveStepKept is SaveStep that says what is kept: saved is true when this
+// call saved value, false when the key had a value already, the first one,
+// which kept then is (nil in the rare case that retention dropped the
+// execution's steps in between). Its errors are SaveStep's.
+func (s *Store) SaveStepKept(ctx context.Context, lease Lease, stepKey string, value json.RawMessage) (kept json.RawMessage, saved bool, err error) {
+	if err := checkLease(lease); err != nil {
+		return nil, false, err
+	}
+	if err := checkKey("step key", stepKey, &s.limits); err != nil {
+		return nil, false, err
+	}
+	if err := checkValue("step value", value, &s.limits); err != nil {
+		return nil, false, err
+	}
+	c := fsm.Command{Kind: fsm.KindSaveStep, ExecutionID: lease.ExecutionID, Token: lease.Token, Key: stepKey, Value: string(value)}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := resultErr(&res, &c); err != nil {
+		return nil, false, err
+	}
+	if !res.Unchanged {
+		return value, true, nil
+	}
+	v, found, err := s.Step(ctx, lease.ExecutionID, stepKey)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	return v, false, nil
+}
+
+// SavedStep is one saved step, as ListSteps returns it.
+type SavedStep struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// ListSteps returns an execution's saved steps in key order, starting after
+// the key after ("" for the first), at most limit of them (1 to
+// Limits.ClaimLimit, ErrInvalidArgument otherwise) and, when maxBytes is
+// positive, no more than their values fill: it stops before the step whose
+// value would take the values' total past maxBytes, but always returns at
+// least one. more says whether steps after the last one returned remain.
+// Errors: ErrExecutionNotFound.
+func (s *Store) ListSteps(ctx context.Context, executionID, after string, limit, maxBytes int) (steps []SavedStep, more bool, err error) {
+	if limit < 1 {
+		return nil, false, invalidArg("step list limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
+	}
+	if limit > s.limits.ClaimLimit {
+		return nil, false, overLimit(ErrInvalidArgument, "step list limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
+	}
+	exists := false
+	err = s.read(ctx, func(st *fsm.State) {
+		if _, exists = st.Get(executionID); !exists {
+			return
+		}
+		size := 0
+		st.StepsAfter(executionID, after, func(key, value string) bool {
+			if len(steps) == limit || (len(steps) > 0 && maxBytes > 0 && size+len(value) > maxBytes) {
+				more = true
+				return false
+			}
+			size += len(value)
+			steps = append(steps, SavedStep{Key: key, Value: json.RawMessage(value)})
+			return true
+		})
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if !exists {
+		return nil, false, notFound(executionID)
+	}
+	return steps, more, nil
+}
+
 // Step returns a saved step value and whether it exists.
 // Errors: ErrExecutionNotFound.
 func (s *Store) Step(ctx context.Context, executionID, stepKey string) (json.RawMessage, bool, error) {
@@ -69,11 +146,11 @@ func (s *Store) Start(ctx context.Context, lease Lease, stepKey, workflowID stri
 	if err := checkKey("step key", stepKey, &s.limits); err != nil {
 		return "", err
 	}
-	if msg := checkID("workflow ID", workflowID); msg != "" {
-		return "", invalidEvent("%s", msg)
+	if err := idError(ErrInvalidExecutionEvent, "workflow ID", workflowID); err != nil {
+		return "", err
 	}
 	if len(params) > s.limits.EventBytes {
-		return "", invalidEvent("params are %d bytes, more than the limit of %d", len(params), s.limits.EventBytes)
+		return "", overLimit(ErrInvalidExecutionEvent, "params are %d bytes, more than the limit of %d", len(params), s.limits.EventBytes)
 	}
 	if msg := checkParams(params); msg != "" {
 		return "", invalidEvent("%s", msg)

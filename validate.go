@@ -38,7 +38,7 @@ func checkKey(what, key string, lim *Limits) error {
 	case key == "":
 		return invalidArg("%s is empty", what)
 	case len(key) > lim.KeyBytes:
-		return invalidArg("%s is %d bytes, more than the limit of %d", what, len(key), lim.KeyBytes)
+		return overLimit(ErrInvalidArgument, "%s is %d bytes, more than the limit of %d", what, len(key), lim.KeyBytes)
 	case !utf8.ValidString(key):
 		return invalidArg("%s is not valid UTF-8", what)
 	}
@@ -62,14 +62,17 @@ func admitCommand(req *AdmitRequest, lim *Limits, genID string) (fsm.Command, er
 	c := fsm.Command{Kind: fsm.KindAdmit, ExecutionID: req.ExecutionID, WorkflowID: req.WorkflowID}
 	if c.ExecutionID == "" {
 		c.ExecutionID, c.Generated = genID, true
-	} else if msg := checkID("execution ID", c.ExecutionID); msg != "" {
-		return c, invalidEvent("%s", msg)
+	} else if err := idError(ErrInvalidExecutionEvent, "execution ID", c.ExecutionID); err != nil {
+		return c, err
 	}
-	if msg := checkID("workflow ID", req.WorkflowID); msg != "" {
-		return c, invalidEvent("%s", msg)
+	if err := idError(ErrInvalidExecutionEvent, "workflow ID", req.WorkflowID); err != nil {
+		return c, err
 	}
-	if req.MaxAttempts < 0 || req.MaxAttempts > MaxAttemptsLimit {
+	if req.MaxAttempts < 0 {
 		return c, invalidEvent("max attempts %d is outside 0..%d", req.MaxAttempts, MaxAttemptsLimit)
+	}
+	if req.MaxAttempts > MaxAttemptsLimit {
+		return c, overLimit(ErrInvalidExecutionEvent, "max attempts %d is outside 0..%d", req.MaxAttempts, MaxAttemptsLimit)
 	}
 	c.MaxAttempts = req.MaxAttempts
 	size := len(req.Params)
@@ -77,7 +80,7 @@ func admitCommand(req *AdmitRequest, lim *Limits, genID string) (fsm.Command, er
 		size += len(k) + len(v)
 	}
 	if size > lim.EventBytes {
-		return c, invalidEvent("params and context are %d bytes, more than the limit of %d", size, lim.EventBytes)
+		return c, overLimit(ErrInvalidExecutionEvent, "params and context are %d bytes, more than the limit of %d", size, lim.EventBytes)
 	}
 	if msg := checkParams(req.Params); msg != "" {
 		return c, invalidEvent("%s", msg)
@@ -100,7 +103,7 @@ func contextEntries(m map[string]string, lim *Limits) (*[]fsm.KV, error) {
 		return nil, nil
 	}
 	if len(m) > lim.ContextEntries {
-		return nil, invalidEvent("context has %d entries, more than the limit of %d", len(m), lim.ContextEntries)
+		return nil, overLimit(ErrInvalidExecutionEvent, "context has %d entries, more than the limit of %d", len(m), lim.ContextEntries)
 	}
 	kvs := make([]fsm.KV, 0, len(m))
 	for k, v := range m {
@@ -122,7 +125,7 @@ func contextEntries(m map[string]string, lim *Limits) (*[]fsm.KV, error) {
 // store value).
 func checkValue(what string, v json.RawMessage, lim *Limits) error {
 	if len(v) > lim.ValueBytes {
-		return invalidArg("%s is %d bytes, more than the limit of %d", what, len(v), lim.ValueBytes)
+		return overLimit(ErrInvalidArgument, "%s is %d bytes, more than the limit of %d", what, len(v), lim.ValueBytes)
 	}
 	if err := jsonv.Validate(v); err != nil {
 		return invalidArg("%s: %v", what, err)
@@ -138,7 +141,7 @@ func checkDuration(what string, d time.Duration, positive bool, max time.Duratio
 	case d < 0:
 		return invalidArg("%s must not be negative, got %v", what, d)
 	case d > max:
-		return invalidArg("%s %v is longer than the limit of %v", what, d, max)
+		return overLimit(ErrInvalidArgument, "%s %v is longer than the limit of %v", what, d, max)
 	}
 	return nil
 }

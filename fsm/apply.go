@@ -359,7 +359,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 		if p != nil && p.Terminal() {
 			// Outcomes are immutable: a late or repeated acknowledgement gets
 			// the recorded outcome.
-			return Result{Exec: p.value()}
+			return Result{Exec: p.value(), Unchanged: true}
 		}
 		return *fail
 	}
@@ -432,7 +432,7 @@ func (s *State) saveStep(c *Command, dry bool) Result {
 		return *fail
 	}
 	if _, saved := s.steps.Get(stepEntry{ExecutionID: p.ID, Key: c.Key}); saved {
-		return Result{} // the first saved value wins
+		return Result{Unchanged: true} // the first saved value wins
 	}
 	if p.StepCount >= MaxStepsPerExecution {
 		return Result{Code: CodeLimitExceeded}

@@ -169,16 +169,20 @@ const (
 
 // Result is a command's answer.
 type Result struct {
-	Code   Code
-	Wake   WakeResult  // wake, watch (beside Code: the two share a word)
-	ID     string      // admit, start: the execution's ID
-	Leases []Lease     // claim
-	Lease  Lease       // renew
-	Exec   Execution   // acknowledge: the record afterwards
-	Woken  []string    // acknowledge (parent), commit (watchers): executions woken, in order
-	Count  int         // retire: executions retired
-	Acks   []Result    // acknowledge-batch: each acknowledgement's result, in order
-	Became Transitions // what the command changed, for the Store's notifications
+	Code Code
+	Wake WakeResult // wake, watch (beside Code: the three share a word)
+	// Unchanged (CodeOK only): save-step, the key was saved already and its
+	// first value is kept; acknowledge, the execution was terminal already
+	// and Exec is the record as it was.
+	Unchanged bool
+	ID        string      // admit, start: the execution's ID
+	Leases    []Lease     // claim
+	Lease     Lease       // renew
+	Exec      Execution   // acknowledge: the record afterwards
+	Woken     []string    // acknowledge (parent), commit (watchers): executions woken, in order
+	Count     int         // retire: executions retired
+	Acks      []Result    // acknowledge-batch: each acknowledgement's result, in order
+	Became    Transitions // what the command changed, for the Store's notifications
 	// (Cancel returns the record afterwards in Exec. Which executions a
 	// cancel, a claim or a release made terminal is not listed: it would
 	// grow every result, acknowledgements' included, for a rare event; the

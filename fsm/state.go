@@ -334,6 +334,20 @@ func (s *State) StepsOf(executionID string, fn func(key, value string) bool) {
 	})
 }
 
+// StepsAfter calls fn for each saved step of an execution whose key sorts
+// after after, in key order, until fn returns false.
+func (s *State) StepsAfter(executionID, after string, fn func(key, value string) bool) {
+	s.steps.Ascend(stepEntry{ExecutionID: executionID, Key: after}, func(e stepEntry) bool {
+		if e.ExecutionID != executionID {
+			return false
+		}
+		if e.Key == after {
+			return true
+		}
+		return fn(e.Key, e.Value)
+	})
+}
+
 // WatchesOf returns the keys of each watch an execution has, in watch order.
 func (s *State) WatchesOf(executionID string) [][]string {
 	var out [][]string

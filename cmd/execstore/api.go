@@ -19,7 +19,8 @@ import (
 const maxBody = 4 << 20
 
 // api serves the store over HTTP: JSON bodies, errors as
-// {"code": "...", "message": "..."}.
+// {"code": "...", "message": "..."} (errors.go). openapi.yaml is the
+// contract.
 type api struct {
 	store  *execstore.Store
 	logger *slog.Logger
@@ -48,7 +49,8 @@ func newAPI(store *execstore.Store, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("GET /healthz", a.health)
 	mux.HandleFunc("POST /v1/executions/{id}/cancel", a.cancel)
 	a.scheduleRoutes(mux) // schedules.go
-	return mux
+	a.answerRoutes(mux)   // answers.go
+	return jsonFallback(mux)
 }
 
 // ---- wire types -------------------------------------------------------------
@@ -225,7 +227,7 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 		MaxAttempts: body.MaxAttempts,
 	})
 	if err != nil {
-		a.fail(w, err)
+		a.failAdmission(w, r, &body, err) // answers.go
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"executionId": id})
@@ -240,15 +242,22 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, recordOut(rec))
 }
 
+// awaitTimeoutMax is the longest an await waits, and its default.
+const awaitTimeoutMax = 60 * time.Second
+
 // await waits for the execution to be terminal, up to ?timeout= (a Go
 // duration, default and maximum 60s); on timeout it answers 408 with the
 // code "TIMEOUT".
 func (a *api) await(w http.ResponseWriter, r *http.Request) {
-	timeout := 60 * time.Second
+	timeout := awaitTimeoutMax
 	if s := r.URL.Query().Get("timeout"); s != "" {
 		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 || d > timeout {
-			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "timeout must be a positive duration of at most 60s")
+		switch {
+		case err != nil || d <= 0:
+			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "timeout must be a positive duration such as 30s or 1500ms")
+			return
+		case d > awaitTimeoutMax:
+			writeError(w, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED", "timeout is longer than the limit of 60s")
 			return
 		}
 		timeout = d
@@ -374,16 +383,16 @@ func (a *api) acknowledge(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	o := execstore.RunOutcome{Status: body.Outcome.Status, Result: body.Outcome.Result}
-	if e := body.Outcome.Error.workflowError(); e != nil {
-		o.Err = e
+	// A batch of one is Acknowledge, and also says whether it was applied.
+	res, err := a.store.AcknowledgeBatch(r.Context(), []execstore.Ack{{Lease: body.Lease.lease(), Outcome: body.Outcome.runOutcome()}})
+	if err == nil {
+		err = res[0].Err
 	}
-	rec, err := a.store.Acknowledge(r.Context(), body.Lease.lease(), o)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, recordOut(rec))
+	writeJSON(w, http.StatusOK, acknowledgedOut(res[0])) // answers.go
 }
 
 func (a *api) saveStep(w http.ResponseWriter, r *http.Request) {
@@ -391,11 +400,12 @@ func (a *api) saveStep(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	if err := a.store.SaveStep(r.Context(), body.Lease.lease(), body.Key, body.Value); err != nil {
+	kept, saved, err := a.store.SaveStepKept(r.Context(), body.Lease.lease(), body.Key, body.Value)
+	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "saved"})
+	writeJSON(w, http.StatusOK, stepSavedJSON{Applied: saved, Value: kept}) // answers.go
 }
 
 func (a *api) start(w http.ResponseWriter, r *http.Request) {
@@ -503,16 +513,16 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 // decode reads a JSON body strictly: at most maxBody bytes, one JSON object
 // with no duplicate keys or invalid UTF-8 (which encoding/json would
 // silently drop or replace), then the rules of decodeBody (exact field
-// names, required fields, values of the right kind). A bad body answers 400
-// with the code of invalid (the admission route's is
-// INVALID_EXECUTION_EVENT).
+// names, required fields, values of the right kind). A body over maxBody
+// answers 413 LIMIT_EXCEEDED; a bad body answers 400 with the code of
+// invalid (the admission route's is INVALID_EXECUTION_EVENT).
 func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, invalid error) bool {
 	code := execstore.ErrorCode(invalid)
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, code, fmt.Sprintf("request body over %d bytes", maxBody))
+			writeError(w, http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED", fmt.Sprintf("request body over the limit of %d bytes", maxBody))
 			return false
 		}
 		writeError(w, http.StatusBadRequest, code, "reading the request body: "+err.Error())
@@ -534,43 +544,6 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, invalid erro
 		return false
 	}
 	return true
-}
-
-// fail answers with the error's code and the HTTP status that fits it.
-// A lease on an execution that does not exist is not current either, so
-// its error matches both ErrExecutionNotFound and ErrLeaseLost; the README
-// promises 404 for it, whichever code the error carries itself.
-func (a *api) fail(w http.ResponseWriter, err error) {
-	code := execstore.ErrorCode(err)
-	if errors.Is(err, execstore.ErrExecutionNotFound) {
-		code = "EXECUTION_NOT_FOUND"
-	}
-	status := http.StatusInternalServerError
-	switch code {
-	case "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT":
-		status = http.StatusBadRequest
-	case "EXECUTION_NOT_FOUND", "SCHEDULE_NOT_FOUND":
-		status = http.StatusNotFound
-	case "EXECUTION_ID_CONFLICT", "LEASE_LOST", "START_REQUEST_MISMATCH":
-		status = http.StatusConflict
-	case "LIMIT_EXCEEDED":
-		status = http.StatusUnprocessableEntity
-	case "CLOSED", "STORAGE_FAILED":
-		status = http.StatusServiceUnavailable
-	case "":
-		switch {
-		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			code, status = "CANCELLED", http.StatusServiceUnavailable
-		default:
-			code = "INTERNAL"
-			a.logger.Error("execstore: request failed", "err", err)
-		}
-	}
-	writeError(w, status, code, err.Error())
-}
-
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, map[string]string{"code": code, "message": message})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

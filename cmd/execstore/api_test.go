@@ -56,6 +56,7 @@ func (s *server) call(method, path, body string) (int, map[string]any) {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	checkAnswer(s.t, method, path, resp.StatusCode, resp.Header, raw)
 	var out map[string]any
 	if err := json.Unmarshal(raw, &out); err != nil {
 		s.t.Fatalf("%s %s: answer is not a JSON object: %q", method, path, raw)
@@ -70,7 +71,7 @@ func (s *server) expect(method, path, body string, status int, code string) map[
 	s.t.Helper()
 	got, out := s.call(method, path, body)
 	if got != status || (code != "" && out["code"] != code) {
-		s.t.Fatalf("%s %s %s: %d %v, want %d %s", method, path, body, got, out, status, code)
+		s.t.Fatalf("%s %s %s: %d %.300v, want %d %s", method, path, shorten(body), got, out, status, code)
 	}
 	return out
 }
@@ -342,7 +343,7 @@ func TestHealthzReportsADamagedFallback(t *testing.T) {
 
 // POST /v1/executions/{id}/cancel cancels an execution and answers with its
 // record; a second cancel answers with the same record; an unknown ID is 404
-// and a reason over the limit 400.
+// and a reason over the limit 422.
 func TestHTTPCancelAnswersTheCancelledRecord(t *testing.T) {
 	s := newServer(t)
 	s.expect("POST", "/v1/executions", `{"executionId":"order-42","workflowId":"charge-order"}`, 201, "")
@@ -359,7 +360,7 @@ func TestHTTPCancelAnswersTheCancelledRecord(t *testing.T) {
 	}
 	s.expect("POST", "/v1/executions/nobody/cancel", `{"reason":""}`, 404, "EXECUTION_NOT_FOUND")
 	s.expect("POST", "/v1/executions/order-42/cancel", `{}`, 400, "INVALID_ARGUMENT")
-	s.expect("POST", "/v1/executions/order-42/cancel", `{"reason":"`+strings.Repeat("r", 4097)+`"}`, 400, "INVALID_ARGUMENT")
+	s.expect("POST", "/v1/executions/order-42/cancel", `{"reason":"`+strings.Repeat("r", 4097)+`"}`, 422, "LIMIT_EXCEEDED")
 }
 
 // An admission's maxAttempts bounds its deliveries; a release's error becomes
@@ -367,7 +368,7 @@ func TestHTTPCancelAnswersTheCancelledRecord(t *testing.T) {
 func TestHTTPMaxAttemptsAndTheReleasesError(t *testing.T) {
 	s := newServer(t)
 	s.expect("POST", "/v1/executions", `{"executionId":"e","workflowId":"w","maxAttempts":1}`, 201, "")
-	s.expect("POST", "/v1/executions", `{"executionId":"x","workflowId":"w","maxAttempts":65536}`, 400, "INVALID_EXECUTION_EVENT")
+	s.expect("POST", "/v1/executions", `{"executionId":"x","workflowId":"w","maxAttempts":65536}`, 422, "LIMIT_EXCEEDED")
 	claimed := s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":60000}`, 200, "")
 	leases, _ := claimed["leases"].([]any)
 	if len(leases) != 1 {

@@ -187,8 +187,13 @@ func TestHTTPMillisecondFieldsOutsideADurationAreRefused(t *testing.T) {
 	// The largest value the decoder takes reaches the store, whose own
 	// limit then refuses it.
 	f := newBodyFixture(t)
-	f.refuses(t, "POST", "/v1/claims", `{"limit":1,"leaseDurationMs":9223372036854}`, "INVALID_ARGUMENT", "longer than the limit")
-	f.refuses(t, "POST", "/v1/leases/release", `{"lease":LEASE,"retryAfterMs":9223372036854}`, "INVALID_ARGUMENT", "longer than the limit")
+	for _, body := range []string{`{"limit":1,"leaseDurationMs":9223372036854}`, `{"lease":LEASE,"retryAfterMs":9223372036854}`} {
+		path := map[bool]string{true: "/v1/claims", false: "/v1/leases/release"}[strings.Contains(body, "limit")]
+		out := f.expect("POST", path, f.body(body), http.StatusUnprocessableEntity, "LIMIT_EXCEEDED")
+		if msg, _ := out["message"].(string); !strings.Contains(msg, "longer than the limit") {
+			t.Errorf("%s: message %q", path, msg)
+		}
+	}
 }
 
 // A value of the wrong kind is refused with a message in terms of the JSON
@@ -382,8 +387,8 @@ func TestHTTPBodyOver4MiBIs413(t *testing.T) {
 	f := newBodyFixture(t)
 	value := `"` + strings.Repeat("x", 4<<20) + `"`
 	before := f.state()
-	f.expect("POST", "/v1/store/commit", `{"writes":[{"key":"k","value":`+value+`}]}`, http.StatusRequestEntityTooLarge, "INVALID_ARGUMENT")
-	f.expect("POST", "/v1/executions", `{"workflowId":"w","params":{"a":`+value+`}}`, http.StatusRequestEntityTooLarge, "INVALID_EXECUTION_EVENT")
+	f.expect("POST", "/v1/store/commit", `{"writes":[{"key":"k","value":`+value+`}]}`, http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED")
+	f.expect("POST", "/v1/executions", `{"workflowId":"w","params":{"a":`+value+`}}`, http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED")
 	if f.state() != before {
 		t.Fatal("a refused body changed the store")
 	}

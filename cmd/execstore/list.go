@@ -122,12 +122,17 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 	}
 	wait := time.Duration(0)
 	if err == nil && p["wait"] != "" {
-		if wait, err = time.ParseDuration(p["wait"]); err != nil || wait < 0 || wait > changesWaitMax {
+		if wait, err = time.ParseDuration(p["wait"]); err != nil || wait < 0 {
 			err = fmt.Errorf("wait: want a duration from 0 to %v, got %q", changesWaitMax, p["wait"])
 		}
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
+		return
+	}
+	if wait > changesWaitMax {
+		// Over a limit, as await's timeout over its cap: 422.
+		writeError(w, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED", fmt.Sprintf("wait is longer than the limit of %v", changesWaitMax))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)

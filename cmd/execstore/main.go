@@ -5,8 +5,9 @@
 //
 // serve opens the store kept in DIR (default ./execstore-data) and serves
 // its HTTP API on HOST:PORT (default 127.0.0.1:7070) until SIGINT or SIGTERM,
-// then drains requests and closes the store cleanly. The routes are listed in
-// the README.
+// then drains requests and closes the store cleanly. The routes are described
+// by openapi.yaml at the repository root, which serve answers as JSON at
+// GET /v1/openapi.json, and listed in the README.
 package main
 
 import (

@@ -1,0 +1,169 @@
+package execstore_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/google/go-cmp/cmp"
+)
+
+// An acknowledgement's result says whether it recorded its outcome: the
+// first terminal one did; a repeat with the same lease, a late one with a
+// superseded lease, and a second one in the same batch found the execution
+// terminal and got the outcome recorded before, with Applied false.
+func TestAcknowledgeBatchSaysWhetherEachAcknowledgementWasApplied(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"})
+	f.admit(execstore.AdmitRequest{ExecutionID: "b", WorkflowID: "w"})
+	leases := f.claim(10, time.Minute)
+	if len(leases) != 2 {
+		t.Fatalf("ClaimDue = %+v", leases)
+	}
+	la, lb := leases[0], leases[1]
+	first, second := execstore.Completed(raw(`"first"`)), execstore.Completed(raw(`"second"`))
+	res, err := f.s.AcknowledgeBatch(ctx, []execstore.Ack{
+		{Lease: la, Outcome: first}, {Lease: la, Outcome: second}, {Lease: lb, Outcome: execstore.Suspended()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := []bool{res[0].Applied, res[1].Applied, res[2].Applied}
+	if diff := cmp.Diff([]bool{true, false, true}, applied); diff != "" || res[1].Err != nil {
+		t.Fatalf("Applied (-want +got):\n%s (second's error %v)", diff, res[1].Err)
+	}
+	if got := string(res[1].Record.Outcome.Result); got != `"first"` {
+		t.Fatalf("the unapplied acknowledgement answered %s, want the recorded first outcome", got)
+	}
+	// A repeat alone, and a suspension with the same stale lease, later.
+	for _, o := range []execstore.RunOutcome{second, execstore.Suspended()} {
+		res, err = f.s.AcknowledgeBatch(ctx, []execstore.Ack{{Lease: la, Outcome: o}})
+		if err != nil || res[0].Err != nil || res[0].Applied || string(res[0].Record.Outcome.Result) != `"first"` {
+			t.Fatalf("late %s acknowledgement: %+v, %v; want the first outcome, not applied", o.Status, res, err)
+		}
+	}
+	// A lease that ended, of an execution that is not terminal, is lost.
+	res, err = f.s.AcknowledgeBatch(ctx, []execstore.Ack{{Lease: lb, Outcome: first}})
+	if err != nil || !errors.Is(res[0].Err, execstore.ErrLeaseLost) || res[0].Applied {
+		t.Fatalf("stale lease of a live execution: %+v, %v; want ErrLeaseLost", res, err)
+	}
+}
+
+// SaveStepKept saves a new key's value and says so; for a key saved
+// already it writes nothing and answers the first value, which is kept.
+func TestSaveStepKeptAnswersTheValueThatIsKept(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	l := f.claimOne("e")
+	kept, saved, err := f.s.SaveStepKept(ctx, l, "charge", raw(`{"receipt":"r-1"}`))
+	if err != nil || !saved || string(kept) != `{"receipt":"r-1"}` {
+		t.Fatalf("first save: %s %v %v", kept, saved, err)
+	}
+	before := f.stats().WALLastIndex
+	kept, saved, err = f.s.SaveStepKept(ctx, l, "charge", raw(`{"receipt":"r-2"}`))
+	if err != nil || saved || string(kept) != `{"receipt":"r-1"}` {
+		t.Fatalf("second save: %s %v %v, want the first value kept and saved false", kept, saved, err)
+	}
+	if after := f.stats().WALLastIndex; after != before {
+		t.Fatalf("the second save wrote to the log (%d -> %d)", before, after)
+	}
+	f.ack(l, execstore.Suspended())
+	if _, _, err := f.s.SaveStepKept(ctx, l, "other", raw(`1`)); !errors.Is(err, execstore.ErrLeaseLost) {
+		t.Fatalf("save with an ended lease: %v, want ErrLeaseLost", err)
+	}
+}
+
+// ListSteps pages through an execution's steps in key order: after a key,
+// at most limit of them, and no more than maxBytes of values, but at least
+// one.
+func TestListStepsPagesInKeyOrderWithinItsBounds(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	f.admit(execstore.AdmitRequest{ExecutionID: "f", WorkflowID: "w"})
+	for _, l := range f.claim(10, time.Minute) {
+		for i := range 5 {
+			if err := f.s.SaveStep(ctx, l, fmt.Sprint("s", 4-i), raw(fmt.Sprintf(`"%s%d"`, l.ExecutionID, 4-i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys := func(steps []execstore.SavedStep) string {
+		var out []string
+		for _, s := range steps {
+			out = append(out, s.Key+"="+string(s.Value))
+		}
+		return strings.Join(out, " ")
+	}
+	cases := []struct {
+		after           string
+		limit, maxBytes int
+		want            string
+		more            bool
+	}{
+		{"", 10, 0, `s0="e0" s1="e1" s2="e2" s3="e3" s4="e4"`, false},
+		{"", 5, 0, `s0="e0" s1="e1" s2="e2" s3="e3" s4="e4"`, false},
+		{"", 2, 0, `s0="e0" s1="e1"`, true},
+		{"s1", 2, 0, `s2="e2" s3="e3"`, true},
+		{"s2x", 10, 0, `s3="e3" s4="e4"`, false},
+		{"s4", 10, 0, ``, false},
+		{"", 10, 8, `s0="e0" s1="e1"`, true}, // each value is 4 bytes
+		{"", 10, 1, `s0="e0"`, true},         // at least one
+	}
+	for _, c := range cases {
+		got, more, err := f.s.ListSteps(ctx, "e", c.after, c.limit, c.maxBytes)
+		if err != nil || keys(got) != c.want || more != c.more {
+			t.Errorf("ListSteps(after %q, limit %d, maxBytes %d) = %q, %v, %v; want %q, %v",
+				c.after, c.limit, c.maxBytes, keys(got), more, err, c.want, c.more)
+		}
+	}
+	if _, _, err := f.s.ListSteps(ctx, "nobody", "", 10, 0); !errors.Is(err, execstore.ErrExecutionNotFound) {
+		t.Errorf("unknown execution: %v", err)
+	}
+	if _, _, err := f.s.ListSteps(ctx, "e", "", 0, 0); !errors.Is(err, execstore.ErrInvalidArgument) {
+		t.Errorf("limit 0: %v", err)
+	}
+}
+
+// CheckOutcome answers, without writing, exactly the outcome Acknowledge
+// records for the same RunOutcome.
+func TestCheckOutcomeAnswersWhatAcknowledgeRecords(t *testing.T) {
+	f := newFixture(t)
+	deep := error(&execstore.WorkflowError{Name: "Root", Message: "root"})
+	for i := range 12 {
+		deep = fmt.Errorf("layer %d: %w", i, deep)
+	}
+	outcomes := []execstore.RunOutcome{
+		execstore.Completed(raw(`{"ok":true}`)),
+		execstore.Completed(nil),
+		execstore.Completed(raw(`{"a":1,"a":2}`)),
+		execstore.Completed(raw(`"` + strings.Repeat("x", execstore.DefaultLimits.ValueBytes) + `"`)),
+		execstore.Failed(&execstore.WorkflowError{Name: "E", Message: strings.Repeat("m", 20<<10), Code: "C",
+			Cause: &execstore.WorkflowError{Name: "F", Message: "cause"}}),
+		execstore.Failed(deep),
+	}
+	for i, o := range outcomes {
+		id := fmt.Sprint("e", i)
+		f.admit(execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w"})
+		before := f.stats().WALLastIndex
+		checked, err := f.s.CheckOutcome(o)
+		if err != nil {
+			t.Fatalf("%d: CheckOutcome: %v", i, err)
+		}
+		if after := f.stats().WALLastIndex; after != before {
+			t.Fatalf("%d: CheckOutcome wrote to the log", i)
+		}
+		rec := f.ack(f.claimOne(id), o)
+		if diff := cmp.Diff(*rec.Outcome, checked); diff != "" {
+			t.Errorf("%d: CheckOutcome differs from the recorded outcome (-recorded +checked):\n%s", i, diff)
+		}
+	}
+	if o, err := f.s.CheckOutcome(execstore.Suspended()); err != nil || o.Status != execstore.StatusSuspended {
+		t.Errorf("suspended: %+v %v", o, err)
+	}
+	if _, err := f.s.CheckOutcome(execstore.RunOutcome{Status: "done"}); !errors.Is(err, execstore.ErrInvalidArgument) {
+		t.Errorf("an unknown status: %v", err)
+	}
+}
