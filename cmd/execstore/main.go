@@ -2,15 +2,20 @@
 // directory.
 //
 //	execstore serve [--data DIR] [--addr HOST:PORT] [--nosync]
+//	                [--token-file FILE] [--insecure] [--tls-cert FILE --tls-key FILE]
 //
 // serve opens the store kept in DIR (default ./execstore-data) and serves
 // its HTTP API on HOST:PORT (default 127.0.0.1:7070) until SIGINT or SIGTERM,
-// then drains requests and closes the store cleanly. The routes are listed in
-// the README.
+// then drains requests and closes the store cleanly. With a token (from
+// --token-file or EXECSTORE_TOKEN) every route but /healthz requires
+// "Authorization: Bearer <token>"; without one, serve listens only on a
+// loopback address unless --insecure is given. The routes are listed in the
+// README.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -74,22 +79,42 @@ func serve(args []string, stderr io.Writer) error {
 	data := fs.String("data", "./execstore-data", "the store's data directory (created if needed)")
 	addr := fs.String("addr", "127.0.0.1:7070", "the address to listen on")
 	noSync := fs.Bool("nosync", false, "skip fsync (faster; a crash of the machine may lose acknowledged writes)")
+	tokenFile := fs.String("token-file", "", "require \"Authorization: Bearer <token>\" with the token on this file's first line (or in $"+tokenEnv+")")
+	insecure := fs.Bool("insecure", false, "serve without a token on an address other than loopback")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "the private key file of --tls-cert (PEM)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return errors.New("serve: --tls-cert and --tls-key go together")
+	}
+	if *tlsCert != "" {
+		if _, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	token, err := loadToken(*tokenFile)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	store, err := execstore.Open(*data, execstore.Options{NoSync: *noSync, Logger: logger})
+	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *addr)
+	if err := checkListenAddr(ln.Addr(), token, *insecure); err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	store, err := execstore.Open(*data, execstore.Options{NoSync: *noSync, Logger: logger})
 	if err != nil {
-		store.Close()
+		ln.Close()
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serveUntil(ctx, ln, store, logger)
+	return serveHTTP(ctx, ln, store, logger, serveConfig{token: token, tlsCert: *tlsCert, tlsKey: *tlsKey})
 }
 
 // inspect opens a data directory (recovering it as Open does), prints its
@@ -132,18 +157,37 @@ func inspect(args []string, stdout, stderr io.Writer) error {
 	return store.CheckInvariants()
 }
 
-// serveUntil serves the API on ln until ctx ends, then shuts down: it stops
+// serveUntil serves the API on ln until ctx ends, without a token or TLS
+// (see serveHTTP).
+func serveUntil(ctx context.Context, ln net.Listener, store *execstore.Store, logger *slog.Logger) error {
+	return serveHTTP(ctx, ln, store, logger, serveConfig{})
+}
+
+// serveConfig is what serve's flags add to the API.
+type serveConfig struct {
+	token           string // "" for none
+	tlsCert, tlsKey string // both or neither
+}
+
+// serveHTTP serves the API on ln until ctx ends, then shuts down: it stops
 // accepting, lets requests in flight finish (up to ten seconds), and closes
 // the store.
-func serveUntil(ctx context.Context, ln net.Listener, store *execstore.Store, logger *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, store *execstore.Store, logger *slog.Logger, cfg serveConfig) error {
 	srv := &http.Server{
-		Handler:           newAPI(store, logger),
+		Handler:           newHandler(store, logger, cfg),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	logger.Info("execstore: serving", "addr", ln.Addr().String())
+	scheme := "http"
+	if cfg.tlsCert != "" {
+		scheme = "https"
+		go func() { errc <- srv.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey) }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	logger.Info("execstore: serving", "addr", ln.Addr().String(), "scheme", scheme, "token", cfg.token != "")
 	var serveErr error
 	select {
 	case <-ctx.Done():
