@@ -83,6 +83,7 @@ func serve(args []string, stderr io.Writer) error {
 	insecure := fs.Bool("insecure", false, "serve without a token on an address other than loopback")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the private key file of --tls-cert (PEM)")
+	logLevel := fs.String("log-level", "info", "the least level logged (JSON lines on stderr): debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -98,7 +99,10 @@ func serve(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err

@@ -8,11 +8,11 @@ import (
 )
 
 // newHandler is everything serve answers: the API (api.go) behind the
-// token check (auth.go).
+// token check (auth.go), each request logged (logging.go).
 func newHandler(store *execstore.Store, logger *slog.Logger, cfg serveConfig) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", newAPI(store, logger))
-	return requireToken(cfg.token, isPublic, mux)
+	return logRequests(logger, requireToken(cfg.token, isPublic, mux))
 }
 
 // isPublic says which requests need no token: the health check, which a
