@@ -29,7 +29,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/metrics"
 	"github.com/execstore/execstore/snapshot"
 )
 
@@ -111,14 +114,16 @@ func serve(args []string, stderr io.Writer) error {
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
-	store, err := execstore.Open(*data, execstore.Options{NoSync: *noSync, Logger: logger})
+	m := metrics.New()
+	store, err := execstore.Open(*data, execstore.Options{NoSync: *noSync, Logger: logger, Metrics: m})
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	m.Watch(store)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serveHTTP(ctx, ln, store, logger, serveConfig{token: token, tlsCert: *tlsCert, tlsKey: *tlsKey})
+	return serveHTTP(ctx, ln, store, logger, serveConfig{token: token, tlsCert: *tlsCert, tlsKey: *tlsKey, metrics: newRegistry(m)})
 }
 
 // inspect opens a data directory (recovering it as Open does), prints its
@@ -169,8 +174,9 @@ func serveUntil(ctx context.Context, ln net.Listener, store *execstore.Store, lo
 
 // serveConfig is what serve's flags add to the API.
 type serveConfig struct {
-	token           string // "" for none
-	tlsCert, tlsKey string // both or neither
+	token           string              // "" for none
+	tlsCert, tlsKey string              // both or neither
+	metrics         prometheus.Gatherer // what /metrics exports; nil: the store's gauges alone
 }
 
 // serveHTTP serves the API on ln until ctx ends, then shuts down: it stops

@@ -3,8 +3,14 @@ package main
 import (
 	"log/slog"
 	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/metrics"
 )
 
 // newHandler is everything serve answers: the API (api.go) behind the
@@ -12,6 +18,7 @@ import (
 func newHandler(store *execstore.Store, logger *slog.Logger, cfg serveConfig) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", newAPI(store, logger))
+	mux.Handle("GET /metrics", metricsHandler(store, cfg.metrics))
 	return logRequests(logger, requireToken(cfg.token, isPublic, mux))
 }
 
@@ -20,4 +27,27 @@ func newHandler(store *execstore.Store, logger *slog.Logger, cfg serveConfig) ht
 // executions.
 func isPublic(r *http.Request) bool {
 	return r.URL.Path == "/healthz"
+}
+
+// newRegistry returns the registry serve exports at /metrics: the store's
+// metrics (m, which serve passes to Open as Options.Metrics and points at
+// the store with m.Watch), and the Go runtime's and the process's.
+func newRegistry(m *metrics.Metrics) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// metricsTimeout bounds a scrape as the API bounds a request's wait.
+const metricsTimeout = 10 * time.Second
+
+// metricsHandler serves reg in Prometheus's text format; without one, the
+// store's gauges alone (a store opened without Options.Metrics).
+func metricsHandler(store *execstore.Store, reg prometheus.Gatherer) http.Handler {
+	if reg == nil {
+		m := metrics.New()
+		m.Watch(store)
+		reg = newRegistry(m)
+	}
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Timeout: metricsTimeout, MaxRequestsInFlight: 4})
 }
