@@ -27,7 +27,8 @@ type Metrics interface {
 	// AcknowledgeBatch call count one by one as "acknowledge". Commands
 	// answered without a write (an idle claim, a duplicate admission, a
 	// stale lease) count as well. Called once per batch for each kind and
-	// result seen in it.
+	// result seen in it, after the batch's callers are answered: a count may
+	// show a moment after the call it counts has returned.
 	Commands(kind, result string, n int)
 	// Batch reports one write to the log: its entries, their encoded bytes,
 	// the time of the whole write and, of it, the time spent in fsync (zero
@@ -41,7 +42,8 @@ type Metrics interface {
 	// acknowledgement.
 	Acknowledged(sinceClaim time.Duration)
 	// LeasesLost counts fenced writes (renew, release, acknowledge, step,
-	// start) refused because their lease is no longer current.
+	// start) refused because their lease is no longer current; once per
+	// batch, as Commands.
 	LeasesLost(n int)
 	// Snapshot reports a finished snapshot: its bytes, how long it took to
 	// write, check, prune and compact, and its error (nil when it is
@@ -84,10 +86,8 @@ type observer struct {
 	counts [kindSlots][resultSlots]int
 	any    bool
 
-	lost         int    // lost leases in this batch
-	lostUnlogged int    // lost leases since the latest log line
-	lostExec     string // the latest of them, for the log line
-	lostKind     fsm.Kind
+	lost         int       // lost leases in this batch
+	lostUnlogged int       // lost leases since the latest log line
 	lostLogged   time.Time // the clock at the latest log line
 	logged       bool
 
@@ -140,7 +140,9 @@ func (s *Store) observeResult(kind fsm.Kind, id string, token uint64, now int64,
 	switch {
 	case res.Code == fsm.CodeLeaseLost || res.Code == fsm.CodeLeaseCancelled:
 		o.lost++
-		o.lostExec, o.lostKind = id, kind
+		if o.warn {
+			s.logLostLease(kind, id)
+		}
 	case o.metrics == nil || res.Code != fsm.CodeOK:
 	case kind == fsm.KindClaim:
 		for _, l := range res.Leases {
@@ -186,8 +188,8 @@ func (s *Store) pruneClaimMarks() {
 	o.pruneAt = max(1024, 2*len(o.claimedAt))
 }
 
-// flushObserved hands the batch's counts to Metrics and logs lost leases,
-// at most once per lostLeaseLogInterval. Writer goroutine only.
+// flushObserved hands the batch's counts and lost leases to Metrics, once
+// its callers are answered. Writer goroutine only.
 func (s *Store) flushObserved() {
 	o := s.obs
 	if o.any {
@@ -212,15 +214,20 @@ func (s *Store) flushObserved() {
 	if o.metrics != nil {
 		o.metrics.LeasesLost(n)
 	}
-	if !o.warn {
-		return
-	}
-	o.lostUnlogged += n
+}
+
+// logLostLease counts a lost lease and logs the count, at most once per
+// lostLeaseLogInterval of the clock. It runs before the caller is answered,
+// so that the line is written when the refusal returns. Writer goroutine
+// only.
+func (s *Store) logLostLease(kind fsm.Kind, id string) {
+	o := s.obs
+	o.lostUnlogged++
 	now := s.opts.Now() // the clock, not the store's time: this counts real time
 	if o.logged && now.Sub(o.lostLogged) < lostLeaseLogInterval {
 		return
 	}
 	o.logger.Warn("execstore: fenced writes refused: their lease is no longer current (a later claim superseded it, it ended, or the execution was cancelled)",
-		"count", o.lostUnlogged, "example_execution", o.lostExec, "example_command", o.lostKind.String())
+		"count", o.lostUnlogged, "example_execution", id, "example_command", kind.String())
 	o.lostUnlogged, o.lostLogged, o.logged = 0, now, true
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/metrics"
@@ -27,7 +28,16 @@ func TestHTTPMetricsExportsTheStoreInPrometheusFormat(t *testing.T) {
 	if resp, _ := send(t, "GET", ts.URL+"/metrics", "", ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("/metrics without the token: %d", resp.StatusCode)
 	}
-	resp, body := send(t, "GET", ts.URL+"/metrics", "Bearer "+testToken, "")
+	// Counts are handed over once a batch's callers are answered.
+	var resp *http.Response
+	var body []byte
+	for deadline := time.Now().Add(patience); ; {
+		resp, body = send(t, "GET", ts.URL+"/metrics", "Bearer "+testToken, "")
+		if strings.Contains(string(body), `execstore_commands_total{kind="admit"`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("/metrics: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
