@@ -19,14 +19,17 @@ func newHandler(store *execstore.Store, logger *slog.Logger, cfg serveConfig) ht
 	mux := http.NewServeMux()
 	mux.Handle("/", newAPI(store, logger))
 	mux.Handle("GET /metrics", metricsHandler(store, cfg.metrics))
+	uiRoutes(mux, store, logger) // ui.go
 	return logRequests(logger, requireToken(cfg.token, isPublic, mux))
 }
 
 // isPublic says which requests need no token: the health check, which a
 // load balancer asks without credentials and which tells nothing about the
-// executions.
+// executions, and the web view's shell and static files, which hold no data
+// (a browser cannot send a token with a page load; the shell's script sends
+// it with every request for data).
 func isPublic(r *http.Request) bool {
-	return r.URL.Path == "/healthz"
+	return r.URL.Path == "/healthz" || isUIShell(r)
 }
 
 // newRegistry returns the registry serve exports at /metrics: the store's
