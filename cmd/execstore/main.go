@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -33,14 +32,13 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/metrics"
-	"github.com/execstore/execstore/snapshot"
 )
 
 const usage = `usage: execstore <command> [flags]
 
 commands:
   serve     serve the store's HTTP API until SIGINT/SIGTERM
-  inspect   open a data directory, recover it, and print what it holds
+  inspect   look inside a copy of a data directory: summary, get, list, wal dump, verify
   demo      run the shop's charge-order story on an embedded store
   sim       run the deterministic crash simulator over many seeds
 
@@ -124,46 +122,6 @@ func serve(args []string, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return serveHTTP(ctx, ln, store, logger, serveConfig{token: token, tlsCert: *tlsCert, tlsKey: *tlsKey, metrics: newRegistry(m)})
-}
-
-// inspect opens a data directory (recovering it as Open does), prints its
-// statistics and snapshots, and closes it.
-func inspect(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "./execstore-data", "the store's data directory")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if _, err := os.Stat(*data); err != nil {
-		return err
-	}
-	start := time.Now()
-	store, err := execstore.Open(*data, execstore.Options{Logger: slog.New(slog.NewTextHandler(stderr, nil))})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	opened := time.Since(start)
-	st, err := store.Stats(context.Background())
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "data:        %s (opened in %v)\n", *data, opened.Round(time.Millisecond))
-	fmt.Fprintf(stdout, "executions:  %d (%d terminal, %d retired, %d pending)\n", st.Executions, st.Terminal, st.Retired, st.Pending)
-	fmt.Fprintf(stdout, "store time:  %s\n", st.Now.Format(time.RFC3339Nano))
-	if !st.NextDue.IsZero() {
-		fmt.Fprintf(stdout, "next due:    %s\n", st.NextDue.Format(time.RFC3339Nano))
-	}
-	fmt.Fprintf(stdout, "wal:         entries %d to %d\n", st.WALFirstIndex, st.WALLastIndex)
-	snaps, err := snapshot.List(filepath.Join(*data, "snapshots"))
-	if err != nil {
-		return err
-	}
-	for _, s := range snaps {
-		fmt.Fprintf(stdout, "snapshot:    %s (index %d)\n", filepath.Base(s.Path), s.Index)
-	}
-	return store.CheckInvariants()
 }
 
 // serveUntil serves the API on ln until ctx ends, without a token or TLS
