@@ -105,8 +105,9 @@ func TestTheWebViewEscapesMarkupInEveryValue(t *testing.T) {
 	}
 }
 
-// The shell and its static files need no token and hold no data; every
-// fragment needs the token.
+// The shell and its static files need no token and hold no data (the
+// pages allow only the server's own script and stylesheet); every fragment
+// needs the token.
 func TestTheWebViewShellIsPublicAndItsDataNeedsTheToken(t *testing.T) {
 	base, store := newTokenServer(t, testToken)
 	seedUI(t, store)
@@ -114,6 +115,10 @@ func TestTheWebViewShellIsPublicAndItsDataNeedsTheToken(t *testing.T) {
 		resp, body := send(t, "GET", base+path, "", "")
 		if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "wf-") {
 			t.Errorf("%s without a token: %d (data in it: %t)", path, resp.StatusCode, strings.Contains(string(body), "wf-"))
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasSuffix(path, ".js") && !strings.HasSuffix(path, ".css") &&
+			!strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("%s: Content-Security-Policy %q", path, csp)
 		}
 	}
 	for _, path := range []string{"/ui/f/overview", "/ui/f/executions", "/ui/f/executions/x", "/ui/f/schedules"} {
