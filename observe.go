@@ -83,8 +83,8 @@ type observer struct {
 	logger  *slog.Logger
 	warn    bool // the logger takes warnings
 
-	counts [kindSlots][resultSlots]int
-	any    bool
+	counts  [kindSlots][resultSlots]int
+	touched []cell // the cells of counts this batch made non-zero
 
 	lost         int       // lost leases in this batch
 	lostUnlogged int       // lost leases since the latest log line
@@ -98,6 +98,8 @@ type observer struct {
 	claimedAt map[string]claimMark
 	pruneAt   int
 }
+
+type cell struct{ kind, code uint8 }
 
 type claimMark struct {
 	token uint64
@@ -172,8 +174,10 @@ func (o *observer) count(kind fsm.Kind, code fsm.Code) {
 	if int(kind) >= kindSlots || int(code) >= resultSlots {
 		code, kind = resultError, 0
 	}
+	if o.counts[kind][code] == 0 {
+		o.touched = append(o.touched, cell{uint8(kind), uint8(code)})
+	}
 	o.counts[kind][code]++
-	o.any = true
 }
 
 // pruneClaimMarks drops the claim times of leases that are no longer
@@ -192,20 +196,14 @@ func (s *Store) pruneClaimMarks() {
 // its callers are answered. Writer goroutine only.
 func (s *Store) flushObserved() {
 	o := s.obs
-	if o.any {
-		o.any = false
-		for k := range o.counts {
-			for c, n := range o.counts[k] {
-				if n == 0 {
-					continue
-				}
-				o.counts[k][c] = 0
-				if o.metrics != nil {
-					o.metrics.Commands(fsm.Kind(k).String(), resultNames[c], n)
-				}
-			}
+	for _, c := range o.touched {
+		n := o.counts[c.kind][c.code]
+		o.counts[c.kind][c.code] = 0
+		if o.metrics != nil {
+			o.metrics.Commands(fsm.Kind(c.kind).String(), resultNames[c.code], n)
 		}
 	}
+	o.touched = o.touched[:0]
 	if o.lost == 0 {
 		return
 	}
