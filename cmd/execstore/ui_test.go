@@ -28,8 +28,9 @@ func (e markupFailure) Code() string  { return "CARD_" + markup }
 func (e markupFailure) Unwrap() error { return e.cause }
 
 // seedUI admits executions whose IDs, workflows, params, context, steps,
-// watches and errors hold markup, fails one with a chain of causes and
-// suspends another with a child.
+// watches and errors hold markup, fails one with a chain of causes,
+// suspends another with a child, and puts a schedule with markup in its ID
+// and workflow.
 func seedUI(t *testing.T, store *execstore.Store) (failed, suspended string) {
 	t.Helper()
 	params := json.RawMessage(fmt.Sprintf(`{"note":%q,"nested":{"html":%q}}`, markup, markup))
@@ -65,6 +66,10 @@ func seedUI(t *testing.T, store *execstore.Store) (failed, suspended string) {
 			t.Fatal(err)
 		}
 	}
+	if _, err := store.PutSchedule(ctx, execstore.Schedule{ID: "nightly-" + markup, WorkflowID: "wf-" + markup,
+		Cron: "0 2 * * *", Start: store.Now()}); err != nil {
+		t.Fatal(err)
+	}
 	return failed, suspended
 }
 
@@ -80,7 +85,7 @@ func TestTheWebViewEscapesMarkupInEveryValue(t *testing.T) {
 		"/ui/f/executions?status=failed&workflow=" + url.QueryEscape("wf-"+markup): 1,
 		"/ui/f/executions/" + url.PathEscape(failed):                               6,
 		"/ui/f/executions/" + url.PathEscape(suspended):                            6,
-		"/ui/f/schedules": 0,
+		"/ui/f/schedules": 2, // its ID and workflow
 	}
 	for path, minEscaped := range pages {
 		resp, body := send(t, "GET", base+path, "Bearer "+testToken, "")
