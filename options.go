@@ -22,6 +22,11 @@ type Options struct {
 	NoSync bool
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
+	// Metrics receives measurements as they happen: commands by kind and
+	// result, log batches and fsync times, claim and acknowledgement
+	// latencies, lost leases, snapshots (see Metrics; the metrics package
+	// adapts it to Prometheus). Nil (the default) measures nothing.
+	Metrics Metrics
 
 	// Limits bound every size and count the store accepts. Zero fields take
 	// their defaults (see Limits).

@@ -52,6 +52,9 @@ type snapshotOutcome struct {
 	took    time.Duration
 	err     error
 	walErr  error // compacting the WAL failed: the store must fail-stop
+	// The log's first index before and after compacting it (equal: nothing
+	// was removed).
+	walFirstBefore, walFirstAfter uint64
 }
 
 func (s *Store) snapshotDir() string { return filepath.Join(s.dir, "snapshots") }
@@ -140,7 +143,8 @@ func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 		var kept []snapshot.Info
 		kept, out.err = snapshot.Prune(s.snapshotDir(), 2, opts)
 		if out.err == nil && len(kept) == 2 {
-			_, out.walErr = s.wal.CompactTo(kept[1].Index + 1)
+			out.walFirstBefore = s.wal.FirstIndex()
+			out.walFirstAfter, out.walErr = s.wal.CompactTo(kept[1].Index + 1)
 		}
 	}
 	out.took = time.Since(start)
@@ -163,8 +167,16 @@ func (s *Store) snapshotDone(out snapshotOutcome) {
 	default:
 		sn.size = out.size
 		s.snapshotIndex.Store(out.info.Index)
+		s.published.snapshot(out.size, time.Now(), out.took)
 		s.logger.Info("execstore: snapshot written", "path", out.info.Path, "index", out.info.Index,
 			"records", out.records, "bytes", out.size, "took", out.took, "wal_first_index", s.wal.FirstIndex())
+		if out.walFirstAfter > out.walFirstBefore {
+			s.logger.Info("execstore: log compacted", "first_index_before", out.walFirstBefore,
+				"first_index", out.walFirstAfter, "entries_removed", out.walFirstAfter-out.walFirstBefore)
+		}
+	}
+	if s.metrics != nil {
+		s.metrics.Snapshot(out.size, out.took, err)
 	}
 	for _, w := range sn.waiters {
 		w <- err
@@ -234,6 +246,9 @@ func (s *Store) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, fall
 		if hdr.Index > walLast {
 			return nil, 0, fallback{}, fmt.Errorf("execstore: snapshot %s covers up to index %d but the write-ahead log ends at %d: "+
 				"logged commands were lost (was the store run with NoSync?)", info.Path, hdr.Index, walLast)
+		}
+		if fi, err := os.Stat(info.Path); err == nil {
+			s.published.snapshot(fi.Size(), fi.ModTime(), 0)
 		}
 		return st, hdr.Index, fallbackOf(infos[i+1:], hdr.Index, walFirst), nil
 	}

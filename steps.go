@@ -61,7 +61,7 @@ func (s *Store) SaveStepKept(ctx context.Context, lease Lease, stepKey string, v
 	return v, false, nil
 }
 
-// SavedStep is one saved step, as ListSteps returns it.
+// SavedStep is one saved step, as ListSteps and Detail return it.
 type SavedStep struct {
 	Key   string
 	Value json.RawMessage

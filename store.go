@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -45,6 +44,9 @@ type Store struct {
 	wal    *wal.Log
 	lockf  *os.File
 
+	metrics Metrics   // Options.Metrics; nil: nothing is measured
+	obs     *observer // writer-owned; nil unless metrics or warnings are wanted (observe.go)
+
 	// rw guards state against readers; only the writer goroutine changes it.
 	rw    sync.RWMutex
 	state *fsm.State
@@ -80,6 +82,7 @@ type Store struct {
 	// or written since Open covers (0: none).
 	appliedIndex  atomic.Uint64
 	snapshotIndex atomic.Uint64
+	published     publishedSnapshot // the newest snapshot's size and time, for Gauges
 
 	awaits awaiters
 	due    dueSignal
@@ -128,13 +131,15 @@ func Open(dir string, opts Options) (*Store, error) {
 	scheduleDefaults(&opts)
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = slog.New(slog.DiscardHandler) // Enabled is false: nothing is even formatted
 	}
 	s := &Store{
 		dir:     dir,
 		opts:    opts,
 		limits:  opts.Limits.withDefaults(),
 		logger:  logger,
+		metrics: opts.Metrics,
+		obs:     newObserver(opts.Metrics, logger),
 		kick:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 		snaps:   snapshotter{requests: make(chan chan error), done: make(chan snapshotOutcome, 1)},
@@ -438,14 +443,14 @@ func (s *Store) processAt(batch []*request, now int64) {
 		}
 		if err := s.failed(); err != nil {
 			r.err = err
-			r.done <- struct{}{}
+			s.answer(r)
 			continue
 		}
 		res, mutates := s.state.Precheck(&r.cmd)
 		switch {
 		case !mutates:
 			r.res = res
-			r.done <- struct{}{}
+			s.answer(r)
 		case !r.logNext && s.view.settles(&r.cmd):
 			s.deferred = append(s.deferred, r)
 		default:
@@ -458,6 +463,18 @@ func (s *Store) processAt(batch []*request, now int64) {
 	}
 	s.settleDeferred()
 	s.shrinkBuffers()
+	if s.obs != nil {
+		s.flushObserved()
+	}
+}
+
+// answer tells a request's caller its answer, after accounting for it. The
+// caller owns the request again afterwards. Writer goroutine only.
+func (s *Store) answer(r *request) {
+	if s.obs != nil {
+		s.observe(r)
+	}
+	r.done <- struct{}{}
 }
 
 // writeLogged logs the batch's logged requests, applies them and answers
@@ -467,8 +484,15 @@ func (s *Store) writeLogged(now int64) {
 	if mutant.ApplyBeforeLog {
 		s.applyLogged()
 	}
+	var start time.Time
+	if s.metrics != nil {
+		start = time.Now()
+	}
 	first, err := s.wal.Write(&s.batch)
 	s.batches.Add(1)
+	if s.metrics != nil && err == nil {
+		s.metrics.Batch(len(s.entries), s.batchBytes, time.Since(start), s.wal.LastSync())
+	}
 	if err != nil {
 		if !errors.Is(err, wal.ErrFailed) {
 			// The log refused the batch before writing a byte: a command the
@@ -485,7 +509,7 @@ func (s *Store) writeLogged(now int64) {
 		}
 		for _, r := range s.logged {
 			r.err = err
-			r.done <- struct{}{}
+			s.answer(r)
 		}
 		return
 	}
@@ -508,13 +532,13 @@ func (s *Store) settleDeferred() {
 	for _, r := range s.deferred {
 		if err := s.failed(); err != nil {
 			r.err = err
-			r.done <- struct{}{}
+			s.answer(r)
 			continue
 		}
 		res, mutates := s.state.Precheck(&r.cmd)
 		if !mutates {
 			r.res = res
-			r.done <- struct{}{}
+			s.answer(r)
 			continue
 		}
 		r.logNext = true
@@ -660,7 +684,7 @@ func (s *Store) applyLogged() {
 		s.due.notify()
 	}
 	for _, r := range s.logged {
-		r.done <- struct{}{}
+		s.answer(r)
 	}
 	clear(s.mergedAcks) // drop references to the callers' data
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	tidwall "github.com/tidwall/wal"
 )
@@ -24,6 +25,8 @@ type Log struct {
 	first  atomic.Uint64
 	last   atomic.Uint64
 	closed atomic.Bool
+	// lastSync is the latest Write's time in syncWrite, in nanoseconds (LastSync).
+	lastSync atomic.Int64
 
 	// front serializes the methods that remove segments from the front of the log
 	// (CompactTo, TruncateFront) with each other and with Close. It is taken before mu, and
@@ -155,6 +158,11 @@ func (l *Log) TailRepair() error {
 // FirstIndex is the index of the first entry. For an empty log FirstIndex() == LastIndex()+1.
 func (l *Log) FirstIndex() uint64 { return l.first.Load() }
 
+// LastSync returns how long the latest successful Write spent making its
+// batch durable (the segment's fsync, and the directory's when it created a
+// segment): for metrics. Zero with NoSync.
+func (l *Log) LastSync() time.Duration { return time.Duration(l.lastSync.Load()) }
+
 // LastIndex is the index of the last durable entry; 0 for a log that never held one.
 func (l *Log) LastIndex() uint64 { return l.last.Load() }
 
@@ -183,9 +191,11 @@ func (l *Log) Write(b *Batch) (first uint64, err error) {
 	if err := l.tw.WriteBatch(&l.tb); err != nil {
 		return 0, l.fail("write segment", err)
 	}
+	syncStart := time.Now()
 	if err := l.syncWrite(created > 0); err != nil {
 		return 0, err
 	}
+	l.lastSync.Store(int64(time.Since(syncStart)))
 	l.last.Store(first + uint64(b.Len()) - 1)
 	l.shrinkBuffers(b)
 	return first, nil

@@ -238,7 +238,7 @@ func TestInspectPrintsTheStoreAndChecksIt(t *testing.T) {
 	if err := run([]string{"inspect", "--data", dir}, &out, &errOut); err != nil {
 		t.Fatalf("inspect: %v\n%s", err, errOut.String())
 	}
-	for _, want := range []string{"executions:  1 (0 terminal, 0 retired, 1 pending)", "wal:         entries 1 to 1", "snapshot:    snapshot-00000000000000000001.snap"} {
+	for _, want := range []string{"1 (0 terminal, 0 retired, 1 pending)", "entries 1 to 1", "snapshot-00000000000000000001.snap (index 1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

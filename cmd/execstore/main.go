@@ -2,16 +2,21 @@
 // directory.
 //
 //	execstore serve [--data DIR] [--addr HOST:PORT] [--nosync]
+//	                [--token-file FILE] [--insecure] [--tls-cert FILE --tls-key FILE]
 //
 // serve opens the store kept in DIR (default ./execstore-data) and serves
 // its HTTP API on HOST:PORT (default 127.0.0.1:7070) until SIGINT or SIGTERM,
-// then drains requests and closes the store cleanly. The routes are described
+// then drains requests and closes the store cleanly. With a token (from
+// --token-file or EXECSTORE_TOKEN) every route but /healthz requires
+// "Authorization: Bearer <token>"; without one, serve listens only on a
+// loopback address unless --insecure is given. The routes are described
 // by openapi.yaml at the repository root, which serve answers as JSON at
 // GET /v1/openapi.json, and listed in the README.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,19 +26,20 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/snapshot"
+	"github.com/execstore/execstore/metrics"
 )
 
 const usage = `usage: execstore <command> [flags]
 
 commands:
   serve     serve the store's HTTP API until SIGINT/SIGTERM
-  inspect   open a data directory, recover it, and print what it holds
+  inspect   look inside a copy of a data directory: summary, get, list, wal dump, verify
   demo      run the shop's charge-order story on an embedded store
   sim       run the deterministic crash simulator over many seeds
 
@@ -75,76 +81,82 @@ func serve(args []string, stderr io.Writer) error {
 	data := fs.String("data", "./execstore-data", "the store's data directory (created if needed)")
 	addr := fs.String("addr", "127.0.0.1:7070", "the address to listen on")
 	noSync := fs.Bool("nosync", false, "skip fsync (faster; a crash of the machine may lose acknowledged writes)")
+	tokenFile := fs.String("token-file", "", "require \"Authorization: Bearer <token>\" with the token on this file's first line (or in $"+tokenEnv+")")
+	insecure := fs.Bool("insecure", false, "serve without a token on an address other than loopback")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "the private key file of --tls-cert (PEM)")
+	logLevel := fs.String("log-level", "info", "the least level logged (JSON lines on stderr): debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	store, err := execstore.Open(*data, execstore.Options{NoSync: *noSync, Logger: logger})
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return errors.New("serve: --tls-cert and --tls-key go together")
+	}
+	if *tlsCert != "" {
+		if _, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	token, err := loadToken(*tokenFile)
 	if err != nil {
-		return err
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
-		store.Close()
 		return err
 	}
+	if err := checkListenAddr(ln.Addr(), token, *insecure); err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	m := metrics.New()
+	store, err := execstore.Open(*data, execstore.Options{NoSync: *noSync, Logger: logger, Metrics: m})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	m.Watch(store)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serveUntil(ctx, ln, store, logger)
+	return serveHTTP(ctx, ln, store, logger, serveConfig{token: token, tlsCert: *tlsCert, tlsKey: *tlsKey, metrics: newRegistry(m)})
 }
 
-// inspect opens a data directory (recovering it as Open does), prints its
-// statistics and snapshots, and closes it.
-func inspect(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	data := fs.String("data", "./execstore-data", "the store's data directory")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if _, err := os.Stat(*data); err != nil {
-		return err
-	}
-	start := time.Now()
-	store, err := execstore.Open(*data, execstore.Options{Logger: slog.New(slog.NewTextHandler(stderr, nil))})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	opened := time.Since(start)
-	st, err := store.Stats(context.Background())
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "data:        %s (opened in %v)\n", *data, opened.Round(time.Millisecond))
-	fmt.Fprintf(stdout, "executions:  %d (%d terminal, %d retired, %d pending)\n", st.Executions, st.Terminal, st.Retired, st.Pending)
-	fmt.Fprintf(stdout, "store time:  %s\n", st.Now.Format(time.RFC3339Nano))
-	if !st.NextDue.IsZero() {
-		fmt.Fprintf(stdout, "next due:    %s\n", st.NextDue.Format(time.RFC3339Nano))
-	}
-	fmt.Fprintf(stdout, "wal:         entries %d to %d\n", st.WALFirstIndex, st.WALLastIndex)
-	snaps, err := snapshot.List(filepath.Join(*data, "snapshots"))
-	if err != nil {
-		return err
-	}
-	for _, s := range snaps {
-		fmt.Fprintf(stdout, "snapshot:    %s (index %d)\n", filepath.Base(s.Path), s.Index)
-	}
-	return store.CheckInvariants()
+// serveUntil serves the API on ln until ctx ends, without a token or TLS
+// (see serveHTTP).
+func serveUntil(ctx context.Context, ln net.Listener, store *execstore.Store, logger *slog.Logger) error {
+	return serveHTTP(ctx, ln, store, logger, serveConfig{})
 }
 
-// serveUntil serves the API on ln until ctx ends, then shuts down: it stops
+// serveConfig is what serve's flags add to the API.
+type serveConfig struct {
+	token           string              // "" for none
+	tlsCert, tlsKey string              // both or neither
+	metrics         prometheus.Gatherer // what /metrics exports; nil: the store's gauges alone
+}
+
+// serveHTTP serves the API on ln until ctx ends, then shuts down: it stops
 // accepting, lets requests in flight finish (up to ten seconds), and closes
 // the store.
-func serveUntil(ctx context.Context, ln net.Listener, store *execstore.Store, logger *slog.Logger) error {
+func serveHTTP(ctx context.Context, ln net.Listener, store *execstore.Store, logger *slog.Logger, cfg serveConfig) error {
 	srv := &http.Server{
-		Handler:           newAPI(store, logger),
+		Handler:           newHandler(store, logger, cfg),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	logger.Info("execstore: serving", "addr", ln.Addr().String())
+	scheme := "http"
+	if cfg.tlsCert != "" {
+		scheme = "https"
+		go func() { errc <- srv.ServeTLS(ln, cfg.tlsCert, cfg.tlsKey) }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	logger.Info("execstore: serving", "addr", ln.Addr().String(), "scheme", scheme, "token", cfg.token != "")
 	var serveErr error
 	select {
 	case <-ctx.Done():

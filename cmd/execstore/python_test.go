@@ -46,7 +46,7 @@ func TestThePythonWorkerRunsAgainstTheBinary(t *testing.T) {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if m := regexp.MustCompile(`msg="execstore: serving" addr=(\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+			if m := regexp.MustCompile(`"msg":"execstore: serving","addr":"([^"]+)"`).FindStringSubmatch(sc.Text()); m != nil {
 				addrs <- m[1]
 			}
 		}

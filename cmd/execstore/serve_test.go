@@ -70,7 +70,7 @@ func TestServeStopsOnASignalAndClosesTheStore(t *testing.T) {
 					mu.Lock()
 					logged.WriteString(sc.Text() + "\n")
 					mu.Unlock()
-					if m := regexp.MustCompile(`msg="execstore: serving" addr=(\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+					if m := regexp.MustCompile(`"msg":"execstore: serving","addr":"([^"]+)"`).FindStringSubmatch(sc.Text()); m != nil {
 						addrs <- m[1]
 					}
 				}

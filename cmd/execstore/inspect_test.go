@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// dirDigest is every file's path, size, time and content hash under dir.
+func dirDigest(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %v %d %d", path, fi.Mode(), fi.Size(), fi.ModTime().UnixNano())
+		if d.Type().IsRegular() {
+			c, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, " %x", sha256.Sum256(c))
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// inspectStore is a live store (still open) with a snapshot behind it and
+// log entries after it: a failed execution with a chain of causes, a
+// suspended one with a step, a watch and a child, and a queued one.
+func inspectStore(t *testing.T) (string, *execstore.Store) {
+	t.Helper()
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, err := execstore.Open(dir, execstore.Options{NoSync: true, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	seedUI(t, store)
+	if err := store.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "queued", WorkflowID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	return dir, store
+}
+
+// Every inspect subcommand reads a copy: the data directory of a live store
+// is byte for byte, and time for time, what it was.
+func TestInspectSubcommandsLeaveTheDataDirectoryUnchanged(t *testing.T) {
+	dir, _ := inspectStore(t)
+	before := dirDigest(t, dir)
+	for _, args := range [][]string{
+		{"summary"}, {"summary", "--json"}, {"get", "queued"}, {"get", "--json", "queued"},
+		{"list"}, {"list", "--json", "--status", "failed"}, {"wal", "dump"}, {"wal", "dump", "--json", "--execution", "queued"},
+		{"verify"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append(args, "--data", dir)
+		if args[0] == "get" { // the ID is the last argument
+			args = append(append([]string{}, args[:len(args)-3]...), "--data", dir, args[len(args)-3])
+		}
+		if err := run(append([]string{"inspect"}, args...), &out, &errOut); err != nil {
+			t.Fatalf("inspect %v: %v\n%s", args, err, errOut.String())
+		}
+		if out.Len() == 0 {
+			t.Errorf("inspect %v printed nothing", args)
+		}
+	}
+	if after := dirDigest(t, dir); after != before {
+		t.Fatalf("inspect changed the data directory:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// summary, get, list and wal dump print aligned text for people and JSON
+// with --json.
+func TestInspectPrintsTextAndJSON(t *testing.T) {
+	dir, store := inspectStore(t)
+	inspectOut := func(args ...string) string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if err := run(append([]string{"inspect"}, args...), &out, &errOut); err != nil {
+			t.Fatalf("inspect %v: %v\n%s", args, err, errOut.String())
+		}
+		return out.String()
+	}
+	text := inspectOut("summary", "--data", dir)
+	for _, want := range []string{"executions:", "4 (1 terminal, 0 retired, 2 pending)", "failed", "leases:", "due backlog:", "snapshot-0000"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("summary lacks %q:\n%s", want, text)
+		}
+	}
+	var sum summaryJSON
+	if err := json.Unmarshal([]byte(inspectOut("summary", "--json", "--data", dir)), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum.Executions != 4 || sum.ByStatus[execstore.StatusFailed] != 1 || len(sum.Snapshots) != 1 || sum.WALSegments == 0 {
+		t.Errorf("summary --json: %+v", sum)
+	}
+
+	page, err := store.List(ctx, execstore.ListQuery{Status: execstore.StatusFailed})
+	if err != nil || len(page.Records) != 1 {
+		t.Fatal(page, err)
+	}
+	failed := page.Records[0].ExecutionID
+	get := inspectOut("get", "--data", dir, failed)
+	for _, want := range []string{"status:", "failed", "caused by", "gateway said", "steps:"} {
+		if !strings.Contains(get, want) {
+			t.Errorf("get lacks %q:\n%s", want, get)
+		}
+	}
+	var g getJSON
+	if err := json.Unmarshal([]byte(inspectOut("get", "--json", "--data", dir, failed)), &g); err != nil {
+		t.Fatal(err)
+	}
+	if g.Record.Outcome == nil || g.Record.Outcome.Error == nil || g.Record.Outcome.Error.Cause == nil || g.StepCount != 1 {
+		t.Errorf("get --json: %+v", g)
+	}
+
+	list := inspectOut("list", "--data", dir, "--status", "failed")
+	if lines := strings.Split(strings.TrimSpace(list), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "EXECUTION") {
+		t.Errorf("list --status failed:\n%s", list)
+	}
+
+	dump := inspectOut("wal", "dump", "--json", "--data", dir, "--execution", "queued")
+	lines := strings.Split(strings.TrimSpace(dump), "\n")
+	var entry struct {
+		Index   uint64
+		Kind    string
+		Command map[string]any
+	}
+	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &entry) != nil || entry.Kind != "admit" || entry.Command["ExecutionID"] != "queued" {
+		t.Errorf("wal dump --execution queued:\n%s", dump)
+	}
+	all := inspectOut("wal", "dump", "--data", dir)
+	if !strings.HasPrefix(all, "INDEX") || !strings.Contains(all, "acknowledge") || !strings.Contains(all, "claim") {
+		t.Errorf("wal dump:\n%s", all)
+	}
+}
+
+// verify reads every kept snapshot and log entry: a damaged one makes it
+// fail (exit status 1) and say where.
+func TestInspectVerifyFailsOnADamagedSnapshotOrLogEntry(t *testing.T) {
+	damage := func(t *testing.T, path string, at func(size int64) int64) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[at(int64(len(b)))] ^= 0xff
+		if err := os.WriteFile(path, b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cases := []struct {
+		name, want string
+		damage     func(t *testing.T, dir string)
+	}{
+		{"nothing", "", func(*testing.T, string) {}},
+		{"snapshot", "snapshot snapshot-", func(t *testing.T, dir string) {
+			snaps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*.snap"))
+			damage(t, snaps[0], func(n int64) int64 { return n / 2 })
+		}},
+		{"log entry", "wal", func(t *testing.T, dir string) {
+			segs, _ := filepath.Glob(filepath.Join(dir, "wal", "0*"))
+			damage(t, segs[0], func(n int64) int64 { return 40 })
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir, store := inspectStore(t)
+			store.Close()
+			c.damage(t, dir)
+			var out, errOut bytes.Buffer
+			err := run([]string{"inspect", "verify", "--data", dir}, &out, &errOut)
+			if c.want == "" {
+				if err != nil || strings.Contains(out.String(), "FAILED") {
+					t.Fatalf("verify of a sound store: %v\n%s", err, out.String())
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "problem") {
+				t.Fatalf("verify after damaging the %s: %v\n%s", c.name, err, out.String())
+			}
+			var failedLine string
+			for _, l := range strings.Split(out.String(), "\n") {
+				if strings.Contains(l, "FAILED") {
+					failedLine = l
+					break
+				}
+			}
+			if !strings.HasPrefix(failedLine, c.want) {
+				t.Errorf("first failed check %q, want one about %q:\n%s", failedLine, c.want, out.String())
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	if err := run([]string{"inspect", "nonsense", "--data", t.TempDir()}, &out, &errOut); err == nil {
+		t.Error("an unknown subcommand was taken")
+	}
+	if err := run([]string{"inspect", "summary", "--data", filepath.Join(t.TempDir(), "missing")}, &out, &errOut); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("inspect of a missing directory: %v", err)
+	}
+}

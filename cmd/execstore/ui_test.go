@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// markup is what a hostile or careless client might put in an execution:
+// every fragment must show it as text.
+var ctx = context.Background()
+
+const markup = `<script>alert(1)</script><img src=x onerror=alert(2)>"'&`
+
+// markupFailure is an error whose every level carries markup.
+type markupFailure struct{ cause error }
+
+func (e markupFailure) Error() string { return "charge failed " + markup }
+func (e markupFailure) Code() string  { return "CARD_" + markup }
+func (e markupFailure) Unwrap() error { return e.cause }
+
+// seedUI admits executions whose IDs, workflows, params, context, steps,
+// watches and errors hold markup, fails one with a chain of causes,
+// suspends another with a child, and puts a schedule with markup in its ID
+// and workflow.
+func seedUI(t *testing.T, store *execstore.Store) (failed, suspended string) {
+	t.Helper()
+	params := json.RawMessage(fmt.Sprintf(`{"note":%q,"nested":{"html":%q}}`, markup, markup))
+	failed, suspended = "order-"+markup, "parent-"+markup
+	for _, id := range []string{failed, suspended} {
+		if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "wf-" + markup, Params: params,
+			Context: map[string]string{"k-" + markup: "v-" + markup}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases, err := store.ClaimDue(ctx, 2, time.Minute)
+	if err != nil || len(leases) != 2 {
+		t.Fatalf("claim: %v %v", leases, err)
+	}
+	for _, l := range leases {
+		if err := store.SaveStep(ctx, l, "step-"+markup, params); err != nil {
+			t.Fatal(err)
+		}
+		if l.ExecutionID == failed {
+			cause := markupFailure{cause: errors.New("gateway said " + markup)}
+			if _, err := store.Acknowledge(ctx, l, execstore.Failed(fmt.Errorf("outer %s: %w", markup, cause))); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if _, err := store.Start(ctx, l, "child-"+markup, "wf-child", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Watch(ctx, l.ExecutionID, "key-"+markup); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Acknowledge(ctx, l, execstore.Suspended()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.PutSchedule(ctx, execstore.Schedule{ID: "nightly-" + markup, WorkflowID: "wf-" + markup,
+		Cron: "0 2 * * *", Start: store.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	return failed, suspended
+}
+
+// Every fragment of the web view shows IDs, workflows, params, context,
+// steps, watches and every level of an error chain as text: markup in them
+// never reaches the page as markup.
+func TestTheWebViewEscapesMarkupInEveryValue(t *testing.T) {
+	base, store := newTokenServer(t, testToken)
+	failed, suspended := seedUI(t, store)
+	pages := map[string]int{
+		"/ui/f/overview":   0,
+		"/ui/f/executions": 4, // IDs, workflows, outcome message
+		"/ui/f/executions?status=failed&workflow=" + url.QueryEscape("wf-"+markup): 1,
+		"/ui/f/executions/" + url.PathEscape(failed):                               6,
+		"/ui/f/executions/" + url.PathEscape(suspended):                            6,
+		"/ui/f/schedules": 2, // its ID and workflow
+	}
+	for path, minEscaped := range pages {
+		resp, body := send(t, "GET", base+path, "Bearer "+testToken, "")
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("%s: %d %s\n%s", path, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+		page := string(body)
+		for _, raw := range []string{"<script>", "<img", "onerror=alert(2)>"} {
+			if strings.Contains(page, raw) {
+				t.Errorf("%s: the page holds %q unescaped", path, raw)
+			}
+		}
+		if n := strings.Count(page, "&lt;script&gt;alert(1)&lt;/script&gt;"); n < minEscaped {
+			t.Errorf("%s: the markup appears escaped %d times, want at least %d:\n%s", path, n, minEscaped, page)
+		}
+	}
+	_, body := send(t, "GET", base+"/ui/f/executions/"+url.PathEscape(failed), "Bearer "+testToken, "")
+	for _, want := range []string{"outer ", "charge failed ", "gateway said ", "CARD_", "caused by"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the failed record's page lacks %q of its error chain", want)
+		}
+	}
+}
+
+// The shell and its static files need no token and hold no data (the
+// pages allow only the server's own script and stylesheet); every fragment
+// needs the token.
+func TestTheWebViewShellIsPublicAndItsDataNeedsTheToken(t *testing.T) {
+	base, store := newTokenServer(t, testToken)
+	seedUI(t, store)
+	for _, path := range []string{"/ui/", "/ui/executions/x", "/ui/schedules", "/ui/static/app.js", "/ui/static/style.css"} {
+		resp, body := send(t, "GET", base+path, "", "")
+		if resp.StatusCode != http.StatusOK || strings.Contains(string(body), "wf-") {
+			t.Errorf("%s without a token: %d (data in it: %t)", path, resp.StatusCode, strings.Contains(string(body), "wf-"))
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.HasSuffix(path, ".js") && !strings.HasSuffix(path, ".css") &&
+			!strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("%s: Content-Security-Policy %q", path, csp)
+		}
+	}
+	for _, path := range []string{"/ui/f/overview", "/ui/f/executions", "/ui/f/executions/x", "/ui/f/schedules"} {
+		if resp, _ := send(t, "GET", base+path, "", ""); resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d, want 401", path, resp.StatusCode)
+		}
+	}
+	if resp, _ := send(t, "GET", base+"/ui/f/executions/missing", "Bearer "+testToken, ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a missing record's fragment: %d, want 404", resp.StatusCode)
+	}
+	if resp, _ := send(t, "POST", base+"/ui/", "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST /ui/ without a token: %d, want 401", resp.StatusCode)
+	}
+}

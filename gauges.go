@@ -1,0 +1,128 @@
+package execstore
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// Gauges is what an operator watches besides Stats: the backlog, the
+// leases, the log's size and the newest snapshot. Reading it costs more than
+// Stats (it walks the current leases and lists the log's files), so it is
+// meant for a monitoring scrape, not for a hot loop.
+type Gauges struct {
+	Stats
+
+	// Leases is the number of current leases (deliveries in flight), at
+	// most GaugesLeasesMax; LeasesExpired is how many of them have expired
+	// and wait for a claim to supersede them (a worker died or stalled).
+	Leases, LeasesExpired int
+	// OldestDueAge is how long the earliest claimable execution has been
+	// claimable by the store's time (Stats.NextDue before Stats.Now), zero
+	// when nothing is claimable yet: the age of the oldest due backlog.
+	OldestDueAge time.Duration
+	// Waiting is the number of executions waiting for a wake, due now or
+	// later, without a current lease (Pending less Leases).
+	Waiting int
+	// Schedules is the number of schedules.
+	Schedules int
+
+	// WALBytes is the size of the write-ahead log's directory (its segments
+	// and any side file), WALSegments the number of its segments.
+	WALBytes    int64
+	WALSegments int
+
+	// The newest snapshot loaded at Open or written since: its size, when it
+	// was written (its file's time when loaded) and how long writing it took
+	// (zero when loaded). SnapshotAt is zero if there is none.
+	SnapshotBytes int64
+	SnapshotAt    time.Time
+	SnapshotTook  time.Duration
+}
+
+// GaugesLeasesMax bounds the leases Gauges counts, so that a scrape never
+// holds the state's read lock for long.
+const GaugesLeasesMax = 100_000
+
+// Gauges returns the store's gauges.
+func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
+	st, err := s.Stats(ctx)
+	if err != nil {
+		return Gauges{}, err
+	}
+	g := Gauges{Stats: st}
+	now, _ := nanosFromTime(st.Now)
+	err = s.read(ctx, func(state *fsm.State) {
+		state.ExpiredLeases(math.MaxInt64, GaugesLeasesMax, func(string, uint64) { g.Leases++ })
+		state.ExpiredLeases(now, GaugesLeasesMax, func(string, uint64) { g.LeasesExpired++ })
+		g.Schedules = state.ScheduleCount()
+	})
+	if err != nil {
+		return Gauges{}, err
+	}
+	g.Waiting = max(0, st.Pending-g.Leases)
+	if !st.NextDue.IsZero() && st.NextDue.Before(st.Now) {
+		g.OldestDueAge = st.Now.Sub(st.NextDue)
+	}
+	g.WALBytes, g.WALSegments = dirSize(filepath.Join(s.dir, "wal"))
+	g.SnapshotBytes, g.SnapshotAt, g.SnapshotTook = s.published.read()
+	return g, nil
+}
+
+// dirSize returns the total size and the number of the regular files in
+// dir (0, 0 if it cannot be read).
+func dirSize(dir string) (int64, int) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0
+	}
+	var size int64
+	n := 0
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			size += fi.Size()
+			if isDigits(e.Name()) { // a segment, named by its first index
+				n++
+			}
+		}
+	}
+	return size, n
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// publishedSnapshot holds the newest snapshot's facts for Gauges.
+type publishedSnapshot struct {
+	bytes  atomic.Int64
+	atNano atomic.Int64 // 0: none
+	took   atomic.Int64
+}
+
+func (p *publishedSnapshot) snapshot(bytes int64, at time.Time, took time.Duration) {
+	p.bytes.Store(bytes)
+	p.took.Store(int64(took))
+	p.atNano.Store(at.UnixNano())
+}
+
+func (p *publishedSnapshot) read() (int64, time.Time, time.Duration) {
+	at := p.atNano.Load()
+	if at == 0 {
+		return 0, time.Time{}, 0
+	}
+	return p.bytes.Load(), time.Unix(0, at), time.Duration(p.took.Load())
+}
