@@ -2,7 +2,6 @@ package execstore
 
 import (
 	"context"
-	"math"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -13,15 +12,21 @@ import (
 
 // Gauges is what an operator watches besides Stats: the backlog, the
 // leases, the log's size and the newest snapshot. Reading it costs more than
-// Stats (it walks the current leases and lists the log's files), so it is
+// Stats (it lists the log's files and the next due executions), so it is
 // meant for a monitoring scrape, not for a hot loop.
 type Gauges struct {
 	Stats
 
-	// Leases is the number of current leases (deliveries in flight), at
-	// most GaugesLeasesMax; LeasesExpired is how many of them have expired
-	// and wait for a claim to supersede them (a worker died or stalled).
+	// Leases is the number of current leases (deliveries in flight);
+	// LeasesExpired is how many of them have expired and wait for a claim
+	// to supersede them (a worker died or stalled).
 	Leases, LeasesExpired int
+	// DueNow is the due backlog: the executions a claim at the store's time
+	// would take (a wake due, no current lease), LeasesExpired not included.
+	DueNow int
+	// Upcoming are the next claimable executions in claim order, at most
+	// GaugesUpcoming of them.
+	Upcoming []DueExecution
 	// OldestDueAge is how long the earliest claimable execution has been
 	// claimable by the store's time (Stats.NextDue before Stats.Now), zero
 	// when nothing is claimable yet: the age of the oldest due backlog.
@@ -45,9 +50,16 @@ type Gauges struct {
 	SnapshotTook  time.Duration
 }
 
-// GaugesLeasesMax bounds the leases Gauges counts, so that a scrape never
-// holds the state's read lock for long.
-const GaugesLeasesMax = 100_000
+// GaugesUpcoming is how many of the next claimable executions Gauges lists.
+const GaugesUpcoming = 10
+
+// DueExecution is a claimable execution: when a claim may take it, and
+// whether a current lease holds it (then At is the lease's expiry).
+type DueExecution struct {
+	ExecutionID string
+	At          time.Time
+	Leased      bool
+}
 
 // Gauges returns the store's gauges.
 func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
@@ -58,8 +70,11 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 	g := Gauges{Stats: st}
 	now, _ := nanosFromTime(st.Now)
 	err = s.read(ctx, func(state *fsm.State) {
-		state.ExpiredLeases(math.MaxInt64, GaugesLeasesMax, func(string, uint64) { g.Leases++ })
-		state.ExpiredLeases(now, GaugesLeasesMax, func(string, uint64) { g.LeasesExpired++ })
+		g.DueNow, g.Leases, g.LeasesExpired = state.Backlog(now) // O(log² n): the trees count their nodes
+		state.Upcoming(GaugesUpcoming, func(at int64, id string, leased bool) bool {
+			g.Upcoming = append(g.Upcoming, DueExecution{ExecutionID: id, At: timeFromNanos(at), Leased: leased})
+			return true
+		})
 		g.Schedules = state.ScheduleCount()
 	})
 	if err != nil {

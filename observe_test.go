@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -211,7 +212,7 @@ func TestGaugesCountLeasesTheOldestDueAgeTheLogAndTheNewestSnapshot(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.Leases != 0 || g.Waiting != 4 || g.OldestDueAge != 0 || !g.SnapshotAt.IsZero() || g.WALSegments != 1 || g.WALBytes == 0 {
+	if g.Leases != 0 || g.Waiting != 4 || g.DueNow != 4 || g.OldestDueAge != 0 || !g.SnapshotAt.IsZero() || g.WALSegments != 1 || g.WALBytes == 0 {
 		t.Fatalf("after admissions: %+v", g)
 	}
 	f.clock.Advance(time.Second)
@@ -228,8 +229,17 @@ func TestGaugesCountLeasesTheOldestDueAgeTheLogAndTheNewestSnapshot(t *testing.T
 	}
 	// c and d have been due since their admission, 91 s ago; a's lease
 	// expired 30 s ago.
-	if g.Leases != 2 || g.LeasesExpired != 1 || g.Waiting != 2 || g.OldestDueAge != 91*time.Second {
-		t.Errorf("leases %d (expired %d), waiting %d, oldest due %v; want 2 (1), 2, 91s", g.Leases, g.LeasesExpired, g.Waiting, g.OldestDueAge)
+	if g.Leases != 2 || g.LeasesExpired != 1 || g.Waiting != 2 || g.DueNow != 2 || g.OldestDueAge != 91*time.Second {
+		t.Errorf("leases %d (expired %d), waiting %d, due now %d, oldest due %v; want 2 (1), 2, 2, 91s", g.Leases, g.LeasesExpired, g.Waiting, g.DueNow, g.OldestDueAge)
+	}
+	// In claim order: c and d due since their admission, then a's lease
+	// (expired), then b's.
+	var upcoming []string
+	for _, u := range g.Upcoming {
+		upcoming = append(upcoming, fmt.Sprintf("%s:%v", u.ExecutionID, u.Leased))
+	}
+	if got := strings.Join(upcoming, " "); got != "c:false d:false a:true b:true" {
+		t.Errorf("upcoming %s, want c:false d:false a:true b:true", got)
 	}
 	if g.SnapshotAt.IsZero() || g.SnapshotBytes == 0 {
 		t.Errorf("after a snapshot: at %v, %d bytes", g.SnapshotAt, g.SnapshotBytes)

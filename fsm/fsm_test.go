@@ -463,3 +463,63 @@ func TestFSMImportsNothingImpure(t *testing.T) {
 		t.Fatalf("checked only %d packages: the go list output was not understood:\n%s", checked, out)
 	}
 }
+
+// Backlog counts what a claim at a time would take (due wakes, expired
+// leases) by positions in the indexes, and Upcoming lists the claimable
+// executions in claim order: both agree with a walk of the records.
+func TestBacklogAndUpcomingAgreeWithAWalkOfTheRecords(t *testing.T) {
+	var seen [3]bool // some due, some leases, some expired: a test that tests something
+	for seed := uint64(1); seed <= 20; seed++ {
+		s := randomState(seed, 400)
+		now := s.meta.Now
+		for _, at := range []int64{0, now / 2, now, now + 1e9, 1 << 62} {
+			var due, leases, expired int
+			var want []string
+			type cand struct {
+				at int64
+				id string
+			}
+			var cands []cand
+			s.execs.Scan(func(it execItem) bool {
+				e := it.e
+				a, ok := e.claimableAt()
+				switch {
+				case !ok:
+				case e.Leased():
+					leases++
+					if a <= at {
+						expired++
+					}
+				case a <= at:
+					due++
+				}
+				if ok {
+					cands = append(cands, cand{a, e.ID})
+				}
+				return true
+			})
+			slices.SortFunc(cands, func(a, b cand) int {
+				if a.at != b.at {
+					return cmpInt(a.at, b.at)
+				}
+				return strings.Compare(a.id, b.id)
+			})
+			for i := 0; i < len(cands) && i < 7; i++ {
+				want = append(want, cands[i].id)
+			}
+			d, l, x := s.Backlog(at)
+			seen[0], seen[1], seen[2] = seen[0] || due > 0, seen[1] || leases > 0, seen[2] || expired > 0
+			if d != due || l != leases || x != expired {
+				t.Fatalf("seed %d at %d: Backlog %d %d %d, records say %d %d %d", seed, at, d, l, x, due, leases, expired)
+			}
+			var got []string
+			s.Upcoming(7, func(_ int64, id string, _ bool) bool { got = append(got, id); return true })
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d: Upcoming %v, want %v", seed, got, want)
+			}
+		}
+	}
+	if seen != [3]bool{true, true, true} {
+		t.Fatalf("due, leases, expired seen: %v", seen)
+	}
+}

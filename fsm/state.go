@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/tidwall/btree"
@@ -316,6 +317,47 @@ func (s *State) nextClaimable() (claimKey, bool) {
 // DueLen returns the number of executions that are claimable now or later:
 // those with a pending wake or a current lease.
 func (s *State) DueLen() int { return s.due.Len() + s.leases.Len() }
+
+// Backlog counts, at time now, the executions due (a pending wake at or
+// before now, no current lease), the current leases, and those of them
+// expired by now, which a claim would supersede. The trees count their
+// nodes, so each count is a binary search over positions: O(log² n), not
+// a walk. Like Get, Backlog may run in several goroutines at once.
+func (s *State) Backlog(now int64) (due, leases, expired int) {
+	return countAtOrBefore(s.due, now), s.leases.Len(), countAtOrBefore(s.leases, now)
+}
+
+// countAtOrBefore returns how many entries of a claimable index are at or
+// before now.
+func countAtOrBefore(tr *btree.BTreeG[claimKey], now int64) int {
+	return sort.Search(tr.Len(), func(i int) bool {
+		k, _ := tr.GetAt(i)
+		return k.At > now
+	})
+}
+
+// Upcoming calls fn with the due time and ID of the claimable executions in
+// claim order (due wakes and current leases by their expiry, merged), at
+// most limit of them, until fn returns false. It may run in several
+// goroutines at once.
+func (s *State) Upcoming(limit int, fn func(at int64, id string, leased bool) bool) {
+	var due, leased []claimKey
+	s.due.Scan(func(k claimKey) bool { due = append(due, k); return len(due) < limit })
+	s.leases.Scan(func(k claimKey) bool { leased = append(leased, k); return len(leased) < limit })
+	for n, i, j := 0, 0, 0; n < limit && (i < len(due) || j < len(leased)); n++ {
+		if j == len(leased) || (i < len(due) && claimLess(due[i], leased[j])) {
+			if !fn(due[i].At, due[i].e.ID, false) {
+				return
+			}
+			i++
+		} else {
+			if !fn(leased[j].At, leased[j].e.ID, true) {
+				return
+			}
+			j++
+		}
+	}
+}
 
 // Ascend calls fn for each execution that is not retired, in ID order,
 // starting at from, until fn returns false. fn must not change or keep the

@@ -138,6 +138,8 @@ var (
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Retired) }),
 		newGauge("execstore_executions_waiting", "Executions waiting for a wake, due now or later, without a current lease.",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Waiting) }),
+		newGauge("execstore_due_executions", "The due backlog: executions a claim now would take (a wake due, no current lease).",
+			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.DueNow) }),
 		newGauge("execstore_oldest_due_age_seconds", "How long the earliest claimable execution has been claimable (0 when nothing is): the age of the due backlog.",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return g.OldestDueAge.Seconds() }),
 		newGauge("execstore_leases", "Current leases: deliveries in flight.",

@@ -182,6 +182,8 @@ type summaryJSON struct {
 	NextDue       *time.Time               `json:"nextDue,omitempty"`
 	OldestDueMs   int64                    `json:"oldestDueMs"`
 	Waiting       int                      `json:"waiting"`
+	DueNow        int                      `json:"dueNow"`
+	Upcoming      []upcomingJSON           `json:"upcoming"`
 	Leases        int                      `json:"leases"`
 	LeasesExpired int                      `json:"leasesExpired"`
 	Schedules     int                      `json:"schedules"`
@@ -190,6 +192,13 @@ type summaryJSON struct {
 	WALSegments   int                      `json:"walSegments"`
 	WALBytes      int64                    `json:"walBytes"`
 	Snapshots     []snapshotSummary        `json:"snapshots"`
+}
+
+// upcomingJSON is one of the next claimable executions.
+type upcomingJSON struct {
+	ExecutionID string    `json:"executionId"`
+	At          time.Time `json:"at"`
+	Leased      bool      `json:"leased"`
 }
 
 func (in *inspector) summary() error {
@@ -205,12 +214,16 @@ func (in *inspector) summary() error {
 	out := summaryJSON{
 		Data: in.data, Executions: g.Executions, Terminal: g.Terminal, Retired: g.Retired, Pending: g.Pending,
 		ByStatus: g.ByStatus, ByWorkflow: g.ByWorkflow, Now: g.Now, OldestDueMs: g.OldestDueAge.Milliseconds(),
-		Waiting: g.Waiting, Leases: g.Leases, LeasesExpired: g.LeasesExpired, Schedules: g.Schedules,
+		Waiting: g.Waiting, DueNow: g.DueNow, Leases: g.Leases, LeasesExpired: g.LeasesExpired, Schedules: g.Schedules,
+		Upcoming:      []upcomingJSON{},
 		WALFirstIndex: g.WALFirstIndex, WALLastIndex: g.WALLastIndex, WALSegments: g.WALSegments, WALBytes: g.WALBytes,
 		Snapshots: []snapshotSummary{},
 	}
 	if !g.NextDue.IsZero() {
 		out.NextDue = &g.NextDue
+	}
+	for _, u := range g.Upcoming {
+		out.Upcoming = append(out.Upcoming, upcomingJSON{ExecutionID: u.ExecutionID, At: u.At, Leased: u.Leased})
 	}
 	snaps, err := snapshot.List(filepath.Join(in.data, "snapshots"))
 	if err != nil {
@@ -236,7 +249,14 @@ func (in *inspector) summary() error {
 	if !g.NextDue.IsZero() {
 		fmt.Fprintf(w, "next due:\t%s\n", g.NextDue.Format(time.RFC3339Nano))
 	}
-	fmt.Fprintf(w, "due backlog:\t%d waiting, oldest due for %v\n", g.Waiting, g.OldestDueAge)
+	fmt.Fprintf(w, "due backlog:\t%d due now, oldest due for %v; %d waiting for a wake\n", g.DueNow, g.OldestDueAge, g.Waiting)
+	for _, u := range g.Upcoming {
+		what := "due"
+		if u.Leased {
+			what = "lease expires"
+		}
+		fmt.Fprintf(w, "  %s\t%s %s\n", u.ExecutionID, what, u.At.Format(time.RFC3339Nano))
+	}
 	fmt.Fprintf(w, "leases:\t%d (%d expired)\n", g.Leases, g.LeasesExpired)
 	fmt.Fprintf(w, "schedules:\t%d\n", g.Schedules)
 	fmt.Fprintf(w, "wal:\tentries %d to %d, %d segment(s), %s\n", g.WALFirstIndex, g.WALLastIndex, g.WALSegments, bytesText(g.WALBytes))

@@ -144,6 +144,7 @@ type overviewData struct {
 	Now                   time.Time
 	ByStatus              []statusCount
 	Waiting               int
+	DueNow                int
 	OldestDue             string
 	Backlogged            bool
 	Leases, LeasesExpired int
@@ -167,7 +168,7 @@ func (u *webUI) overview(ctx context.Context, _ *http.Request) (string, any, err
 		return "", nil, err
 	}
 	d := overviewData{
-		Now: g.Now, Waiting: g.Waiting, Leases: g.Leases, LeasesExpired: g.LeasesExpired,
+		Now: g.Now, Waiting: g.Waiting, DueNow: g.DueNow, Leases: g.Leases, LeasesExpired: g.LeasesExpired,
 		Schedules: g.Schedules, WAL: bytesText(g.WALBytes), WALSegments: g.WALSegments, SnapshotAt: g.SnapshotAt,
 		OldestDue: "none", Backlogged: g.OldestDueAge > backloggedAfter,
 	}
