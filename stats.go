@@ -55,6 +55,20 @@ type Stats struct {
 // distinct workflow IDs does not make every Stats call large.
 const StatsWorkflowsMax = 1000
 
+// NextDue returns the earliest time at which an execution can be claimed (a
+// pending wake or a current lease's expiry), or the zero time if none is
+// pending: Stats.NextDue without the rest of Stats, for a dispatcher that
+// asks on every idle loop.
+func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
+	var next time.Time
+	err := s.read(ctx, func(state *fsm.State) {
+		if at, ok := state.NextDue(); ok {
+			next = timeFromNanos(at)
+		}
+	})
+	return next, err
+}
+
 // Stats returns a summary of the applied state.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	var st Stats

@@ -192,6 +192,13 @@ func (d *Dispatcher) claim(limit int) (int, error) {
 // or a lease expiry), or the zero time if nothing is pending or the store
 // cannot say.
 func (d *Dispatcher) nextDue() time.Time {
+	if nd, ok := d.store.(NextDuer); ok {
+		next, err := nd.NextDue(context.Background())
+		if err != nil {
+			return time.Time{}
+		}
+		return next
+	}
 	st, err := d.store.Stats(context.Background())
 	if err != nil {
 		return time.Time{}

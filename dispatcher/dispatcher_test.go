@@ -5,6 +5,7 @@ package dispatcher_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -153,6 +154,35 @@ func TestAFutureWakeIsDeliveredWhenTheClockReachesIt(t *testing.T) {
 		t.Fatalf("attempt = %d, want 2", c.d.Attempt)
 	}
 	c.finish(execstore.Completed(nil))
+}
+
+// The dispatcher learns when the next execution is due from the store's
+// NextDue, not by building Stats on every idle loop; a store that does not
+// offer NextDue is asked Stats, and the wake is delivered on time either way.
+func TestTheDispatcherAsksNextDueAndFallsBackToStats(t *testing.T) {
+	for _, hide := range []bool{false, true} {
+		t.Run(fmt.Sprintf("without NextDue=%v", hide), func(t *testing.T) {
+			var wrap func(dispatcher.Store) dispatcher.Store
+			if hide {
+				wrap = func(s dispatcher.Store) dispatcher.Store { return statsOnly{s} }
+			}
+			f := newFixtureWrapped(t, dispatcher.Options{PollInterval: time.Hour}, nil, wrap)
+			f.admit("order-42", "")
+			c := f.next()
+			if _, err := f.store.RequestWake(bg, "order-42", t0.Add(10*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			c.finish(execstore.Suspended())
+			f.drain()
+			f.clock.Advance(10 * time.Minute) // a poll would come only after an hour
+			c = f.next()
+			c.finish(execstore.Completed(nil))
+			asked, built := f.faults.count("NextDue"), f.faults.count("Stats")
+			if hide && (asked != 0 || built == 0) || !hide && (asked == 0 || built != 0) {
+				t.Fatalf("NextDue asked %d times, Stats %d times", asked, built)
+			}
+		})
+	}
 }
 
 // "It renews each lease every renewInterval while the delivery runs."

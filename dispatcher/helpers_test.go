@@ -166,6 +166,24 @@ func (f *faultStore) claimFrom(t *testing.T, at time.Time) []execstore.Lease {
 	}
 }
 
+func (f *faultStore) Stats(ctx context.Context) (execstore.Stats, error) {
+	if err := f.enter("Stats"); err != nil {
+		return execstore.Stats{}, err
+	}
+	return f.Store.Stats(ctx)
+}
+
+func (f *faultStore) NextDue(ctx context.Context) (time.Time, error) {
+	if err := f.enter("NextDue"); err != nil {
+		return time.Time{}, err
+	}
+	return f.Store.NextDue(ctx)
+}
+
+// statsOnly hides every method of its store but dispatcher.Store's (no
+// NextDue, no ReleaseWithCause).
+type statsOnly struct{ dispatcher.Store }
+
 func (f *faultStore) Get(ctx context.Context, id string) (execstore.Record, error) {
 	if err := f.enter("Get"); err != nil {
 		return execstore.Record{}, err
@@ -287,6 +305,13 @@ func newFixture(t *testing.T, opts dispatcher.Options) *fixture {
 // newFixtureWith is newFixture with another invoker (nil: the scripted one).
 func newFixtureWith(t *testing.T, opts dispatcher.Options, inv dispatcher.Invoker) *fixture {
 	t.Helper()
+	return newFixtureWrapped(t, opts, inv, nil)
+}
+
+// newFixtureWrapped is newFixtureWith with the store the dispatcher sees
+// wrapped by wrap (nil: the fault store itself).
+func newFixtureWrapped(t *testing.T, opts dispatcher.Options, inv dispatcher.Invoker, wrap func(dispatcher.Store) dispatcher.Store) *fixture {
+	t.Helper()
 	f := &fixture{
 		t:        t,
 		clock:    dispatchertest.NewClock(t0),
@@ -306,7 +331,11 @@ func newFixtureWith(t *testing.T, opts dispatcher.Options, inv dispatcher.Invoke
 	if inv == nil {
 		inv = f.inv
 	}
-	f.d, err = dispatcher.New(f.faults, inv, opts)
+	var ds dispatcher.Store = f.faults
+	if wrap != nil {
+		ds = wrap(ds)
+	}
+	f.d, err = dispatcher.New(ds, inv, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -89,3 +89,13 @@ type CauseReleaser interface {
 }
 
 var _ CauseReleaser = (*execstore.Store)(nil)
+
+// NextDuer is what a Store offers when it can say when the next execution
+// becomes claimable without building its Stats (*execstore.Store does): the
+// dispatcher asks it on every idle loop, and falls back to Stats.NextDue
+// otherwise.
+type NextDuer interface {
+	NextDue(ctx context.Context) (time.Time, error)
+}
+
+var _ NextDuer = (*execstore.Store)(nil)
