@@ -232,10 +232,23 @@ func (s *Store) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, fall
 	if err != nil {
 		return nil, 0, fallback{}, err
 	}
+	var unreadable []string
+	// setAside renames the unreadable snapshots newer than the one loaded
+	// out of the snapshots' names, so that pruning, which keeps the two
+	// newest, never keeps one of them as a fallback and deletes a good
+	// older one instead. The file stays, for a person to look at.
+	setAside := func() {
+		for _, p := range unreadable {
+			if err := os.Rename(p, p+unreadableSuffix); err != nil {
+				s.logger.Error("execstore: could not set an unreadable snapshot aside", "path", p, "err", err)
+			}
+		}
+	}
 	for i, info := range infos {
 		st, hdr, err := snapshot.Read(info.Path)
 		if err != nil {
 			s.logger.Error("execstore: skipping unreadable snapshot; falling back to an older one", "path", info.Path, "err", err)
+			unreadable = append(unreadable, info.Path)
 			continue
 		}
 		if hdr.Index+1 < walFirst {
@@ -250,11 +263,17 @@ func (s *Store) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, fall
 		if fi, err := os.Stat(info.Path); err == nil {
 			s.published.snapshot(fi.Size(), fi.ModTime(), 0)
 		}
+		setAside()
 		return st, hdr.Index, fallbackOf(infos[i+1:], hdr.Index, walFirst), nil
 	}
 	if walFirst > 1 {
 		return nil, 0, fallback{}, errors.New("execstore: no valid snapshot covers the write-ahead log, which starts at index " +
 			fmt.Sprint(walFirst) + "; refusing to open with the earlier commands missing")
 	}
+	setAside()
 	return fsm.New(), 0, fallback{}, nil
 }
+
+// unreadableSuffix is appended to the name of a snapshot that Open could not
+// read and fell back past (see loadSnapshot).
+const unreadableSuffix = ".unreadable"

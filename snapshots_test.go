@@ -126,6 +126,25 @@ func TestCorruptNewestSnapshotFallsBackToTheOlderOne(t *testing.T) {
 	if err := f.s.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
+	// The unreadable snapshot is set aside, so that the next snapshot's
+	// pruning keeps the good one it fell back on, not the unreadable one.
+	if _, err := os.Stat(newest + ".unreadable"); err != nil {
+		t.Fatalf("the unreadable snapshot was not set aside: %v", err)
+	}
+	good := names[len(names)-2]
+	f.load("d", 10)
+	if err := f.s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, name := range snapshotFiles(t, f.dir) {
+		if strings.HasSuffix(name, ".snap") {
+			kept = append(kept, name)
+		}
+	}
+	if len(kept) != 2 || kept[0] != good {
+		t.Fatalf("snapshots kept after the next one: %v, want %s and the new one", kept, good)
+	}
 }
 
 func TestOpenRefusesWhenNoSnapshotCoversTheLog(t *testing.T) {
