@@ -145,8 +145,14 @@ func serveHTTP(ctx context.Context, ln net.Listener, store *execstore.Store, log
 	srv := &http.Server{
 		Handler:           newHandler(store, logger, cfg),
 		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// A request's body must arrive within ReadTimeout (bodies are at
+		// most 4 MiB); an idle keep-alive connection is closed after
+		// IdleTimeout. No write timeout: await and the change feed answer
+		// after up to 60 s by design.
+		ReadTimeout: 30 * time.Second,
+		IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
 	scheme := "http"
