@@ -24,7 +24,8 @@ import (
 //     preceded by its length as a uvarint, as the write-ahead log held them, and their state
 //     in state version 2;
 //   - commands-v2.bin, state-v3.bin: the same for codec version 2 (cancellation, attempt
-//     bounds, schedules) and state version 3.
+//     bounds, schedules) and state version 3;
+//   - commands-v2.bin, state-v4.bin: the same log's state in version 4 (the change log).
 //
 // Each pair is written once, by the code of its version (go test -run Fixture
 // -write-fixtures writes the current version's pair, and refuses to overwrite one), and
@@ -42,6 +43,7 @@ type fixturePair struct {
 var fixturePairs = []fixturePair{
 	{"testdata/commands-v1.bin", "testdata/state-v2.bin", 1, 2},
 	{"testdata/commands-v2.bin", "testdata/state-v3.bin", 2, 3},
+	{"testdata/commands-v2.bin", "testdata/state-v4.bin", 2, 4},
 }
 
 func fixtureCommandList() []Command {
@@ -88,22 +90,28 @@ func TestWriteFixtures(t *testing.T) {
 		t.Fatalf("the newest fixture pair pins codec version %d and state version %d; add a pair for codec %d, state %d",
 			p.codec, p.version, CodecVersion, StateVersion)
 	}
-	for _, name := range []string{p.commands, p.state} {
-		if _, err := os.Stat(name); err == nil {
-			t.Fatalf("%s exists: a fixture is written once, by the code of its version", name)
-		}
+	if _, err := os.Stat(p.state); err == nil {
+		t.Fatalf("%s exists: a fixture is written once, by the code of its version", p.state)
 	}
-	var cmds []byte
+	// A state version newer than the codec's pins its state from the
+	// codec's existing command log, which it must not rewrite.
 	s := New()
 	s.TrackRetirement()
-	for _, c := range fixtureCommandList() {
-		e := AppendEncode(nil, &c)
-		cmds = binary.AppendUvarint(cmds, uint64(len(e)))
-		cmds = append(cmds, e...)
-		s.Apply(&c)
-	}
-	if err := os.WriteFile(p.commands, cmds, 0o644); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(p.commands); err == nil {
+		for _, c := range readFixtureCommands(t, p.commands) {
+			s.Apply(&c)
+		}
+	} else {
+		var cmds []byte
+		for _, c := range fixtureCommandList() {
+			e := AppendEncode(nil, &c)
+			cmds = binary.AppendUvarint(cmds, uint64(len(e)))
+			cmds = append(cmds, e...)
+			s.Apply(&c)
+		}
+		if err := os.WriteFile(p.commands, cmds, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.WriteFile(p.state, encodeState(t, s), 0o644); err != nil {
 		t.Fatal(err)
