@@ -136,8 +136,7 @@ func (a *admissions) count(c *admChunk, k uint64, st Status, d int, live bool) {
 // and lists the admission numbers of those that are not.
 type workflowCount struct {
 	Name string
-	N    int
-	p    *postings
+	p    *postings // its records' numbers, and p.total, the count
 }
 
 func workflowCountLess(a, b workflowCount) bool { return a.Name < b.Name }
@@ -307,14 +306,18 @@ func (a *admissions) firstAt(at int64, last uint64) uint64 {
 func (s *State) indexNew(e *Execution) {
 	l := &s.list
 	l.adm.add(e, s.gen)
+	// The tree is written only for a new workflow, or when its list is
+	// copied after a snapshot: the count lives in the list.
 	wc, ok := l.workflows.GetHint(workflowCount{Name: e.WorkflowID}, &l.whint)
 	if !ok {
 		wc = workflowCount{Name: e.WorkflowID, p: &postings{gen: s.gen}}
 	}
-	wc.N++
-	wc.p = wc.p.own(s.gen)
+	if p := wc.p.own(s.gen); p != wc.p || !ok {
+		wc.p = p
+		l.workflows.SetHint(wc, &l.whint)
+	}
+	wc.p.total++
 	wc.p.add(e.AdmitNo, s.gen)
-	l.workflows.SetHint(wc, &l.whint)
 	if e.Parent != nil {
 		pg, ok := l.parents.GetHint(parentGroup{Parent: e.Parent.ExecutionID}, &l.phint)
 		if !ok {
@@ -605,7 +608,7 @@ func (s *State) CountByStatus(st Status) int {
 // Workflows calls fn with each workflow ID and its number of records
 // (retired ones included), in ID order, until fn returns false.
 func (s *State) Workflows(fn func(workflow string, n int) bool) {
-	s.list.workflows.Scan(func(w workflowCount) bool { return fn(w.Name, w.N) })
+	s.list.workflows.Scan(func(w workflowCount) bool { return fn(w.Name, w.p.total) })
 }
 
 // WorkflowCount returns the number of distinct workflow IDs.
@@ -693,8 +696,8 @@ func (s *State) checkList() error {
 	}
 	listed := 0
 	l.workflows.Scan(func(w workflowCount) bool {
-		if workflows[w.Name] != w.N {
-			err = invariantErr("workflow " + quote(w.Name) + " counts " + itoa(uint64(w.N)) + " records, the records say " + itoa(uint64(workflows[w.Name])))
+		if workflows[w.Name] != w.p.total {
+			err = invariantErr("workflow " + quote(w.Name) + " counts " + itoa(uint64(w.p.total)) + " records, the records say " + itoa(uint64(workflows[w.Name])))
 		} else if msg := w.p.check(&l.adm, func(e *Execution) bool { return e.WorkflowID == w.Name }); msg != "" {
 			err = invariantErr("workflow " + quote(w.Name) + "'s listing index: " + msg)
 		}

@@ -247,8 +247,8 @@ func newListBuilder(s *State, recs []*Execution) *listBuilder {
 	slices.Sort(names)
 	b := &listBuilder{s: s, lists: make(map[string]*postings, len(names)), parents: map[string]*postings{}}
 	for _, name := range names {
-		b.lists[name] = &postings{gen: s.gen}
-		l.workflows.Load(workflowCount{Name: name, N: counts[name], p: b.lists[name]})
+		b.lists[name] = &postings{gen: s.gen, total: counts[name]}
+		l.workflows.Load(workflowCount{Name: name, p: b.lists[name]})
 	}
 	return b
 }

@@ -18,6 +18,7 @@ import (
 type postings struct {
 	chunks []*postChunk
 	live   int // numbers of records that exist
+	total  int // a workflow's: its records, retired ones included (a parent's: 0)
 	gen    uint32
 }
 
@@ -36,7 +37,7 @@ func (p *postings) own(gen uint32) *postings {
 	if p.gen == gen {
 		return p
 	}
-	return &postings{chunks: slices.Clone(p.chunks), live: p.live, gen: gen}
+	return &postings{chunks: slices.Clone(p.chunks), live: p.live, total: p.total, gen: gen}
 }
 
 // add appends an admission number above every other. p must be owned.
