@@ -219,15 +219,14 @@
 // succeed, fail, return an error, panic, exit, hang past the abort grace
 // period, or return as soon as they are cancelled, and renewals that fail so
 // that a lease expires and another claim takes it over; the clock moves by
-// ticks and by jumps past a lease. Every publication of an execution must be
-// its one recorded terminal record, no delivery may acknowledge or release
-// after its renewal found the lease lost, no slot may stay held after Stop,
-// and every execution must end and be published. The seed fixes each
-// execution's behaviour per attempt and the clock's moves; the interleaving
-// is the scheduler's, so it checks properties, not a trace. (A record may be
-// published again: the dispatcher publishes what it sees end, and a delivery
-// whose lease was taken over without its knowing sees the other delivery's
-// outcome when it acknowledges. DispatchReport.Republished counts them.)
+// ticks and by jumps past a lease. Every execution's terminal outcome must be
+// published exactly once, as recorded: a delivery whose lease was taken over
+// without its knowing acknowledges too and gets the recorded outcome back,
+// not applied (DispatchReport.LateAcks counts them), and must not publish it.
+// No delivery may acknowledge or release after its renewal found the lease
+// lost, no slot may stay held after Stop, and every execution must end. The
+// seed fixes each execution's behaviour per attempt and the clock's moves;
+// the interleaving is the scheduler's, so it checks properties, not a trace.
 //
 // # The harness can fail
 //
@@ -243,8 +242,9 @@
 // occurrence it reached, listing indexes that keep pointing to a replaced
 // record, a snapshot that numbers the change feed again from 1, a sweep of the
 // change feed that drops a live entry, and, for the
-// dispatcher check, a dispatcher that acknowledges after its lease was lost,
-// a cancellation that spares the children), runs seeds until one reports a
+// dispatcher check, a dispatcher that acknowledges after its lease was lost
+// and one that publishes an acknowledgement that was not applied, a
+// cancellation that spares the children), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //

@@ -62,6 +62,11 @@ var (
 	// DispatcherIgnoresLostLease makes a dispatcher acknowledge or release a
 	// delivery whose renewal found the lease lost.
 	DispatcherIgnoresLostLease bool
+	// DispatcherPublishesUnapplied makes a dispatcher publish the terminal
+	// record an acknowledgement answered even when the acknowledgement was
+	// not applied (the execution had ended under another delivery's lease):
+	// the same outcome is published twice.
+	DispatcherPublishesUnapplied bool
 
 	// ScheduleKeepsNext makes a schedule's fire forget to advance the
 	// schedule to its next occurrence: the occurrence is reached again and
