@@ -879,6 +879,9 @@ func (s *Store) retireTick() bool {
 	}
 	now, _ := nanosFromTime(s.opts.Now())
 	cutoff := max(now, s.last) - int64(s.opts.Retention)
+	if mutant.RetireAtCutoff {
+		cutoff++
+	}
 	if oldest >= cutoff {
 		return false
 	}

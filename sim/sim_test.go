@@ -138,6 +138,8 @@ var mutations = []struct {
 	// that removes two segment files or more.
 	{"CompactNewestFirst", &mutant.CompactNewestFirst, 40},
 	{"ScheduleKeepsNext", &mutant.ScheduleKeepsNext, 0},
+	// One seed in four runs with retention.
+	{"RetireAtCutoff", &mutant.RetireAtCutoff, 0},
 }
 
 const (

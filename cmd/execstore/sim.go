@@ -226,6 +226,7 @@ var mutants = map[string]*bool{
 	"WakeAtPendingTimeWrites":      &mutant.WakeAtPendingTimeWrites,
 	"DispatcherIgnoresLostLease":   &mutant.DispatcherIgnoresLostLease,
 	"DispatcherPublishesUnapplied": &mutant.DispatcherPublishesUnapplied,
+	"RetireAtCutoff":               &mutant.RetireAtCutoff,
 }
 
 func mutantNames() []string {

@@ -68,6 +68,10 @@ var (
 	// the same outcome is published twice.
 	DispatcherPublishesUnapplied bool
 
+	// RetireAtCutoff makes retirement take a terminal execution whose
+	// retention ends exactly at the store's time too: one nanosecond early.
+	RetireAtCutoff bool
+
 	// ScheduleKeepsNext makes a schedule's fire forget to advance the
 	// schedule to its next occurrence: the occurrence is reached again and
 	// again, and every later one never.
