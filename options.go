@@ -60,8 +60,16 @@ type Options struct {
 	// Get and Await still answer, and a parent still awaits a retired child.
 	// Zero (the default) keeps everything forever, and keeps no index for
 	// retirement. Retirement is a logged command stamped with the store's
-	// time, checked before every batch and once a second.
+	// time, checked before every batch and every RetentionCheck.
 	Retention time.Duration
+	// RetentionCheck is how often the writer, while idle, checks whether a
+	// terminal execution has passed the retention. Default 1 second.
+	// Negative: no ticker; the writer retires only when it takes requests,
+	// before each batch and all that is due then, so retirement happens at
+	// points the callers choose and a read between writes may still see a
+	// record the retention has passed (the crash simulator, whose clock does
+	// not move with real time, uses this).
+	RetentionCheck time.Duration
 
 	// ScheduleGrace is how late the store may reach a schedule's occurrence
 	// and still count it on time; one reached later was missed (the store was

@@ -2,6 +2,7 @@ package execstore_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,5 +66,39 @@ func TestRetentionDropsParamsContextAndStepsButKeepsTheOutcome(t *testing.T) {
 	}
 	if st := f.stats(); st.Terminal != 2 || st.Executions != 3 {
 		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// "RetentionCheck negative: no ticker; the writer retires only when it takes
+// requests, before each batch and all that is due then." A snapshot wakes
+// the writer without a request and retires nothing; the next write, even one
+// that changes nothing, answers after every due retirement, more than one
+// retire command holds included.
+func TestWithoutTheRetentionTickerTheNextRequestRetiresAllThatIsDue(t *testing.T) {
+	f := newFixture(t)
+	f.s.Close()
+	f.opts.Retention = time.Hour
+	f.opts.RetentionCheck = -1
+	f.open()
+	const ended = 1030 // more than one retire command retires
+	for i := range ended {
+		id := fmt.Sprintf("e-%04d", i)
+		f.admit(execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w"})
+		if _, err := f.s.Cancel(ctx, id, "done"); err != nil {
+			t.Fatalf("Cancel(%s): %v", id, err)
+		}
+	}
+	f.clock.Advance(2 * time.Hour)
+	if err := f.s.Snapshot(ctx); err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	if n := f.stats().Retired; n != 0 {
+		t.Fatalf("%d retired with no request taken since the retention passed", n)
+	}
+	if _, err := f.s.RequestWake(ctx, "unknown", f.clock.Now()); !errors.Is(err, execstore.ErrExecutionNotFound) {
+		t.Fatalf("wake of an unknown execution: %v", err)
+	}
+	if n := f.stats().Retired; n != ended {
+		t.Fatalf("%d retired after a request, want all %d", n, ended)
 	}
 }

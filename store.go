@@ -129,6 +129,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		opts.SnapshotWALBytes = DefaultSnapshotWALBytes
 	}
 	scheduleDefaults(&opts)
+	if opts.RetentionCheck == 0 {
+		opts.RetentionCheck = time.Second
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler) // Enabled is false: nothing is even formatted
@@ -362,8 +365,8 @@ func (s *Store) run() {
 	defer close(s.stopped)
 	var taken []*request
 	var retireTicker <-chan time.Time
-	if s.opts.Retention > 0 {
-		t := time.NewTicker(time.Second)
+	if s.opts.Retention > 0 && s.opts.RetentionCheck > 0 {
+		t := time.NewTicker(s.opts.RetentionCheck)
 		defer t.Stop()
 		retireTicker = t.C
 	}
@@ -383,8 +386,16 @@ func (s *Store) run() {
 		closing := s.closing
 		s.qmu.Unlock()
 		// Retire what is due first, so that a write that follows the
-		// retention's deadline answers after the retirement.
-		more := s.retireTick()
+		// retention's deadline answers after the retirement. Without the
+		// ticker, only requests bring the writer here, and it retires all
+		// that is due before taking them.
+		more := false
+		if s.opts.RetentionCheck >= 0 {
+			more = s.retireTick()
+		} else if n > 0 {
+			for s.retireTick() {
+			}
+		}
 		// Likewise admit the schedules' occurrences that have come, so that
 		// a write stamped at or after an occurrence answers after it (unless
 		// one command could not hold them all: the rest follow next round).
@@ -868,6 +879,9 @@ func (s *Store) retireTick() bool {
 	}
 	now, _ := nanosFromTime(s.opts.Now())
 	cutoff := max(now, s.last) - int64(s.opts.Retention)
+	if mutant.RetireAtCutoff {
+		cutoff++
+	}
 	if oldest >= cutoff {
 		return false
 	}

@@ -42,10 +42,9 @@ func (d *Dispatcher) deliver(lease execstore.Lease) {
 		return
 	}
 	if rec.Status.Terminal() {
-		// A finished execution never runs again: publish its recorded outcome.
-		// Reaching a terminal status ended every lease, so there is nothing
-		// to acknowledge.
-		d.publish(rec)
+		// A finished execution never runs again. Reaching a terminal status
+		// ended every lease, so there is nothing to acknowledge, and the
+		// outcome is not this delivery's to publish: whoever recorded it did.
 		return
 	}
 	res, settled := d.invoke(ctx, r, deliveryOf(rec, lease), log)
@@ -60,14 +59,28 @@ func (d *Dispatcher) deliver(lease execstore.Lease) {
 		d.fail(current, rec.Attempts, res.err, log)
 		return
 	}
-	ack, err := d.store.Acknowledge(context.Background(), current, res.outcome)
+	ack, err := d.acknowledge(current, res.outcome)
 	if err != nil {
 		d.endFailed("acknowledge", err, log)
 		return
 	}
-	if ack.Status.Terminal() {
-		d.publish(ack)
+	// Publish only the outcome this acknowledgement recorded. One that found
+	// the execution terminal already (its lease was taken over, and the new
+	// holder ended it) gets the recorded outcome back, not applied: the
+	// delivery that recorded it has published it.
+	if ack.Record.Status.Terminal() && (ack.Applied || mutant.DispatcherPublishesUnapplied) {
+		d.publish(ack.Record)
 	}
+}
+
+// acknowledge acknowledges one delivery's outcome and says whether it was
+// the one recorded (execstore.AckResult.Applied).
+func (d *Dispatcher) acknowledge(lease execstore.Lease, outcome execstore.RunOutcome) (execstore.AckResult, error) {
+	res, err := d.store.AcknowledgeBatch(context.Background(), []execstore.Ack{{Lease: lease, Outcome: outcome}})
+	if err != nil {
+		return execstore.AckResult{}, err
+	}
+	return res[0], res[0].Err
 }
 
 func deliveryOf(rec execstore.Record, lease execstore.Lease) Delivery {

@@ -436,14 +436,19 @@ func TestAFailedReadAcknowledgementOrReleaseLeavesTheLeaseToExpire(t *testing.T)
 	}
 }
 
-// "A finished execution never runs again: return its recorded outcome."
-func TestAClaimedTerminalExecutionIsPublishedWithoutInvoking(t *testing.T) {
+// "A finished execution never runs again." Its outcome was published by the
+// delivery that recorded it, so a claim that hands it out again publishes
+// nothing more.
+func TestAClaimedTerminalExecutionIsNeitherInvokedNorPublishedAgain(t *testing.T) {
 	f := newFixture(t, dispatcher.Options{})
 	f.admit("done", "")
 	c := f.next()
 	stale := c.d.Lease
 	c.finish(execstore.Failed(errors.New("card declined")))
-	f.outcome()
+	published := f.outcome()
+	if published.ExecutionID != "done" || published.Status != execstore.StatusFailed || published.Outcome.Error.Message != "card declined" {
+		t.Fatalf("published %+v, want done's recorded failure", published)
+	}
 	// A claim that raced with the outcome hands the dispatcher the old lease
 	// along with new work.
 	f.faults.inject(stale)
@@ -452,13 +457,33 @@ func TestAClaimedTerminalExecutionIsPublishedWithoutInvoking(t *testing.T) {
 	if other.d.ExecutionID != "other" {
 		t.Fatalf("invoked %q, want other", other.d.ExecutionID)
 	}
-	published := f.outcome()
-	if published.ExecutionID != "done" || published.Status != execstore.StatusFailed || published.Outcome.Error.Message != "card declined" {
-		t.Fatalf("published %+v, want done's recorded failure", published)
-	}
 	other.finish(execstore.Completed(nil))
-	f.outcome()
+	if got := f.outcome(); got.ExecutionID != "other" {
+		t.Fatalf("published %q, want other only", got.ExecutionID)
+	}
 	f.drainWithoutDelivery() // done was never invoked
+	f.noMoreOutcomes()
+}
+
+// A delivery whose lease was taken over without its knowing, and whose
+// execution the new holder ended, acknowledges and gets the recorded outcome
+// back, not applied: only the delivery that recorded an outcome publishes it,
+// so every terminal outcome is published once.
+func TestAnAcknowledgementThatFoundTheOutcomeRecordedIsNotPublished(t *testing.T) {
+	f := newFixture(t, dispatcher.Options{Concurrency: 1, LeaseDuration: 30 * time.Second, RenewInterval: 10 * time.Second})
+	f.admit("e", "")
+	c := f.next()
+	other := f.supersede("e")
+	if _, err := f.store.Acknowledge(bg, other, execstore.Completed([]byte(`"theirs"`))); err != nil {
+		t.Fatalf("the other holder's Acknowledge: %v", err)
+	}
+	c.finish(execstore.Completed([]byte(`"mine"`)))
+	f.faults.waitCalls(t, "Acknowledge", 1)
+	f.drain()
+	f.noMoreOutcomes()
+	if rec := f.get("e"); string(rec.Outcome.Result) != `"theirs"` {
+		t.Fatalf("recorded %s, want the other holder's outcome", rec.Outcome.Result)
+	}
 }
 
 // A panicking invoker and one whose goroutine exits are handled like an

@@ -15,7 +15,7 @@
 //   - Each delivery reads its execution's record and passes the event it
 //     holds (workflow ID, params, context) to the Invoker, never anything
 //     from the wake that made it due. A claimed execution that is already
-//     terminal is not invoked: its recorded outcome is published as it is.
+//     terminal is not invoked, and its outcome is not published again.
 //   - While the invoker runs, the lease is renewed every RenewInterval. A
 //     renewal that fails with any error but execstore.ErrLeaseLost is logged
 //     and retried at the next interval: a lease stays current, even after it
@@ -28,8 +28,15 @@
 //     and ignored. It may still be running code, but every write it attempts
 //     is fenced out by its stale lease token.
 //   - An outcome the invoker returns is acknowledged, and a terminal one is
-//     published (Options.OnOutcome). An error is not an outcome: the record
-//     keeps its status and its wakes stay pending. ErrWorkerExited (the
+//     published (Options.OnOutcome) if the acknowledgement recorded it
+//     (execstore.AckResult.Applied). A delivery whose lease was taken over
+//     without its knowing, and whose execution the new holder ended, gets
+//     the recorded outcome back, not applied, and publishes nothing: every
+//     terminal outcome a dispatcher records is published once, by the
+//     delivery that recorded it. (Once at most if the acknowledgement's
+//     answer is lost to a storage failure.)
+//   - An error is not an outcome: the record keeps its status and its wakes
+//     stay pending. ErrWorkerExited (the
 //     worker died, perhaps in the middle of a write) leaves the lease to
 //     expire, so no new holder starts while the dead worker's last writes
 //     may still land; any other error releases the lease with a retry delay

@@ -218,11 +218,13 @@ func (f *faultStore) ReleaseWithCause(ctx context.Context, l execstore.Lease, re
 	return f.Store.ReleaseWithCause(ctx, l, retry, cause)
 }
 
-func (f *faultStore) Acknowledge(ctx context.Context, l execstore.Lease, o execstore.RunOutcome) (execstore.Record, error) {
+// AcknowledgeBatch is the dispatcher's acknowledgement; its faults are
+// named "Acknowledge".
+func (f *faultStore) AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error) {
 	if err := f.enter("Acknowledge"); err != nil {
-		return execstore.Record{}, err
+		return nil, err
 	}
-	return f.Store.Acknowledge(ctx, l, o)
+	return f.Store.AcknowledgeBatch(ctx, acks)
 }
 
 // call is one delivery waiting for the test to decide how it ends.
@@ -427,6 +429,18 @@ func (f *fixture) outcome() execstore.Record {
 	case <-time.After(patience):
 		f.t.Fatal("no outcome was published")
 		return execstore.Record{}
+	}
+}
+
+// noMoreOutcomes fails if an outcome was published that the test did not
+// take. Call it once every delivery has settled (drain): publication happens
+// before a delivery frees its slot.
+func (f *fixture) noMoreOutcomes() {
+	f.t.Helper()
+	select {
+	case r := <-f.outcomes:
+		f.t.Fatalf("%q's outcome was published again (%s)", r.ExecutionID, r.Status)
+	default:
 	}
 }
 

@@ -20,7 +20,8 @@ import (
 // nor releases: the invoker should stop promptly. One that has not returned
 // AbortGracePeriod after the cancel is abandoned.
 //
-// Returning an outcome acknowledges it (execstore.Store.Acknowledge).
+// Returning an outcome acknowledges it (execstore.Store.AcknowledgeBatch,
+// with that one acknowledgement).
 // Returning an error acknowledges nothing: ErrWorkerExited leaves the lease
 // to expire; any other error releases it with a retry delay, and with the
 // error as the release's cause (see Store). Either way the execution's
@@ -71,7 +72,10 @@ type Store interface {
 	Get(ctx context.Context, executionID string) (execstore.Record, error)
 	Renew(ctx context.Context, lease execstore.Lease, leaseDuration time.Duration) (execstore.Lease, error)
 	Release(ctx context.Context, lease execstore.Lease, retryAfter time.Duration) error
-	Acknowledge(ctx context.Context, lease execstore.Lease, outcome execstore.RunOutcome) (execstore.Record, error)
+	// AcknowledgeBatch is how a delivery acknowledges, one acknowledgement
+	// at a time: its answer says whether the outcome was the one recorded
+	// (execstore.AckResult.Applied), which decides whether it is published.
+	AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error)
 	Stats(ctx context.Context) (execstore.Stats, error)
 	DueChanged() <-chan struct{}
 }

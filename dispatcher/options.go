@@ -60,8 +60,11 @@ type Options struct {
 	// moves only when they say.
 	Clock Clock
 	// OnOutcome is called with the record of every execution this dispatcher
-	// saw end: after acknowledging a completed or failed outcome, and when a
-	// claimed execution was already terminal. It runs on the delivery's
+	// ended: after an acknowledgement of a completed or failed outcome that
+	// was applied (execstore.AckResult.Applied), once per outcome across
+	// every dispatcher of the store. An outcome recorded otherwise (by a
+	// cancellation, a release of the last allowed attempt, an acknowledgement
+	// outside any dispatcher) is not published. It runs on the delivery's
 	// goroutine and holds its slot: it should return quickly. Nil means no
 	// hook.
 	OnOutcome func(execstore.Record)

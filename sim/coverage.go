@@ -173,4 +173,11 @@ var RequiredCells = []string{
 	"boundary/claim at exactly a claimable time", "boundary/wake at exactly the pending time",
 	"boundary/forged token",
 	"boundary/params at-limit", "boundary/params one-past", "boundary/value at-limit", "boundary/value one-past",
+	"boundary/retention reached exactly", "boundary/retention passed by a nanosecond",
+	// Retention: retired records, compared with the model's after recovery,
+	// a restart and a snapshot's fallback as well as in periodic checks.
+	"retention/retired records compared in a periodic check",
+	"retention/retired records compared after recovery",
+	"retention/retired records compared after a clean restart",
+	"retention/retired records compared on a second replay of the recovered log",
 }

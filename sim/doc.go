@@ -66,6 +66,25 @@
 // is therefore reached at the first write after recovery, and must be
 // admitted or skipped exactly as the policy says, once.
 //
+// # Retention
+//
+// One seed in four (chosen by a generator of its own) opens its stores with
+// Options.Retention of 20 s, 90 s or 5 min and Options.RetentionCheck
+// negative: the writer has no ticker and retires, before each batch of
+// requests, all that is due at the batch's time, so a run depends on the
+// seed alone. The model does the same when it stamps a write, before it
+// reaches the schedules' occurrences: every terminal execution last updated
+// before the store's time less the retention keeps its ID, workflow, status,
+// outcome, parent link, timestamps and attempts, and loses its params,
+// context, steps, starts and attempt bound; it leaves the listings and the
+// change feed (the feed's head stays), and Stats counts it among the
+// executions, the terminal and the retired. Every comparison of records,
+// steps, listings, the feed and the summary covers retired executions, after
+// crashes, restarts and snapshots too, and a terminal record may change only
+// by retirement. Now and then the clock moves to exactly where a terminal
+// execution's retention ends, or a nanosecond past it, and a write that
+// changes nothing and a read follow: the cutoff is exclusive.
+//
 // # Batches of several commands
 //
 // The other steps make one call at a time, so the writer's batches hold one
@@ -219,15 +238,14 @@
 // succeed, fail, return an error, panic, exit, hang past the abort grace
 // period, or return as soon as they are cancelled, and renewals that fail so
 // that a lease expires and another claim takes it over; the clock moves by
-// ticks and by jumps past a lease. Every publication of an execution must be
-// its one recorded terminal record, no delivery may acknowledge or release
-// after its renewal found the lease lost, no slot may stay held after Stop,
-// and every execution must end and be published. The seed fixes each
-// execution's behaviour per attempt and the clock's moves; the interleaving
-// is the scheduler's, so it checks properties, not a trace. (A record may be
-// published again: the dispatcher publishes what it sees end, and a delivery
-// whose lease was taken over without its knowing sees the other delivery's
-// outcome when it acknowledges. DispatchReport.Republished counts them.)
+// ticks and by jumps past a lease. Every execution's terminal outcome must be
+// published exactly once, as recorded: a delivery whose lease was taken over
+// without its knowing acknowledges too and gets the recorded outcome back,
+// not applied (DispatchReport.LateAcks counts them), and must not publish it.
+// No delivery may acknowledge or release after its renewal found the lease
+// lost, no slot may stay held after Stop, and every execution must end. The
+// seed fixes each execution's behaviour per attempt and the clock's moves;
+// the interleaving is the scheduler's, so it checks properties, not a trace.
 //
 // # The harness can fail
 //
@@ -240,11 +258,12 @@
 // acknowledgements as several log entries, a snapshot whose name is never
 // made durable, a lease fence that lets token 0 through, a wake at exactly
 // the pending time that writes, a schedule that is not advanced past the
-// occurrence it reached, listing indexes that keep pointing to a replaced
-// record, a snapshot that numbers the change feed again from 1, a sweep of the
+// occurrence it reached, a retirement one nanosecond early, listing indexes
+// that keep pointing to a replaced record, a snapshot that numbers the change feed again from 1, a sweep of the
 // change feed that drops a live entry, and, for the
-// dispatcher check, a dispatcher that acknowledges after its lease was lost,
-// a cancellation that spares the children), runs seeds until one reports a
+// dispatcher check, a dispatcher that acknowledges after its lease was lost
+// and one that publishes an acknowledgement that was not applied, a
+// cancellation that spares the children), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //
@@ -266,9 +285,9 @@
 // workload is meant to reach within the CI budget, stays at zero; CI runs it
 // so.
 //
-// Not simulated yet: Options.Retention (retirement is also triggered by a
-// wall-clock ticker, which would make runs depend on timing), the writer's
-// timer for schedules (for the same reason; tests cover it), the store's own
+// Not simulated yet: the retention's wall-clock ticker and the writer's
+// timer for schedules (they would make runs depend on timing; tests cover
+// them), the store's own
 // snapshot cadence (snapshots run in the background, so the workload asks for
 // them instead), and NoSync, which promises nothing across crashes.
 package sim

@@ -14,8 +14,8 @@ import (
 // execution's status takes the next position of the feed, in the order the
 // store applies them; the feed keeps each execution's latest change; a
 // listing selects executions by status, workflow, parent and admission time
-// and orders them by admission, oldest or newest first. (The simulator runs
-// without retention, so every execution is listed.)
+// and orders them by admission, oldest or newest first. A retired execution
+// is not listed, and retirement removes its change from the feed (retire.go).
 
 // changeAt gives e the next position of the feed for a change at now.
 func (m *model) changeAt(e *mexec, now int64) {
@@ -39,7 +39,8 @@ func (m *model) list(lq listQuery) result {
 	for _, id := range m.order {
 		e := m.execs[id]
 		switch {
-		case q.Status != "" && e.status != q.Status,
+		case e.retired,
+			q.Status != "" && e.status != q.Status,
 			q.WorkflowID != "" && e.workflow != q.WorkflowID,
 			q.ParentID != "" && (e.parent == nil || e.parent.ExecutionID != q.ParentID),
 			!q.AdmittedAfter.IsZero() && e.admittedAt < q.AdmittedAfter.UnixNano(),

@@ -27,6 +27,8 @@ type model struct {
 	seq     uint64    // the change feed's latest position (feed.go)
 
 	scheds map[string]*msched // schedules.go
+
+	retention time.Duration // Options.Retention; 0: off (retire.go)
 }
 
 // mexec is one execution in the model.
@@ -57,6 +59,8 @@ type mexec struct {
 
 	admitSeq, changeSeq uint64 // feed positions of its admission and latest change (feed.go)
 	changeAt            int64  // the time of its latest change
+
+	retired bool // retention dropped its params, context, steps and starts (retire.go)
 }
 
 // mstart is a recorded child start: a repeat must match workflow and params
@@ -100,9 +104,11 @@ func (m *model) clone() *model {
 
 // stamp is the time of a command that reaches the store's writer: never
 // earlier than any earlier command's. The writer reaches the schedules'
-// occurrences due at that time first (schedules.go).
+// occurrences due at that time first (schedules.go), after it retires the
+// terminal executions the retention has passed (retire.go).
 func (m *model) stamp(clock int64) int64 {
 	m.last = max(m.last, clock)
+	m.retire(m.last)
 	m.reachOccurrences(m.last)
 	return m.last
 }
@@ -686,8 +692,8 @@ func timeOf(ns int64) time.Time {
 // summary is what Stats reports about the state, for the cheap check after
 // every operation.
 type summary struct {
-	Executions, Terminal, Pending int
-	NextDue                       time.Time
+	Executions, Terminal, Pending, Retired int
+	NextDue                                time.Time
 }
 
 func (m *model) summary() summary {
@@ -698,6 +704,9 @@ func (m *model) summary() summary {
 		s.Executions++
 		if e.terminal() {
 			s.Terminal++
+		}
+		if e.retired {
+			s.Retired++
 		}
 		if at, ok := e.claimable(); ok {
 			s.Pending++

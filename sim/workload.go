@@ -151,6 +151,9 @@ func (w *world) leap() error {
 // claimable (a pending wake's, or a lease's expiry) and claims: a boundary is
 // inclusive.
 func (w *world) exactTime() error {
+	if w.model.retention > 0 && w.chance(40) {
+		return w.retentionEdge()
+	}
 	var times []int64
 	for _, id := range w.model.order {
 		if at, ok := w.model.execs[id].claimable(); ok && at >= w.clock.nanos() {

@@ -114,13 +114,16 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		IDRand:           &lockedReader{r: rand.NewChaCha8(idKey)},
 		ScheduleCheck:    -1, // occurrences are reached at writes only (schedules.go)
 		ScheduleGrace:    simScheduleGrace,
+		Retention:        retentionOf(seed),
+		RetentionCheck:   -1, // retirement is reached at writes only (retire.go)
 	}
+	w.model.retention = w.opts.Retention
 	for i := range 6 + w.rng.IntN(30) {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
 	}
 	w.stepKeys = []string{"s1", "s2", "s3", "c1", "c2"}
 	w.kvKeys = []string{"k1", "k2", "k3", "k4", "k5", strings.Repeat("k", simKeyBytes)} // the last exactly at the key size limit
-	w.tr.line("segment size %d, %d user IDs", segment, len(w.userIDs))
+	w.tr.line("segment size %d, %d user IDs, retention %v", segment, len(w.userIDs), w.opts.Retention)
 	return w
 }
 

@@ -210,22 +210,7 @@ func runLin(ctx context.Context, w io.Writer, n int, first uint64, dir, out stri
 }
 
 // mutants maps the -mutant names to internal/mutant's switches.
-var mutants = map[string]*bool{
-	"SkipCRC":                    &mutant.SkipCRC,
-	"ApplyBeforeLog":             &mutant.ApplyBeforeLog,
-	"SkipFsync":                  &mutant.SkipFsync,
-	"KeepCoveredWakes":           &mutant.KeepCoveredWakes,
-	"ReuseToken":                 &mutant.ReuseToken,
-	"CancelSparesChildren":       &mutant.CancelSparesChildren,
-	"SkipTailRewrite":            &mutant.SkipTailRewrite,
-	"CompactPastKeep":            &mutant.CompactPastKeep,
-	"CompactNewestFirst":         &mutant.CompactNewestFirst,
-	"AppliedCountsRequests":      &mutant.AppliedCountsRequests,
-	"SnapshotSkipDirSync":        &mutant.SnapshotSkipDirSync,
-	"TokenZeroPasses":            &mutant.TokenZeroPasses,
-	"WakeAtPendingTimeWrites":    &mutant.WakeAtPendingTimeWrites,
-	"DispatcherIgnoresLostLease": &mutant.DispatcherIgnoresLostLease,
-}
+var mutants = mutant.All
 
 func mutantNames() []string {
 	names := make([]string, 0, len(mutants))

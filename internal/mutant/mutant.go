@@ -62,6 +62,15 @@ var (
 	// DispatcherIgnoresLostLease makes a dispatcher acknowledge or release a
 	// delivery whose renewal found the lease lost.
 	DispatcherIgnoresLostLease bool
+	// DispatcherPublishesUnapplied makes a dispatcher publish the terminal
+	// record an acknowledgement answered even when the acknowledgement was
+	// not applied (the execution had ended under another delivery's lease):
+	// the same outcome is published twice.
+	DispatcherPublishesUnapplied bool
+
+	// RetireAtCutoff makes retirement take a terminal execution whose
+	// retention ends exactly at the store's time too: one nanosecond early.
+	RetireAtCutoff bool
 
 	// ScheduleKeepsNext makes a schedule's fire forget to advance the
 	// schedule to its next occurrence: the occurrence is reached again and
@@ -92,3 +101,29 @@ var (
 	// change vanishes from the feed.
 	SweepDropsLive bool
 )
+
+// All names every switch, for a command that sets one by name (the
+// simulator's -mutant flag). TestAllNamesEverySwitch keeps it complete.
+var All = map[string]*bool{
+	"SkipCRC":                      &SkipCRC,
+	"ApplyBeforeLog":               &ApplyBeforeLog,
+	"SkipFsync":                    &SkipFsync,
+	"KeepCoveredWakes":             &KeepCoveredWakes,
+	"ReuseToken":                   &ReuseToken,
+	"EncodeSkipsLastRecord":        &EncodeSkipsLastRecord,
+	"SkipTailRewrite":              &SkipTailRewrite,
+	"CompactPastKeep":              &CompactPastKeep,
+	"CompactNewestFirst":           &CompactNewestFirst,
+	"CancelSparesChildren":         &CancelSparesChildren,
+	"AppliedCountsRequests":        &AppliedCountsRequests,
+	"SnapshotSkipDirSync":          &SnapshotSkipDirSync,
+	"TokenZeroPasses":              &TokenZeroPasses,
+	"WakeAtPendingTimeWrites":      &WakeAtPendingTimeWrites,
+	"DispatcherIgnoresLostLease":   &DispatcherIgnoresLostLease,
+	"DispatcherPublishesUnapplied": &DispatcherPublishesUnapplied,
+	"RetireAtCutoff":               &RetireAtCutoff,
+	"ScheduleKeepsNext":            &ScheduleKeepsNext,
+	"ListKeepsReplacedRecords":     &ListKeepsReplacedRecords,
+	"ChangeSeqRestarts":            &ChangeSeqRestarts,
+	"SweepDropsLive":               &SweepDropsLive,
+}
