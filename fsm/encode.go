@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 
@@ -571,23 +572,13 @@ func intern(seen map[string]string, s string) string {
 // order in the encoding): a stable sort by time alone puts them in (time, ID)
 // order, comparing integers, not IDs through the records.
 func loadByTime(tr *btree.BTreeG[claimKey], items []claimKey) {
-	byTime := func(a, b claimKey) int { return cmpInt(a.At, b.At) }
+	byTime := func(a, b claimKey) int { return cmp.Compare(a.At, b.At) }
 	if !slices.IsSortedFunc(items, byTime) {
 		slices.SortStableFunc(items, byTime)
 	}
 	for _, it := range items {
 		tr.Load(it)
 	}
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func loadSorted[T any](tr *btree.BTreeG[T], items []T, less func(a, b T) bool) {

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/execstore/execstore/internal/mutant"
@@ -189,7 +190,7 @@ func (f *feed) lookup(seq uint64) (feedEntry, bool) {
 	var x feedEntry
 	found := false
 	f.ascend(seq, func(c *feedChunk) bool {
-		i, ok := slices.BinarySearchFunc(c.ents, seq, func(x feedEntry, seq uint64) int { return cmpUint(x.Seq, seq) })
+		i, ok := slices.BinarySearchFunc(c.ents, seq, func(x feedEntry, seq uint64) int { return cmp.Compare(x.Seq, seq) })
 		if ok {
 			x, found = c.ents[i], true
 			return false

@@ -507,7 +507,7 @@ func TestBacklogAndUpcomingAgreeWithAWalkOfTheRecords(t *testing.T) {
 			})
 			slices.SortFunc(cands, func(a, b cand) int {
 				if a.at != b.at {
-					return cmpInt(a.at, b.at)
+					return int(min(max(a.at-b.at, -1), 1))
 				}
 				return strings.Compare(a.id, b.id)
 			})

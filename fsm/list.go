@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"errors"
 	"slices"
 
@@ -568,7 +569,7 @@ func (s *State) Changes(after uint64, limit, scanMax int, fn func(Change)) (next
 	scanMax = max(scanMax, limit)
 	n, seen := 0, 0
 	s.list.feed.ascend(after+1, func(c *feedChunk) bool {
-		j, _ := slices.BinarySearchFunc(c.ents, after+1, func(x feedEntry, seq uint64) int { return cmpUint(x.Seq, seq) })
+		j, _ := slices.BinarySearchFunc(c.ents, after+1, func(x feedEntry, seq uint64) int { return cmp.Compare(x.Seq, seq) })
 		for ; j < len(c.ents); j++ {
 			if n == limit || seen == scanMax {
 				return false
@@ -584,16 +585,6 @@ func (s *State) Changes(after uint64, limit, scanMax int, fn func(Change)) (next
 		return true
 	})
 	return next
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // CountByStatus returns the number of records with status st, retired ones

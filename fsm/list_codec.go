@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/execstore/execstore/internal/mutant"
@@ -51,7 +52,7 @@ func (s *State) encodeChanges(e *encoder) {
 		pos++
 		return true
 	})
-	bySeq := func(a, b ref) int { return cmpUint(a.seq, b.seq) }
+	bySeq := func(a, b ref) int { return cmp.Compare(a.seq, b.seq) }
 	slices.SortFunc(adms, bySeq)
 	slices.SortFunc(changes, bySeq)
 	// The live entries of the log are exactly the records' latest changes,

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"slices"
 )
 
@@ -64,7 +65,7 @@ func (p *postings) add(no uint64, gen uint32) {
 
 // chunkOf returns the index of the chunk that holds number no, or -1.
 func (p *postings) chunkOf(no uint64) int {
-	k, found := slices.BinarySearchFunc(p.chunks, no, func(c *postChunk, no uint64) int { return cmpUint(c.nos[0], no) })
+	k, found := slices.BinarySearchFunc(p.chunks, no, func(c *postChunk, no uint64) int { return cmp.Compare(c.nos[0], no) })
 	if found {
 		return k
 	}
@@ -164,7 +165,7 @@ func (p *postings) walk(lo, hi uint64, newest bool, adm *admissions, fn func(no 
 // chunkAtOrBefore returns the index of the last chunk whose first number is
 // at most no, or -1.
 func (p *postings) chunkAtOrBefore(no uint64) int {
-	k, found := slices.BinarySearchFunc(p.chunks, no, func(c *postChunk, no uint64) int { return cmpUint(c.nos[0], no) })
+	k, found := slices.BinarySearchFunc(p.chunks, no, func(c *postChunk, no uint64) int { return cmp.Compare(c.nos[0], no) })
 	if found {
 		return k
 	}
