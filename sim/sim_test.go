@@ -264,6 +264,37 @@ func dispatcherMutantIsCaught(t *testing.T, name string, m *bool) {
 	}
 }
 
+func TestWorkflowsEndAsPlannedAndNeverRunASavedStepAgain(t *testing.T) {
+	var sum WorkflowReport
+	for seed := uint64(1); seed <= 20; seed++ {
+		rep, err := CheckWorkflow(WorkflowConfig{Seed: seed, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Violation != nil {
+			t.Fatalf("seed %d: %v\nrerun: go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 0 -workflow 1 -seed %d", seed, rep.Violation, seed)
+		}
+		sum.Children += rep.Children
+		sum.Cancelled += rep.Cancelled
+		sum.Suspensions += rep.Suspensions
+		sum.LostLeases += rep.LostLeases
+		sum.StepRepeats += rep.StepRepeats
+	}
+	// Each property must have had its chance: children that were cancelled,
+	// runs that suspended, leases lost, and steps run again because a
+	// delivery lost its lease (or its outcome) before saving them.
+	for what, n := range map[string]int{
+		"children": sum.Children, "cancelled children": sum.Cancelled, "suspensions": sum.Suspensions,
+		"lost leases": sum.LostLeases, "steps run again before their save": sum.StepRepeats,
+	} {
+		if n == 0 {
+			t.Errorf("20 seeds had no %s: the check proves nothing about them", what)
+		}
+	}
+	t.Logf("%d children (%d cancelled), %d suspensions, %d leases lost, %d steps run again before their save",
+		sum.Children, sum.Cancelled, sum.Suspensions, sum.LostLeases, sum.StepRepeats)
+}
+
 func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
 	for seed := uint64(1); seed <= 8; seed++ {
 		rep, err := CheckLinearizable(LinConfig{Seed: seed})
