@@ -297,7 +297,7 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 	rep := DispatchReport{Executions: cfg.Executions}
 	const rounds = 600
 	for rep.Rounds = 0; rep.Rounds < rounds; rep.Rounds++ {
-		settle(dw, ds)
+		settle(dw.store, dw.clock, ds)
 		st, err := s.Stats(ctx)
 		if err != nil {
 			return rep, err
@@ -366,14 +366,14 @@ func names(bs []behaviour) []string {
 // quiet: the log, the deliveries held and the timers set stay the same for a
 // few milliseconds. It only paces the check; the properties do not depend on
 // it.
-func settle(dw *dispatchWorld, ds []*dispatcher.Dispatcher) {
+func settle(s *execstore.Store, clock *dispatchertest.Clock, ds []*dispatcher.Dispatcher) {
 	type mark struct {
 		last           uint64
 		active, timers int
 	}
 	now := func() mark {
-		m := mark{timers: dw.clock.Timers()}
-		if st, err := dw.store.Stats(context.Background()); err == nil {
+		m := mark{timers: clock.Timers()}
+		if st, err := s.Stats(context.Background()); err == nil {
 			m.last = st.WALLastIndex
 		}
 		for _, d := range ds {

@@ -247,6 +247,41 @@
 // seed fixes each execution's behaviour per attempt and the clock's moves;
 // the interleaving is the scheduler's, so it checks properties, not a trace.
 //
+// # Workflows
+//
+// CheckWorkflow does the same for the workflow package: two dispatchers
+// whose invoker is a workflow.Worker, against a real store under one manual
+// clock. Each parent execution's params are its plan, drawn from the seed:
+// steps that succeed, take two seconds of the clock, fail, fail and are
+// retried, or panic; sleeps shorter and longer than a lease; children that
+// complete, fail, or wait (for a key nobody writes, or blocked in a step
+// function) until the check cancels them; keys the check commits at a planned
+// round. The workflow function takes its path from the plan and from what
+// its operations return, so the plan alone fixes each execution's outcome
+// (wfExpect computes it), and the trail a completed parent returns shows
+// what every operation returned. Deliveries go wrong as planned per attempt:
+// the invoker throws the worker's outcome away and exits, returns an error
+// or panics; renewals fail until another claim takes the lease over, while
+// the first step function of the delivery blocks until the loss is seen or
+// hangs past the abort grace period; the clock jumps past a lease in the
+// middle of slow steps.
+//
+// It checks: every execution ends with the outcome its plan determines; a
+// step function never runs under a lease after that lease or an earlier one
+// saved the step or its failure (a step's value and failure name the lease
+// that saved them, and a delivery claimed after the save must have read it),
+// while runs again before a save are allowed and counted; no step is saved
+// under a lease after a renewal found it lost (the steps saved are listed at
+// that moment; the store's fence must refuse every later save); no delivery
+// acknowledges or releases after its renewal found the lease lost; each
+// outcome a dispatcher records is published once, and a cancelled one never;
+// Await returns the child's recorded outcome (ErrCancelled for a cancelled
+// one); Sleep saves the store's time plus its duration, returns only once the
+// store's time reached the wake, and never suspends again when it had;
+// every execution ends within the rounds; no slot stays held after Stop.
+// As for CheckDispatch, the seed fixes the plans, the deliveries' fates and
+// the clock's moves, and the interleaving is the scheduler's.
+//
 // # The harness can fail
 //
 // sim_test.go turns on each mutation of internal/mutant in turn (a WAL that
@@ -262,8 +297,10 @@
 // that keep pointing to a replaced record, a snapshot that numbers the change feed again from 1, a sweep of the
 // change feed that drops a live entry, and, for the
 // dispatcher check, a dispatcher that acknowledges after its lease was lost
-// and one that publishes an acknowledgement that was not applied, a
-// cancellation that spares the children), runs seeds until one reports a
+// and one that publishes an acknowledgement that was not applied, for the
+// workflow check, a rerun that runs a saved step's function again and a
+// Sleep that takes its wake from the worker's clock, a cancellation that
+// spares the children), runs seeds until one reports a
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //
@@ -276,9 +313,12 @@
 //	go run ./cmd/execstore sim -seed 56 -seeds 1 -ops 1000 -lin 0 -v   # replay one seed
 //	go run ./cmd/execstore sim -seeds 0 -duration 8h -seed 1000000     # nightly
 //
-// It prints progress on stderr, the summary line on stdout, each failing
-// seed's violation with the end of its trace and the command that replays it,
-// and exits non-zero on any violation. With -coverage it also prints what the
+// After the seeds it runs 10 linearizability, 10 dispatcher and 10 workflow
+// checks (-lin, -dispatch, -workflow). It prints progress and what the
+// dispatcher and workflow checks reached on stderr, the summary line (whose
+// violations count every check's) on stdout, each failing seed's violation
+// with the end of its trace and the command that replays or reruns it, and
+// exits non-zero on any violation. With -coverage it also prints what the
 // seeds reached (Coverage: each operation with each result, each crash point
 // and fault by where and at which hook, the shapes of batches, the
 // boundaries) and exits non-zero when a cell of RequiredCells, which the

@@ -148,6 +148,8 @@ func TestEveryMutantIsInTheTableOnce(t *testing.T) {
 	elsewhere := map[string]string{
 		"DispatcherIgnoresLostLease":   "the dispatcher check's tests below",
 		"DispatcherPublishesUnapplied": "the dispatcher check's tests below",
+		"WorkflowRerunsSavedSteps":     "the workflow check's tests below",
+		"WorkflowSleepsByWorkerClock":  "the workflow check's tests below",
 		"EncodeSkipsLastRecord":        "the snapshot read-back tests (snapshot/, snapshots_internal_test.go)",
 	}
 	seen := map[string]bool{}
@@ -260,6 +262,76 @@ func dispatcherMutantIsCaught(t *testing.T, name string, m *bool) {
 		t.Fatalf("%s went unnoticed by seeds 1..10", name)
 	}
 	if rep, err := CheckDispatch(DispatchConfig{Seed: caught, Dir: t.TempDir()}); err != nil || rep.Violation != nil {
+		t.Fatalf("seed %d fails without the mutation too: %v %v", caught, err, rep.Violation)
+	}
+}
+
+func TestWorkflowsEndAsPlannedAndNeverRunASavedStepAgain(t *testing.T) {
+	var sum WorkflowReport
+	for seed := uint64(1); seed <= 20; seed++ {
+		rep, err := CheckWorkflow(WorkflowConfig{Seed: seed, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Violation != nil {
+			t.Fatalf("seed %d: %v\nrerun: go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 0 -workflow 1 -seed %d", seed, rep.Violation, seed)
+		}
+		sum.Children += rep.Children
+		sum.Cancelled += rep.Cancelled
+		sum.Suspensions += rep.Suspensions
+		sum.LostLeases += rep.LostLeases
+		sum.StepRepeats += rep.StepRepeats
+	}
+	// Each property must have had its chance: children that were cancelled,
+	// runs that suspended, leases lost, and steps run again because a
+	// delivery lost its lease (or its outcome) before saving them.
+	for what, n := range map[string]int{
+		"children": sum.Children, "cancelled children": sum.Cancelled, "suspensions": sum.Suspensions,
+		"lost leases": sum.LostLeases, "steps run again before their save": sum.StepRepeats,
+	} {
+		if n == 0 {
+			t.Errorf("20 seeds had no %s: the check proves nothing about them", what)
+		}
+	}
+	t.Logf("%d children (%d cancelled), %d suspensions, %d leases lost, %d steps run again before their save",
+		sum.Children, sum.Cancelled, sum.Suspensions, sum.LostLeases, sum.StepRepeats)
+}
+
+// The workflow check can fail: a rerun that runs a saved step's function
+// again is caught within the bound.
+func TestAWorkflowThatRunsASavedStepAgainIsCaught(t *testing.T) {
+	workflowMutantIsCaught(t, "WorkflowRerunsSavedSteps", &mutant.WorkflowRerunsSavedSteps)
+}
+
+// The workflow check can fail: a Sleep that computes its wake from the
+// worker's clock instead of the store's time is caught within the bound.
+func TestAWorkflowThatSleepsByItsOwnClockIsCaught(t *testing.T) {
+	workflowMutantIsCaught(t, "WorkflowSleepsByWorkerClock", &mutant.WorkflowSleepsByWorkerClock)
+}
+
+// workflowMutantIsCaught turns m on, runs workflow checks until one reports
+// a violation (at most 5 seeds), and reruns the catching seed without m,
+// which must pass.
+func workflowMutantIsCaught(t *testing.T, name string, m *bool) {
+	t.Helper()
+	reset := mutant.Set(m)
+	caught := uint64(0)
+	for seed := uint64(1); seed <= 5 && caught == 0; seed++ {
+		rep, err := CheckWorkflow(WorkflowConfig{Seed: seed, Dir: t.TempDir()})
+		if err != nil {
+			reset()
+			t.Fatal(err)
+		}
+		if rep.Violation != nil {
+			caught = seed
+			t.Logf("caught by seed %d: %v", seed, rep.Violation)
+		}
+	}
+	reset()
+	if caught == 0 {
+		t.Fatalf("%s went unnoticed by seeds 1..5", name)
+	}
+	if rep, err := CheckWorkflow(WorkflowConfig{Seed: caught, Dir: t.TempDir()}); err != nil || rep.Violation != nil {
 		t.Fatalf("seed %d fails without the mutation too: %v %v", caught, err, rep.Violation)
 	}
 }

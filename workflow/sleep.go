@@ -3,6 +3,8 @@ package workflow
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // Sleep suspends the execution for d: the first run saves the wake time
@@ -14,7 +16,12 @@ import (
 // When Sleep suspends it returns an error matching ErrSuspended, which the
 // workflow function MUST return.
 func (x *Execution) Sleep(key string, d time.Duration) error {
-	return x.sleep("Sleep", key, func() time.Time { return x.now().Add(d) })
+	return x.sleep("Sleep", key, func() time.Time {
+		if mutant.WorkflowSleepsByWorkerClock {
+			return time.Now().Add(d)
+		}
+		return x.now().Add(d)
+	})
 }
 
 // SleepUntil is Sleep until t. The first run's t is saved under key, so a

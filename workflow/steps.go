@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // Run runs a step: fn's result is saved under key with the delivery's lease,
@@ -83,7 +84,7 @@ func (x *Execution) step(op, key string, fn func(ctx context.Context) (json.RawM
 	if err := x.begin(op, key); err != nil {
 		return nil, err
 	}
-	if v, ok, err := x.readStep(op, key, key); err != nil || ok {
+	if v, ok, err := x.readStep(op, key, key); err != nil || (ok && !mutant.WorkflowRerunsSavedSteps) {
 		return v, err
 	}
 	if failed, err := x.savedFailure(op, key); err != nil || failed != nil {

@@ -25,11 +25,16 @@ sim runs the deterministic crash simulator: seeded workloads against real
 stores on real files, crashes at every step of writing, recovering and
 snapshotting, storage errors, a reference model compared after every
 operation, and porcupine linearizability checks of concurrent clients.
-It prints one summary line:
+It then runs dispatchers (-dispatch) and workflows on a worker under
+dispatchers (-workflow) against stores under a manual clock, with
+deliveries that fail, stall and lose their leases. It prints one summary
+line:
 
   sim: <seeds> seeds, <ops> ops, <crashes> crashes, <violations> violations, trace <hash>
 
-and, for each failing seed, the violation and the command that replays it.
+(the violations include those of every check), what the dispatcher and
+workflow checks reached on stderr, and, for each failing seed, the
+violation and the command that replays or reruns it.
 It exits non-zero on any violation. The same seeds and -ops give the same
 trace hash on every run.
 
@@ -54,6 +59,7 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 	verbose := fs.Bool("v", false, "print every seed's trace (use with one seed)")
 	lin := fs.Int("lin", 10, "linearizability checks of concurrent clients to run")
 	dispatch := fs.Int("dispatch", 10, "dispatcher checks to run: dispatchers and invokers that fail, panic, hang and lose leases, against a store under a manual clock")
+	wf := fs.Int("workflow", 10, "workflow checks to run: workflows on a worker under dispatchers, with steps, sleeps, children, keys and cancels, and deliveries that fail, stall and lose leases, against a store under a manual clock")
 	linOut := fs.String("lin-out", "", "write a failing linearizability history as HTML here")
 	progressEvery := fs.Duration("progress", 10*time.Second, "interval between progress lines on stderr")
 	strictDirs := fs.Bool("strict-dirs", false, "let crashes lose directories created since their parent's last fsync (POSIX, not ext4)")
@@ -102,11 +108,16 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	dispatchFailed, err := runDispatch(ctx, stderr, *dispatch, *first, *dir)
+	dispatchFailed, err := runDispatch(ctx, stderr, *dispatch, *first, *dir, *mutation)
 	if err != nil {
 		return err
 	}
 	linFailed += dispatchFailed
+	workflowFailed, err := runWorkflow(ctx, stderr, *wf, *first, *dir, *mutation)
+	if err != nil {
+		return err
+	}
+	linFailed += workflowFailed
 	line := sum.Line()
 	if linFailed > 0 {
 		line = fmt.Sprintf("sim: %d seeds, %d ops, %d crashes, %d violations, trace %s",
@@ -153,10 +164,18 @@ func reportSeed(w io.Writer, f sim.SeedResult, cfg sim.Config, mutation string) 
 	fmt.Fprintf(w, "sim: seed %d: replay with: %s\n", f.Seed, replay)
 }
 
-// runDispatch runs n dispatcher checks and reports each failure; it returns
-// how many failed.
-func runDispatch(ctx context.Context, w io.Writer, n int, first uint64, dir string) (int, error) {
+// runDispatch runs n dispatcher checks, reports each failure, and prints what
+// they reached; it returns how many failed.
+func runDispatch(ctx context.Context, w io.Writer, n int, first uint64, dir, mutation string) (int, error) {
 	failed := 0
+	var sum sim.DispatchReport
+	ran := 0
+	defer func() {
+		if ran > 0 {
+			fmt.Fprintf(w, "sim: dispatcher checks: %d seeds, %d executions, %d deliveries, %d leases lost, %d late acknowledgements, %d violations\n",
+				ran, sum.Executions, sum.Deliveries, sum.LostLeases, sum.LateAcks, failed)
+		}
+	}()
 	for i := range n {
 		if ctx.Err() != nil {
 			break
@@ -166,13 +185,66 @@ func runDispatch(ctx context.Context, w io.Writer, n int, first uint64, dir stri
 		if err != nil {
 			return failed, err
 		}
+		ran++
+		sum.Executions += rep.Executions
+		sum.Deliveries += rep.Deliveries
+		sum.LostLeases += rep.LostLeases
+		sum.LateAcks += rep.LateAcks
 		if rep.Violation == nil {
 			continue
 		}
 		failed++
 		fmt.Fprintf(w, "\nsim: dispatcher seed %d: VIOLATION: %v\n", seed, rep.Violation)
-		fmt.Fprintf(w, "sim: rerun with: go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 1 -seed %d"+
-			" (the seed fixes each execution's behaviour and the clock's moves; the interleaving is the scheduler's)\n", seed)
+		rerun := fmt.Sprintf("go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 1 -workflow 0 -seed %d", seed)
+		if mutation != "" {
+			rerun += " -mutant " + mutation
+		}
+		fmt.Fprintf(w, "sim: rerun with: %s"+
+			" (the seed fixes each execution's behaviour and the clock's moves; the interleaving is the scheduler's)\n", rerun)
+	}
+	return failed, nil
+}
+
+// runWorkflow runs n workflow checks, reports each failure, and prints what
+// they reached; it returns how many failed.
+func runWorkflow(ctx context.Context, w io.Writer, n int, first uint64, dir, mutation string) (int, error) {
+	failed := 0
+	var sum sim.WorkflowReport
+	ran := 0
+	defer func() {
+		if ran > 0 {
+			fmt.Fprintf(w, "sim: workflow checks: %d seeds, %d executions (%d cancelled), %d deliveries, %d suspensions, %d leases lost, %d step runs (%d again before their save), %d violations\n",
+				ran, sum.Executions, sum.Cancelled, sum.Deliveries, sum.Suspensions, sum.LostLeases, sum.StepRuns, sum.StepRepeats, failed)
+		}
+	}()
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		seed := first + uint64(i)
+		rep, err := sim.CheckWorkflow(sim.WorkflowConfig{Seed: seed, Dir: dir})
+		if err != nil {
+			return failed, err
+		}
+		ran++
+		sum.Executions += rep.Executions + rep.Children
+		sum.Cancelled += rep.Cancelled
+		sum.Deliveries += rep.Deliveries
+		sum.Suspensions += rep.Suspensions
+		sum.LostLeases += rep.LostLeases
+		sum.StepRuns += rep.StepRuns
+		sum.StepRepeats += rep.StepRepeats
+		if rep.Violation == nil {
+			continue
+		}
+		failed++
+		fmt.Fprintf(w, "\nsim: workflow seed %d: VIOLATION: %v\n", seed, rep.Violation)
+		rerun := fmt.Sprintf("go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 0 -workflow 1 -seed %d", seed)
+		if mutation != "" {
+			rerun += " -mutant " + mutation
+		}
+		fmt.Fprintf(w, "sim: rerun with: %s"+
+			" (the seed fixes each workflow's plan, each delivery's fate and the clock's moves; the interleaving is the scheduler's)\n", rerun)
 	}
 	return failed, nil
 }

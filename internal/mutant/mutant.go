@@ -68,6 +68,14 @@ var (
 	// the same outcome is published twice.
 	DispatcherPublishesUnapplied bool
 
+	// WorkflowRerunsSavedSteps makes a workflow's rerun ignore a step's
+	// saved value and run its step function again (the first saved value is
+	// kept, and the rerun returns the new one).
+	WorkflowRerunsSavedSteps bool
+	// WorkflowSleepsByWorkerClock makes Sleep compute its wake from the
+	// worker's own clock (the system's) instead of the store's time.
+	WorkflowSleepsByWorkerClock bool
+
 	// RetireAtCutoff makes retirement take a terminal execution whose
 	// retention ends exactly at the store's time too: one nanosecond early.
 	RetireAtCutoff bool
@@ -121,6 +129,8 @@ var All = map[string]*bool{
 	"WakeAtPendingTimeWrites":      &WakeAtPendingTimeWrites,
 	"DispatcherIgnoresLostLease":   &DispatcherIgnoresLostLease,
 	"DispatcherPublishesUnapplied": &DispatcherPublishesUnapplied,
+	"WorkflowRerunsSavedSteps":     &WorkflowRerunsSavedSteps,
+	"WorkflowSleepsByWorkerClock":  &WorkflowSleepsByWorkerClock,
 	"RetireAtCutoff":               &RetireAtCutoff,
 	"ScheduleKeepsNext":            &ScheduleKeepsNext,
 	"ListKeepsReplacedRecords":     &ListKeepsReplacedRecords,
