@@ -2,6 +2,7 @@ package execstore
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/execstore/execstore/fsm"
@@ -70,12 +71,16 @@ func (s *Store) ClaimDue(ctx context.Context, limit int, leaseDuration time.Dura
 		return nil, err
 	}
 	c := fsm.Command{Kind: fsm.KindClaim, Limit: limit, Duration: int64(leaseDuration)}
-	res, err := s.do(ctx, &c)
+	r, err := s.doRequest(ctx, &c)
 	if err != nil {
 		return nil, err
 	}
-	leases := make([]Lease, len(res.Leases))
-	for i, l := range res.Leases {
+	defer r.free()
+	if r.err != nil {
+		return nil, r.err
+	}
+	leases := make([]Lease, len(r.res.Leases))
+	for i, l := range r.res.Leases {
 		leases[i] = leaseFromFSM(l)
 	}
 	return leases, nil
@@ -196,8 +201,9 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 		return nil, overLimit(ErrInvalidArgument, "%d acknowledgements, more than the limit of %d", len(acks), s.limits.ClaimLimit)
 	}
 	results := make([]AckResult, len(acks))
-	valid := make([]fsm.Ack, 0, len(acks))
-	slot := make([]int, 0, len(acks)) // valid[j] answers results[slot[j]]
+	sc := ackScratchPool.Get().(*ackScratch)
+	valid := sc.valid[:0]
+	slot := sc.slot[:0] // valid[j] answers results[slot[j]]
 	size := 0
 	for i, a := range acks {
 		if err := checkLease(a.Lease); err != nil {
@@ -212,11 +218,14 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 		valid = append(valid, fsm.Ack{ExecutionID: a.Lease.ExecutionID, Token: a.Lease.Token, Outcome: out})
 		slot = append(slot, i)
 		if size += ackBytes(a.Lease.ExecutionID, &out); size > s.limits.AcknowledgeBatchBytes {
+			sc.put(valid, slot)
 			return nil, overLimit(ErrInvalidArgument, "acknowledgements of more than %d bytes in all, the limit of one batch", s.limits.AcknowledgeBatchBytes)
 		}
 	}
 	reqs := ackRequests(valid)
 	if err := s.submit(ctx, reqs); err != nil {
+		// Unless the requests were refused, the writer may still read valid:
+		// it is not reused.
 		return nil, err
 	}
 	j := 0
@@ -236,7 +245,28 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 		}
 		r.free()
 	}
+	sc.put(valid, slot)
 	return results, nil
+}
+
+// ackScratch is AcknowledgeBatch's working memory, pooled so that a steady
+// stream of batches does not allocate it for each one.
+type ackScratch struct {
+	valid []fsm.Ack
+	slot  []int
+}
+
+var ackScratchPool = sync.Pool{New: func() any { return new(ackScratch) }}
+
+// put returns the scratch to the pool with valid and slot as its buffers,
+// cleared of the callers' data; large ones are not kept.
+func (sc *ackScratch) put(valid []fsm.Ack, slot []int) {
+	if cap(valid) > reusedResultsMax || cap(slot) > reusedResultsMax {
+		return
+	}
+	clear(valid)
+	sc.valid, sc.slot = valid[:0], slot[:0]
+	ackScratchPool.Put(sc)
 }
 
 // ackCommandBytes bounds the encoded size of one acknowledge-batch command,

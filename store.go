@@ -65,12 +65,13 @@ type Store struct {
 	last       int64 // the latest time stamped, never decreasing
 	batch      wal.Batch
 	encoded    []byte
-	logged     []*request // this batch's requests that are logged
-	deferred   []*request // this batch's requests answered after it is applied
-	view       batchView  // what the logged requests will do
-	entries    []logEntry // their WAL entries
-	mergedAcks []fsm.Ack  // backing store of merged acknowledge-batch commands
-	batchBytes int        // encoded bytes of the batch being written
+	logged     []*request  // this batch's requests that are logged
+	deferred   []*request  // this batch's requests answered after it is applied
+	view       batchView   // what the logged requests will do
+	entries    []logEntry  // their WAL entries
+	mergedAcks []fsm.Ack   // backing store of merged acknowledge-batch commands
+	mergedBuf  fsm.Buffers // a merged acknowledge-batch command's results, copied out to its requests
+	batchBytes int         // encoded bytes of the batch being written
 
 	maxCommand int // the largest encoded command queued (see checkOptions)
 
@@ -104,6 +105,7 @@ type request struct {
 	// change the state; it is logged in the next batch, never deferred again.
 	logNext bool
 	res     fsm.Result
+	buf     fsm.Buffers // lent to the state for res's slices; kept when pooled (free)
 	err     error
 	done    chan struct{} // capacity 1
 }
@@ -291,15 +293,28 @@ func (s *Store) failed() error {
 // do queues a validated command and waits for its result. If ctx ends first,
 // do returns ctx's error; the command may still take effect.
 func (s *Store) do(ctx context.Context, c *fsm.Command) (fsm.Result, error) {
+	r, err := s.doRequest(ctx, c)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	res, err := r.res, r.err
+	r.buf = fsm.Buffers{} // res keeps its slices: the request must not lend them again
+	r.free()
+	return res, err
+}
+
+// doRequest is do for a caller that reads the answer from the request
+// (res and err) and then frees it, so that the slices of its result are
+// reused by the next request from the pool instead of being allocated
+// again. Unless the error is not nil: then there is no request.
+func (s *Store) doRequest(ctx context.Context, c *fsm.Command) (*request, error) {
 	r := newRequest()
 	r.cmd = *c
 	one := [1]*request{r}
 	if err := s.submit(ctx, one[:]); err != nil {
-		return fsm.Result{}, err
+		return nil, err
 	}
-	res, err := r.res, r.err
-	r.free()
-	return res, err
+	return r, nil
 }
 
 // newRequest returns an empty request from the pool, for its caller to fill
@@ -308,10 +323,30 @@ func newRequest() *request { return requestPool.Get().(*request) }
 
 // free returns an answered request to the pool. The writer still owns an
 // unanswered one: it must not be freed.
+//
+// Its result buffers stay with it (the state builds the next result's
+// leases and acknowledgement results in them), cleared so that a pooled
+// request keeps no caller's data alive, unless they are larger than a
+// common claim's.
 func (r *request) free() {
-	*r = request{done: r.done}
+	*r = request{done: r.done, buf: fsm.Buffers{Leases: reusable(r.buf.Leases), Acks: reusable(r.buf.Acks)}}
 	requestPool.Put(r)
 }
+
+// reusable returns s emptied and cleared, or nil when it is too large to
+// keep in a pooled request.
+func reusable[T any](s []T) []T {
+	if cap(s) > reusedResultsMax {
+		return nil
+	}
+	s = s[:cap(s)]
+	clear(s)
+	return s[:0]
+}
+
+// reusedResultsMax bounds the leases or acknowledgement results a pooled
+// request keeps room for.
+const reusedResultsMax = 256
 
 // submit queues several validated requests at once (so they share a batch)
 // and waits until every one is answered in its res and err. The caller then
@@ -577,6 +612,9 @@ func (s *Store) shrinkBuffers() {
 	if cap(s.logged) > queueCapMax {
 		s.logged, s.entries, s.mergedAcks = nil, nil, nil
 	}
+	if cap(s.mergedBuf.Acks) > reusedResultsMax {
+		s.mergedBuf = fsm.Buffers{}
+	}
 	if cap(s.deferred) > queueCapMax {
 		s.deferred = nil
 	}
@@ -650,13 +688,16 @@ func (s *Store) applyLogged() {
 	changesBefore := s.state.Meta().ChangeSeq
 	for k := range s.entries {
 		e := &s.entries[k]
-		res := s.state.Apply(e.command())
 		if len(e.reqs) == 1 {
-			e.reqs[0].res = res
-		} else {
-			for i, r := range e.reqs {
-				r.res = res.Acks[i]
-			}
+			r := e.reqs[0]
+			r.res = s.state.ApplyWith(e.command(), &r.buf)
+			became.Due = became.Due || r.res.Became.Due
+			became.Terminal = became.Terminal || r.res.Became.Terminal
+			continue
+		}
+		res := s.state.ApplyWith(e.command(), &s.mergedBuf)
+		for i, r := range e.reqs {
+			r.res = res.Acks[i]
 		}
 		became.Due = became.Due || res.Became.Due
 		became.Terminal = became.Terminal || res.Became.Terminal
@@ -698,6 +739,7 @@ func (s *Store) applyLogged() {
 		s.answer(r)
 	}
 	clear(s.mergedAcks) // drop references to the callers' data
+	clear(s.mergedBuf.Acks)
 }
 
 // stamp returns the time for the next batch: the clock, but never earlier
@@ -843,22 +885,30 @@ func (a *awaiters) closeAll() { close(a.closed) }
 
 // dueSignal broadcasts "something may have become due" to dispatchers.
 type dueSignal struct {
-	mu sync.Mutex
-	ch chan struct{}
+	mu     sync.Mutex
+	ch     chan struct{}
+	handed bool // ch was handed out since the last notify: someone may wait on it
 }
 
 func (d *dueSignal) init() { d.ch = make(chan struct{}) }
 
+// notify wakes everyone waiting on the channel handed out last. When it was
+// not handed out since the last notify, nobody waits on it: it is kept, so
+// that a writer nobody watches does not allocate a channel per batch.
 func (d *dueSignal) notify() {
 	d.mu.Lock()
-	close(d.ch)
-	d.ch = make(chan struct{})
+	if d.handed {
+		close(d.ch)
+		d.ch = make(chan struct{})
+		d.handed = false
+	}
 	d.mu.Unlock()
 }
 
 func (d *dueSignal) channel() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.handed = true
 	return d.ch
 }
 

@@ -17,6 +17,49 @@ func (s *State) Apply(c *Command) Result {
 	return s.run(c, false)
 }
 
+// Buffers lend their capacity to ApplyWith: a claim's leases and an
+// acknowledge-batch's results are built in them when they have room, or in
+// new slices that replace them, so that a caller that keeps its Buffers
+// between commands does not allocate those slices for each one. The
+// result's slices alias the buffers until the next ApplyWith with them.
+type Buffers struct {
+	Leases []Lease
+	Acks   []Result
+}
+
+// ApplyWith is Apply, building the result's leases and acknowledgement
+// results in buf (see Buffers).
+func (s *State) ApplyWith(c *Command, buf *Buffers) Result {
+	s.buf = buf
+	r := s.run(c, false)
+	s.buf = nil
+	return r
+}
+
+// leaseBuf returns an empty slice with room for n leases: ApplyWith's
+// buffer, grown if needed.
+func (s *State) leaseBuf(n int) []Lease {
+	if s.buf == nil {
+		return make([]Lease, 0, n)
+	}
+	if cap(s.buf.Leases) < n {
+		s.buf.Leases = make([]Lease, 0, n)
+	}
+	return s.buf.Leases[:0]
+}
+
+// ackBuf returns a slice of n results: ApplyWith's buffer, grown if needed.
+// Each is overwritten by its caller.
+func (s *State) ackBuf(n int) []Result {
+	if s.buf == nil {
+		return make([]Result, n)
+	}
+	if cap(s.buf.Acks) < n {
+		s.buf.Acks = make([]Result, n)
+	}
+	return s.buf.Acks[:n]
+}
+
 // Precheck evaluates c against the state without changing it. When mutates is
 // false, the result is final: Apply(c) would return the same result and change
 // nothing, so the command need not be logged. When mutates is true, the
@@ -175,7 +218,7 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		return mutates
 	}
 	taken := s.takeClaimable(c.Limit, now)
-	leases := make([]Lease, 0, len(taken))
+	leases := s.leaseBuf(len(taken))
 	expires := addSaturating(now, c.Duration)
 	failing := false
 	for i, k := range taken {
@@ -416,7 +459,12 @@ func (s *State) acknowledgeBatch(acks []Ack, now int64, dry bool) Result {
 			}
 		}
 	}
-	r := Result{Acks: make([]Result, len(acks))}
+	var r Result
+	if dry {
+		r.Acks = make([]Result, len(acks))
+	} else {
+		r.Acks = s.ackBuf(len(acks))
+	}
 	for i := range acks {
 		a := s.acknowledge(&acks[i], now, dry)
 		r.Acks[i] = a

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -91,4 +92,96 @@ func FuzzDecodeState(f *testing.F) {
 			g.observe(s.Apply(&c))
 		}
 	})
+}
+
+// The change log is encoded without sorting when the admission numbers are
+// dense enough, and the lists are exactly those sorting gives.
+func TestChangeListsByNumberAreTheSortedLists(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		for _, s := range []*State{randomState(seed, 600), listState(seed, 600), manyRecords(seed, 3000)} {
+			wantAdms, wantChanges := s.changeRefsSorted()
+			adms, changes, ok := s.changeRefsByNumber()
+			if !ok {
+				// Only retirement makes the numbers too sparse.
+				if lo := s.list.adm.base << admShift; s.meta.Retired == 0 && s.execs.Len() > 0 {
+					t.Fatalf("seed %d: not encoded by number with nothing retired (numbers %d to %d, %d records)", seed, lo, s.meta.Admitted, s.execs.Len())
+				}
+				continue
+			}
+			if diff := cmp.Diff(wantAdms, adms, cmp.AllowUnexported(changeRef{})); diff != "" {
+				t.Fatalf("seed %d: admissions differ:\n%s", seed, diff)
+			}
+			if diff := cmp.Diff(wantChanges, changes, cmp.AllowUnexported(changeRef{})); diff != "" {
+				t.Fatalf("seed %d: changes differ:\n%s", seed, diff)
+			}
+		}
+	}
+}
+
+// manyRecords admits n executions with IDs whose order is not their
+// admission order, and claims, acknowledges (some suspended, then woken) and
+// retires some of them, so that both lists need reordering.
+func manyRecords(seed uint64, n int) *State {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	s := New()
+	s.TrackRetirement()
+	now := int64(1000)
+	for i := range n {
+		s.Apply(&Command{Kind: KindAdmit, Now: now, ExecutionID: fmt.Sprintf("e-%d-%d", rng.IntN(10), i), WorkflowID: "w"})
+		now++
+	}
+	for range n / 64 {
+		r := s.Apply(&Command{Kind: KindClaim, Now: now, Limit: 64, Duration: 1000})
+		acks := make([]Ack, len(r.Leases))
+		for i, l := range r.Leases {
+			o := Outcome{Status: StatusCompleted}
+			if rng.IntN(3) == 0 {
+				o.Status = StatusSuspended
+			}
+			acks[i] = Ack{ExecutionID: l.ExecutionID, Token: l.Token, Outcome: o}
+		}
+		if len(acks) > 0 {
+			s.Apply(&Command{Kind: KindAcknowledgeBatch, Now: now, Acks: acks})
+		}
+		now += int64(rng.IntN(5))
+		if rng.IntN(8) == 0 {
+			s.Apply(&Command{Kind: KindRetire, Now: now, At: now - int64(rng.IntN(200)), Limit: 1 + rng.IntN(50)})
+		}
+	}
+	return s
+}
+
+// Retirement can leave the admission numbers too sparse for a table: then
+// the change log is encoded by sorting, and still decodes to an equal state.
+func TestSparseAdmissionNumbersAreEncodedBySorting(t *testing.T) {
+	s := New()
+	s.TrackRetirement()
+	for i := range 3000 {
+		s.Apply(&Command{Kind: KindAdmit, Now: 1000, ExecutionID: fmt.Sprintf("e-%04d", 2999-i), WorkflowID: "w"})
+	}
+	r := s.Apply(&Command{Kind: KindClaim, Now: 1000, Limit: 3000, Duration: 1000})
+	acks := make([]Ack, 0, len(r.Leases))
+	for _, l := range r.Leases {
+		if l.ExecutionID != "e-2999" { // the first admitted stays, holding number 1
+			acks = append(acks, Ack{ExecutionID: l.ExecutionID, Token: l.Token, Outcome: Outcome{Status: StatusCompleted}})
+		}
+	}
+	s.Apply(&Command{Kind: KindAcknowledgeBatch, Now: 1001, Acks: acks})
+	if r := s.Apply(&Command{Kind: KindRetire, Now: 1002, At: 1002, Limit: 3000}); r.Count != 2999 {
+		t.Fatalf("retired %d, want 2999", r.Count)
+	}
+	for i := range 10 {
+		s.Apply(&Command{Kind: KindAdmit, Now: 1003, ExecutionID: fmt.Sprintf("late-%d", i), WorkflowID: "w"})
+	}
+	if _, _, ok := s.changeRefsByNumber(); ok {
+		t.Fatalf("%d records numbered up to %d were encoded by number", s.execs.Len(), s.meta.Admitted)
+	}
+	got, err := DecodeState(bufio.NewReader(bytes.NewReader(encodeState(t, s))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.TrackRetirement()
+	if diff := cmp.Diff(dumpOf(s), dumpOf(got), cmpOpts); diff != "" {
+		t.Fatalf("decoded state differs:\n%s", diff)
+	}
 }

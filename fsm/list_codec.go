@@ -36,23 +36,120 @@ import (
 // opened from such a snapshot continues the admissions from n and the
 // sequence from 2n.
 
+// changeRef names a record in one of the change log's lists: its number
+// there (admission number or change position), the change's time (changes
+// only) and its position in the records section.
+type changeRef struct {
+	seq uint64
+	at  int64
+	pos uint64
+}
+
 // encodeChanges writes the change log.
 func (s *State) encodeChanges(e *encoder) {
-	type ref struct {
-		seq uint64
-		at  int64
-		pos uint64
+	adms, changes := s.changeRefs()
+	last := s.meta.ChangeSeq
+	if mutant.ChangeSeqRestarts {
+		for i := range changes {
+			changes[i].seq = uint64(i + 1)
+		}
+		last = uint64(len(changes))
 	}
-	adms := make([]ref, 0, s.execs.Len())
-	changes := make([]ref, 0, s.execs.Len())
+	e.uv(last)
+	e.uv(s.meta.Admitted)
+	e.uv(uint64(len(changes)))
+	for i, list := range [][]changeRef{adms, changes} {
+		prev := uint64(0)
+		for _, r := range list {
+			e.uv(r.seq - prev)
+			if i == 1 {
+				e.uv(uint64(r.at))
+			}
+			e.uv(r.pos)
+			prev = r.seq
+			e.flush(false)
+			if e.err != nil {
+				return
+			}
+		}
+	}
+}
+
+// changeRefs lists the records in admission order and in the order of
+// their latest changes, each with its position. Admission numbers are dense
+// (only retirement leaves holes), so it places each record at its number in
+// one table, and the live entries of the change log are exactly the records'
+// latest changes, in order: O(n), no sorting. When retirement left the
+// numbers too sparse for a table, or the log does not name every record
+// once, it sorts instead (changeRefsSorted), which gives the same lists.
+func (s *State) changeRefs() (adms, changes []changeRef) {
+	if adms, changes, ok := s.changeRefsByNumber(); ok {
+		return adms, changes
+	}
+	return s.changeRefsSorted()
+}
+
+// changeRefsByNumber is changeRefs without sorting; ok is false when it
+// cannot be done so.
+func (s *State) changeRefsByNumber() (adms, changes []changeRef, ok bool) {
+	n := s.execs.Len()
+	lo := s.list.adm.base << admShift
+	if n == 0 || s.meta.Admitted < lo || s.meta.Admitted-lo >= uint64(4*n)+admSize {
+		return nil, nil, false
+	}
+	slots := make([]changeRef, s.meta.Admitted-lo+1) // slots[no-lo]: the record admitted as no; seq 0: none
 	pos := uint64(0)
+	ok = true
 	s.execs.Scan(func(it execItem) bool {
-		adms = append(adms, ref{seq: it.e.AdmitNo, pos: pos})
-		changes = append(changes, ref{seq: it.e.ChangeSeq, pos: pos})
+		no := it.e.AdmitNo
+		if ok = no >= lo && no-lo < uint64(len(slots)) && slots[no-lo].seq == 0; !ok {
+			return false
+		}
+		slots[no-lo] = changeRef{seq: no, pos: pos}
 		pos++
 		return true
 	})
-	bySeq := func(a, b ref) int { return cmp.Compare(a.seq, b.seq) }
+	changes = make([]changeRef, 0, n)
+	if f := &s.list.feed; ok && f.chunks != nil {
+		f.chunks.Scan(func(c *feedChunk) bool {
+			for j := range c.ents {
+				x := &c.ents[j]
+				if !x.live(&s.list.adm) {
+					continue
+				}
+				if ok = len(changes) < n && x.No >= lo && x.No-lo < uint64(len(slots)) && slots[x.No-lo].seq == x.No; !ok {
+					return false
+				}
+				changes = append(changes, changeRef{seq: x.Seq, at: x.At, pos: slots[x.No-lo].pos})
+			}
+			return true
+		})
+	}
+	if !ok || len(changes) != n {
+		return nil, nil, false
+	}
+	adms = slots[:0]
+	for _, r := range slots {
+		if r.seq != 0 {
+			adms = append(adms, r)
+		}
+	}
+	return adms, changes, true
+}
+
+// changeRefsSorted is changeRefs by sorting the records by admission number
+// and by latest change.
+func (s *State) changeRefsSorted() (adms, changes []changeRef) {
+	adms = make([]changeRef, 0, s.execs.Len())
+	changes = make([]changeRef, 0, s.execs.Len())
+	pos := uint64(0)
+	s.execs.Scan(func(it execItem) bool {
+		adms = append(adms, changeRef{seq: it.e.AdmitNo, pos: pos})
+		changes = append(changes, changeRef{seq: it.e.ChangeSeq, pos: pos})
+		pos++
+		return true
+	})
+	bySeq := func(a, b changeRef) int { return cmp.Compare(a.seq, b.seq) }
 	slices.SortFunc(adms, bySeq)
 	slices.SortFunc(changes, bySeq)
 	// The live entries of the log are exactly the records' latest changes,
@@ -70,31 +167,7 @@ func (s *State) encodeChanges(e *encoder) {
 			return true
 		})
 	}
-	last := s.meta.ChangeSeq
-	if mutant.ChangeSeqRestarts {
-		for i := range changes {
-			changes[i].seq = uint64(i + 1)
-		}
-		last = uint64(len(changes))
-	}
-	e.uv(last)
-	e.uv(s.meta.Admitted)
-	e.uv(uint64(len(changes)))
-	for i, list := range [][]ref{adms, changes} {
-		prev := uint64(0)
-		for _, r := range list {
-			e.uv(r.seq - prev)
-			if i == 1 {
-				e.uv(uint64(r.at))
-			}
-			e.uv(r.pos)
-			prev = r.seq
-			e.flush(false)
-			if e.err != nil {
-				return
-			}
-		}
-	}
+	return adms, changes
 }
 
 // recordList returns the stored records in ID order: their positions in the

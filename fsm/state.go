@@ -180,6 +180,7 @@ type State struct {
 	execHint     btree.PathHint
 	dueHint      [2]indexHints // due, leases
 	claimScratch [3][]claimKey // claim's buffers (due prefix, lease prefix, taken)
+	buf          *Buffers      // ApplyWith's buffers, during the call
 }
 
 // indexHints are the search hints of one claimable index: deletions and

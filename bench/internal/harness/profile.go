@@ -165,7 +165,7 @@ func writerCategory(stack []string) string {
 			}
 		case strings.HasSuffix(f, "fsm.(*State).Precheck"):
 			cat = "state machine: precheck"
-		case strings.HasSuffix(f, "fsm.(*State).Apply"):
+		case strings.HasSuffix(f, "fsm.(*State).Apply"), strings.HasSuffix(f, "fsm.(*State).ApplyWith"):
 			cat = "state machine: apply"
 		case strings.HasSuffix(f, "(*Store).snapshotTick"), strings.HasSuffix(f, "(*Store).pollSnapshots"):
 			cat = "snapshot start (copy-on-write clone)"
