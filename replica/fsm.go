@@ -77,6 +77,8 @@ func (f *FSM) apply(l *raft.Log) any {
 	if err := fsm.DecodeInto(&c, l.Data); err != nil {
 		return &CommandError{Index: l.Index, Err: err}
 	}
+	// Apply, never a variant that builds results in reused buffers: a response reaches
+	// its future's reader after later logs were applied, so it must own its slices.
 	return f.state.Apply(&c)
 }
 
