@@ -31,6 +31,16 @@
 // encoded from an fsm.State.Copy, which is O(1) to take, so the store's
 // writer never waits for the encoding.
 //
+// # Streams
+//
+// Encode and Decode write and read the same format to any stream, for a replicated store
+// whose consensus library keeps and sends snapshots in its own files (hashicorp/raft's
+// FileSnapshotStore: temporary directory, fsync, rename, directory fsync, and its own
+// checksum over the bytes). A snapshot sent to a follower is thus byte for byte the file a
+// single-node store would write for the same state and header. Decode verifies the
+// checksum as it reads, since a stream cannot be read twice; the state is returned only
+// once it matched.
+//
 // # Choosing one
 //
 // List returns the snapshot files newest first. Recovery tries them in that

@@ -164,28 +164,15 @@ func writeFile(path string, st *fsm.State, h Header, opts Options) error {
 		return fmt.Errorf("snapshot: create: %w", err)
 	}
 	defer f.Close()
-	sum := crc32.New(castagnoli)
 	var out io.Writer = f
 	if !opts.NoSync {
 		out = &syncingWriter{f: f, opts: opts}
 	}
-	w := bufio.NewWriterSize(io.MultiWriter(out, sum), 256<<10)
-	var hdr [headerSize]byte
-	copy(hdr[:], magic)
-	binary.LittleEndian.PutUint32(hdr[8:], Version)
-	binary.LittleEndian.PutUint64(hdr[12:], h.Index)
-	binary.LittleEndian.PutUint64(hdr[20:], uint64(h.Clock))
-	binary.LittleEndian.PutUint64(hdr[28:], h.Records)
-	if _, err := w.Write(hdr[:]); err != nil {
+	sum, err := encodeBody(out, st, h)
+	if err != nil {
 		return fmt.Errorf("snapshot: write: %w", err)
 	}
-	if err := st.Encode(yielding{w}); err != nil {
-		return fmt.Errorf("snapshot: write: %w", err)
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("snapshot: write: %w", err)
-	}
-	if _, err := f.Write(binary.LittleEndian.AppendUint32(nil, sum.Sum32())); err != nil {
+	if _, err := f.Write(binary.LittleEndian.AppendUint32(nil, sum)); err != nil {
 		return fmt.Errorf("snapshot: write: %w", err)
 	}
 	if !opts.NoSync {
@@ -194,6 +181,137 @@ func writeFile(path string, st *fsm.State, h Header, opts Options) error {
 		}
 	}
 	return f.Close()
+}
+
+// encodeBody writes the header and the state to out, paced (see yielding), and returns the
+// checksum of what it wrote, which the caller appends.
+func encodeBody(out io.Writer, st *fsm.State, h Header) (uint32, error) {
+	sum := crc32.New(castagnoli)
+	w := bufio.NewWriterSize(io.MultiWriter(out, sum), 256<<10)
+	var hdr [headerSize]byte
+	copy(hdr[:], magic)
+	binary.LittleEndian.PutUint32(hdr[8:], Version)
+	binary.LittleEndian.PutUint64(hdr[12:], h.Index)
+	binary.LittleEndian.PutUint64(hdr[20:], uint64(h.Clock))
+	binary.LittleEndian.PutUint64(hdr[28:], h.Records)
+	if _, err := w.Write(hdr[:]); err != nil {
+		return 0, err
+	}
+	if err := st.Encode(yielding{w}); err != nil {
+		return 0, err
+	}
+	if err := w.Flush(); err != nil {
+		return 0, err
+	}
+	return sum.Sum32(), nil
+}
+
+// Encode writes st to w in the snapshot format, header and checksum included: the bytes a
+// snapshot file holds. st must not change while Encode runs (pass an fsm.State.Copy). It is
+// paced as Write is. A replicated store keeps and sends its snapshots through its consensus
+// library's files, in this same format; durability is the writer's business.
+func Encode(w io.Writer, st *fsm.State, h Header) error {
+	sum, err := encodeBody(w, st, h)
+	if err == nil {
+		_, err = w.Write(binary.LittleEndian.AppendUint32(nil, sum))
+	}
+	if err != nil {
+		return fmt.Errorf("snapshot: encode: %w", err)
+	}
+	return nil
+}
+
+// Decode reads one snapshot in the format Encode writes from r, to its end, and checks it as
+// Read does: magic, version, checksum, the state's own structure, the header's agreement
+// with the state, and nothing after the checksum. Reading a stream, it cannot verify the
+// checksum before decoding as Read does: the state decoder bounds what a corrupt count makes
+// it allocate, and the state is returned only once the checksum matched. A problem with the
+// contents is an error wrapping ErrCorrupt.
+func Decode(r io.Reader) (*fsm.State, Header, error) {
+	const name = "(stream)"
+	tr := &trailerReader{r: r}
+	sum := crc32.New(castagnoli)
+	br := bufio.NewReaderSize(io.TeeReader(tr, sum), 256<<10)
+	var hdr [headerSize]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return nil, Header{}, streamErr(err, "header")
+	}
+	h, err := parseHeader(name, hdr[:])
+	if err != nil {
+		return nil, Header{}, err
+	}
+	st, err := fsm.DecodeState(br)
+	if err != nil {
+		if tr.err != nil && !errors.Is(tr.err, io.EOF) {
+			return nil, Header{}, fmt.Errorf("snapshot: read: %w", tr.err)
+		}
+		return nil, Header{}, corrupt(name, "%v", err)
+	}
+	rest, err := io.Copy(io.Discard, br)
+	if err != nil {
+		return nil, Header{}, fmt.Errorf("snapshot: read: %w", err)
+	}
+	switch {
+	case tr.held < 4:
+		return nil, Header{}, corrupt(name, "no checksum after the state")
+	case rest != 0:
+		return nil, Header{}, corrupt(name, "%d bytes after the state", rest)
+	}
+	if got, want := sum.Sum32(), binary.LittleEndian.Uint32(tr.trailer[:]); got != want {
+		return nil, Header{}, corrupt(name, "checksum mismatch (computed %08x, stored %08x)", got, want)
+	}
+	if st.Meta().Now != h.Clock || uint64(st.Len()) != h.Records {
+		return nil, Header{}, corrupt(name, "header disagrees with the state")
+	}
+	return st, h, nil
+}
+
+func streamErr(err error, what string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return corrupt("(stream)", "ends inside the %s", what)
+	}
+	return fmt.Errorf("snapshot: read: %w", err)
+}
+
+// trailerReader passes on every byte of r except the last four, which it holds back in
+// trailer: the checksum, which must not be hashed. At r's end it returns io.EOF with the
+// trailer full, or with held < 4 when r was shorter than a checksum.
+type trailerReader struct {
+	r       io.Reader
+	trailer [4]byte
+	held    int
+	err     error  // r's first error, io.EOF included
+	buf     []byte // reused between reads
+}
+
+func (t *trailerReader) Read(p []byte) (int, error) {
+	for {
+		if t.err != nil {
+			return 0, t.err
+		}
+		if len(p) == 0 {
+			return 0, nil
+		}
+		// Read into p behind the held bytes, then hand out all but the last four of the
+		// held and new bytes together.
+		if need := t.held + len(p); cap(t.buf) < need {
+			t.buf = make([]byte, need)
+		}
+		buf := t.buf[:t.held+len(p)]
+		copy(buf, t.trailer[:t.held])
+		n, err := t.r.Read(buf[t.held:])
+		t.err = err
+		total := t.held + n
+		out := max(0, total-4)
+		copy(p, buf[:out])
+		t.held = copy(t.trailer[:], buf[out:total])
+		if out > 0 || t.err != nil {
+			if out > 0 {
+				return out, nil
+			}
+			return 0, t.err
+		}
+	}
 }
 
 func syncDir(dir string, opts Options) error {

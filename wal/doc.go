@@ -1,7 +1,8 @@
 // Package wal is the store's write-ahead log: command entries framed with a version, a
 // CRC-32C and their batch, appended in batches on top of github.com/tidwall/wal, with torn-tail
 // repair at open, fail-stop on storage errors, front compaction that never holds up writes,
-// and a reopen that makes what it replays durable even after a failed fsync.
+// crash-safe truncation at the back and restart of the numbering (for a replicated log), and a
+// reopen that makes what it replays durable even after a failed fsync.
 //
 // # Why a frame
 //
@@ -103,8 +104,8 @@
 //
 // After any failed write, fsync (of a file or the directory), removal or truncation, the page
 // cache and the disk may disagree, and a later fsync may report success for pages that were
-// already dropped. The Log therefore refuses every later Write, CompactTo, TruncateFront and
-// Sync with an error wrapping ErrFailed and the original cause until it is closed and
+// already dropped. The Log therefore refuses every later Write, CompactTo, TruncateFront,
+// TruncateBack, Reset and Sync with an error wrapping ErrFailed and the original cause until it is closed and
 // reopened; Open then makes what it replays durable (next section). A Write never reports
 // success unless its entries were written and fsynced; an entry whose Write failed may or may
 // not be present after reopening.
@@ -189,6 +190,38 @@
 // place; writes wait meanwhile), followed by a directory fsync. A log holding START, END or
 // TEMP files from a truncation a crash interrupted, by this version or an earlier one, is
 // finished by tidwall at Open.
+//
+// # Truncating the back, and restarting the numbering
+//
+// A replicated log changes its end as well as its front: a follower removes the entries a new
+// leader does not have (TruncateBack), and after installing a snapshot it continues at the
+// snapshot's index + 1, wherever its own log ended (Reset: the log is emptied and the next
+// Write appends the index given). Both are rare, so they take the simple path: every other
+// operation waits (the Log's locks, readers included) while tidwall is closed, the files
+// are changed, and tidwall is opened again on them.
+//
+// Each step leaves a log that Open accepts and that holds only entries as they were written:
+//
+//   - TruncateBack(index) takes the segment files starting after index out of the log NEWEST
+//     first, each by a rename to <segment>.DROPPED made durable by a directory fsync before
+//     the next (a crash leaves a prefix of the segments: contiguous), then truncates the
+//     segment holding index right after it and fsyncs the file (a crash leaves it whole or
+//     cut). Every state in between holds the entries from FirstIndex to some k between
+//     index and the old LastIndex, unchanged; the caller repeats the truncation. Emptying
+//     the log (index FirstIndex()-1) keeps the first segment, cut to nothing, so that its
+//     name still says where the numbering continues.
+//   - Reset(next) takes every segment but the tail out OLDEST first (a crash leaves a
+//     suffix: contiguous), cuts the tail to nothing and fsyncs it (an empty log numbered
+//     from the tail's start), then renames it after next and fsyncs the directory (an
+//     empty log numbered from next).
+//
+// A cut at the back removes the entries' bytes from the file, durably, BEFORE any later
+// Write reuses their indexes, so the torn-tail rule stays sound: the bytes after a bad entry
+// can only belong to its own batch or later ones, never to an older batch whose entries held
+// the same indexes. The segment holding index must parse up to it; if it does not, the
+// truncation is refused with a *CorruptionError and changes nothing. A storage error
+// fail-stops the Log as any other; tidwall is opened again on what was left, so that reads
+// of the entries kept go on until the Log is closed.
 //
 // # Limits
 //

@@ -19,7 +19,11 @@ import (
 type Log struct {
 	dir  string
 	opts Options
+	// tw is replaced only by the methods that reopen tidwall (TruncateBack, Reset, and
+	// TruncateFront after a compaction), which hold mu and twMu. Readers take twMu shared
+	// around their use of tw; every other user holds mu.
 	tw   *tidwall.Log
+	twMu sync.RWMutex
 
 	// first and last are the durable range readers may see; they move only after the fsync.
 	first  atomic.Uint64
@@ -305,7 +309,7 @@ func (l *Log) readEntry(index uint64) (data []byte, err error) {
 			err = l.corruption(index, fmt.Sprintf("segment holds fewer entries than expected (%v)", r))
 		}
 	}()
-	data, err = l.tw.Read(index)
+	data, err = l.readTidwall(index)
 	switch {
 	case err == nil:
 		return data, nil
@@ -318,6 +322,13 @@ func (l *Log) readEntry(index uint64) (data []byte, err error) {
 		return nil, fmt.Errorf("%w: read %d: truncated concurrently", ErrOutOfRange, index)
 	}
 	return nil, fmt.Errorf("wal: read %d: %w", index, err)
+}
+
+// readTidwall reads one tidwall entry under twMu, so that a reopen never swaps tw under it.
+func (l *Log) readTidwall(index uint64) ([]byte, error) {
+	l.twMu.RLock()
+	defer l.twMu.RUnlock()
+	return l.tw.Read(index)
 }
 
 // Replay calls fn for every entry from `from` to LastIndex (as of the call) in order, verifying
@@ -402,6 +413,8 @@ func (l *Log) truncateInsideSegment(index uint64) error {
 // reopenTidwall closes tidwall and opens it again, so that its list of segments matches the
 // directory after this package removed some. The caller holds l.front and l.mu.
 func (l *Log) reopenTidwall() error {
+	l.twMu.Lock()
+	defer l.twMu.Unlock()
 	if err := l.tw.Close(); err != nil {
 		return err
 	}

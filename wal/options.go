@@ -37,15 +37,17 @@ type Options struct {
 // called before the corresponding operation; a non-nil return makes that operation fail with
 // it. BeforeWrite precedes every write this package makes to the log directory: a Write's
 // append, each segment file CompactTo (or TruncateFront at a segment start) removes, a
-// TruncateFront inside a segment, the side file and truncation of a torn-tail repair in Open,
-// and the rewrite of the last segment in Open. BeforeSync precedes every fsync this package
-// issues (file or directory), not the ones tidwall/wal issues on its own.
+// TruncateFront inside a segment, each segment file TruncateBack or Reset removes, their cut
+// of a segment and Reset's rename of the tail, the side file and truncation of a torn-tail
+// repair in Open, and the rewrite of the last segment in Open. BeforeSync precedes every
+// fsync this package issues (file or directory), not the ones tidwall/wal issues on its own.
 //
 // AfterSync follows every fsync this package issues that succeeded, with the path of the file
 // or directory synced: the tail segment after a Write or Sync, the log directory, a torn-tail
-// side file, a repaired segment, the temporary copy of the last segment that Open rewrites.
-// Its bytes are durable by then. A non-nil return makes the operation fail with it as if the
-// fsync had failed (a Write, Sync, CompactTo or TruncateFront fail-stops the Log; Open returns
+// side file, a repaired segment, a segment TruncateBack or Reset cut, the temporary copy of
+// the last segment that Open rewrites. Its bytes are durable by then. A non-nil return makes
+// the operation fail with it as if the fsync had failed (a Write, Sync, CompactTo,
+// TruncateFront, TruncateBack or Reset fail-stops the Log; Open returns
 // the error). The crash simulator uses it to learn what is durable at each fsync, and to stop
 // the log right after one: what was synced is on disk, but the caller never hears so.
 //

@@ -52,6 +52,17 @@ func TestSegmentPredictionMatchesTheDirectoryAfterEveryWrite(t *testing.T) {
 					if _, err := l.CompactTo(l.LastIndex() - uint64(r.IntN(20))); err != nil {
 						t.Fatal(err)
 					}
+				case step%19 == 18:
+					// Back to an entry, or to FirstIndex()-1, emptying the log.
+					back := max(l.LastIndex(), uint64(15)) - uint64(r.IntN(15))
+					back = min(max(back, l.FirstIndex()-1), l.LastIndex())
+					if err := l.TruncateBack(back); err != nil {
+						t.Fatal(err)
+					}
+				case step%61 == 60:
+					if err := l.Reset(l.LastIndex() + uint64(r.IntN(3))*10); err != nil {
+						t.Fatal(err)
+					}
 				default:
 					batch := make([]int, 1+r.IntN(tt.maxBatch))
 					for i := range batch {

@@ -1,0 +1,144 @@
+package replica
+
+import (
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/snapshot"
+)
+
+// This file must stay deterministic: what it does with a log depends on the log and the
+// state alone. It reads no clock (not even raft.Log.AppendedAt, the leader's wall time),
+// draws no randomness and touches no file; a test checks its imports. Time, generated IDs
+// and schedule occurrences arrive in the commands, stamped by the leader; lease tokens come
+// from counters in the state.
+
+// FSM is the state machine (package fsm) behind raft: raft.BatchingFSM over one *fsm.State.
+// Each command log's data is one command in fsm's codec (fsm.AppendEncode); its response is
+// the command's fsm.Result (a value), or a *CommandError when the data does not decode.
+// Other logs (configuration changes) get a nil response and change nothing.
+//
+// raft calls Apply, ApplyBatch, Snapshot and Restore from one goroutine; View may run
+// concurrently with them.
+type FSM struct {
+	opts FSMOptions
+
+	mu      sync.RWMutex // held for writing while the state changes or is copied
+	state   *fsm.State
+	applied uint64 // index of the last log given to the FSM
+}
+
+// FSMOptions configures NewFSM.
+type FSMOptions struct {
+	// Restored, when non-nil, is called with every state Restore decodes, before the FSM
+	// adopts it: for what a state does not keep in its encoding (fsm.State.TrackRetirement).
+	// Default nil.
+	Restored func(*fsm.State)
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// NewFSM returns an FSM over st, which it owns from now on: change it only through raft.
+// applied is the index of the last log st includes (0 for a new state).
+func NewFSM(st *fsm.State, applied uint64, opts FSMOptions) *FSM {
+	return &FSM{opts: opts, state: st, applied: applied}
+}
+
+// Apply applies one log.
+func (f *FSM) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.apply(l)
+}
+
+// ApplyBatch applies the logs of one raft batch in order, under one lock, and returns each
+// log's response at its position: the group commit of the single-node store, kept.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, l := range logs {
+		out[i] = f.apply(l)
+	}
+	return out
+}
+
+// apply applies one log; the caller holds f.mu.
+func (f *FSM) apply(l *raft.Log) any {
+	f.applied = l.Index
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	var c fsm.Command
+	if err := fsm.DecodeInto(&c, l.Data); err != nil {
+		return &CommandError{Index: l.Index, Err: err}
+	}
+	// Apply, never a variant that builds results in reused buffers: a response reaches
+	// its future's reader after later logs were applied, so it must own its slices.
+	return f.state.Apply(&c)
+}
+
+// View calls fn with the state and the index of the last log applied, under a read lock:
+// fn must not keep the state, change it, or call the FSM.
+func (f *FSM) View(fn func(st *fsm.State, applied uint64)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.state, f.applied)
+}
+
+// Copy returns a point-in-time copy of the state, in O(1), and the index of the last log it
+// includes. The copy is the caller's: it may read it in any goroutine.
+func (f *FSM) Copy() (*fsm.State, uint64) {
+	f.mu.Lock() // Copy changes the trees' bookkeeping
+	defer f.mu.Unlock()
+	return f.state.Copy(), f.applied
+}
+
+// Snapshot captures the state in O(1) (fsm.State.Copy: the trees are copy-on-write); raft
+// then calls Persist from another goroutine while Apply goes on.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	st, applied := f.Copy()
+	return &fsmSnapshot{state: st, header: snapshot.Header{
+		Index: applied, Clock: st.Meta().Now, Records: uint64(st.Len())}}, nil
+}
+
+// Restore replaces the state with the one a snapshot holds, once it decoded and checked
+// whole; on an error the state is unchanged.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, h, err := snapshot.Decode(rc)
+	if err != nil {
+		return fmt.Errorf("replica: restore: %w", err)
+	}
+	if f.opts.Restored != nil {
+		f.opts.Restored(st)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state, f.applied = st, h.Index
+	return nil
+}
+
+// fsmSnapshot is a state captured by Snapshot and its header.
+type fsmSnapshot struct {
+	state  *fsm.State
+	header snapshot.Header
+}
+
+// Persist writes the state to the sink in the snapshot package's format (the bytes of a
+// single-node snapshot file): the header's Index is the last log the FSM was given, raft's
+// own metadata holds the snapshot's index and term.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := snapshot.Encode(sink, s.state, s.header); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("replica: persist: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release drops the captured state.
+func (s *fsmSnapshot) Release() { s.state = nil }

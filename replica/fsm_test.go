@@ -1,0 +1,216 @@
+package replica
+
+import (
+	"bytes"
+	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/snapshot"
+)
+
+// commandLogs generates n command logs from index 1 on, applying each to ref (a plain state)
+// so that the workload sees real results, and returns the logs and ref's results.
+func commandLogs(t testing.TB, seed uint64, n int, ref *fsm.State) ([]*raft.Log, []fsm.Result) {
+	t.Helper()
+	w := newWorkload(seed)
+	logs := make([]*raft.Log, n)
+	results := make([]fsm.Result, n)
+	for i := range logs {
+		c := w.next()
+		logs[i] = &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: encodeCommand(t, &c)}
+		results[i] = ref.Apply(&c)
+		w.observe(results[i])
+	}
+	return logs, results
+}
+
+func TestApplyAndApplyBatchAnswerAsTheStateMachine(t *testing.T) {
+	ref := fsm.New()
+	logs, want := commandLogs(t, 1, 400, ref)
+	single, batched := NewFSM(fsm.New(), 0, FSMOptions{}), NewFSM(fsm.New(), 0, FSMOptions{})
+	for i, l := range logs {
+		if got := single.Apply(l); !reflect.DeepEqual(got, want[i]) {
+			t.Fatalf("Apply(log %d) = %+v, want %+v", l.Index, got, want[i])
+		}
+	}
+	for from := 0; from < len(logs); from += 64 {
+		part := logs[from:min(from+64, len(logs))]
+		got := batched.ApplyBatch(part)
+		if len(got) != len(part) {
+			t.Fatalf("ApplyBatch of %d logs gave %d responses", len(part), len(got))
+		}
+		for i := range part {
+			if !reflect.DeepEqual(got[i], want[from+i]) {
+				t.Fatalf("ApplyBatch: log %d = %+v, want %+v", part[i].Index, got[i], want[from+i])
+			}
+		}
+	}
+	for name, f := range map[string]*FSM{"Apply": single, "ApplyBatch": batched} {
+		f.View(func(st *fsm.State, applied uint64) {
+			if !bytes.Equal(stateBytes(t, st), stateBytes(t, ref)) || applied != 400 {
+				t.Fatalf("%s: the state differs from the state machine's, or applied = %d (want 400)", name, applied)
+			}
+		})
+	}
+}
+
+func TestLogsThatAreNotCommandsChangeNothing(t *testing.T) {
+	f := NewFSM(fsm.New(), 0, FSMOptions{})
+	admit := fsm.Command{Kind: fsm.KindAdmit, Now: 5, ExecutionID: "a", WorkflowID: "w"}
+	good := &raft.Log{Index: 1, Type: raft.LogCommand, Data: fsm.AppendEncode(nil, &admit)}
+	f.Apply(good)
+	before, _ := f.Copy()
+	logs := []*raft.Log{
+		{Index: 2, Type: raft.LogConfiguration, Data: []byte("a configuration")},
+		{Index: 3, Type: raft.LogCommand, Data: []byte{0xff, 1, 2}},
+		{Index: 4, Type: raft.LogCommand},
+	}
+	got := f.ApplyBatch(logs)
+	if got[0] != nil {
+		t.Fatalf("a configuration log's response = %v, want nil", got[0])
+	}
+	for i, r := range got[1:] {
+		var ce *CommandError
+		if err, ok := r.(error); !ok || !errors.As(err, &ce) || !errors.Is(err, ErrBadCommand) || !errors.Is(err, fsm.ErrDecode) ||
+			ce.Index != logs[i+1].Index {
+			t.Fatalf("log %d with data that is not a command: response %v, want a *CommandError", logs[i+1].Index, r)
+		}
+	}
+	after, applied := f.Copy()
+	if !bytes.Equal(stateBytes(t, before), stateBytes(t, after)) || applied != 4 {
+		t.Fatalf("logs that are not commands changed the state (applied %d)", applied)
+	}
+}
+
+// memorySink is a raft.SnapshotSink in memory.
+type memorySink struct {
+	bytes.Buffer
+	closed, cancelled bool
+}
+
+func (s *memorySink) ID() string        { return "memory" }
+func (s *memorySink) Close() error      { s.closed = true; return nil }
+func (s *memorySink) Cancel() error     { s.cancelled = true; return nil }
+func (s *memorySink) Bytes() []byte     { return s.Buffer.Bytes() }
+func (s *memorySink) Reader() io.Reader { return bytes.NewReader(s.Buffer.Bytes()) }
+
+func TestSnapshotIsThePointInTimeStateInTheSnapshotFormat(t *testing.T) {
+	ref := fsm.New()
+	logs, _ := commandLogs(t, 2, 300, ref)
+	f := NewFSM(fsm.New(), 0, FSMOptions{})
+	f.ApplyBatch(logs[:200])
+	at200, _ := f.Copy()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.ApplyBatch(logs[200:]) // Apply goes on while the snapshot is persisted
+	var sink memorySink
+	if err := snap.Persist(&sink); err != nil || !sink.closed || sink.cancelled {
+		t.Fatalf("Persist = %v (closed %v, cancelled %v)", err, sink.closed, sink.cancelled)
+	}
+	snap.Release()
+
+	// The bytes are those of a single-node snapshot file of the state at log 200.
+	h := snapshot.Header{Index: 200, Clock: at200.Meta().Now, Records: uint64(at200.Len())}
+	info, err := snapshot.Write(t.TempDir(), at200, h, snapshot.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(info.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(sink.Bytes(), file) {
+		t.Fatal("Persist wrote other bytes than a single-node snapshot file of the state at capture")
+	}
+
+	var restoredHook *fsm.State
+	g := NewFSM(fsm.New(), 0, FSMOptions{Restored: func(st *fsm.State) { restoredHook = st }})
+	if err := g.Restore(io.NopCloser(sink.Reader())); err != nil {
+		t.Fatal(err)
+	}
+	g.View(func(st *fsm.State, applied uint64) {
+		if !bytes.Equal(stateBytes(t, st), stateBytes(t, at200)) || applied != 200 {
+			t.Fatalf("restored state differs from the state at capture, or applied = %d (want 200)", applied)
+		}
+		if restoredHook != st {
+			t.Fatal("Restored was not called with the state adopted")
+		}
+	})
+	// The restored FSM applies the rest as the original did.
+	g.ApplyBatch(logs[200:])
+	a, _ := f.Copy()
+	b, _ := g.Copy()
+	if !bytes.Equal(stateBytes(t, a), stateBytes(t, b)) {
+		t.Fatal("after the same logs, the restored FSM's state differs")
+	}
+}
+
+func TestRestoreOfADamagedSnapshotChangesNothing(t *testing.T) {
+	ref := fsm.New()
+	logs, _ := commandLogs(t, 3, 100, ref)
+	f := NewFSM(fsm.New(), 0, FSMOptions{})
+	f.ApplyBatch(logs)
+	snap, _ := f.Snapshot()
+	var sink memorySink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	good := sink.Bytes()
+	g := NewFSM(fsm.New(), 0, FSMOptions{})
+	g.ApplyBatch(logs[:10])
+	before, applied := g.Copy()
+	for _, bad := range [][]byte{good[:len(good)-1], append(bytes.Clone(good[:40]), good[41:]...), {}} {
+		if err := g.Restore(io.NopCloser(bytes.NewReader(bad))); !errors.Is(err, snapshot.ErrCorrupt) {
+			t.Fatalf("Restore of %d damaged bytes = %v, want snapshot.ErrCorrupt", len(bad), err)
+		}
+	}
+	after, appliedAfter := g.Copy()
+	if !bytes.Equal(stateBytes(t, before), stateBytes(t, after)) || appliedAfter != applied {
+		t.Fatal("a refused Restore changed the state")
+	}
+}
+
+// TestTheFSMAdapterReadsNoClockAndNoRandomness checks the adapter's source: it may import
+// only what cannot read a clock, draw randomness or touch files, and never reads a log's
+// AppendedAt (the leader's wall time: not part of the command).
+func TestTheFSMAdapterReadsNoClockAndNoRandomness(t *testing.T) {
+	allowed := []string{"fmt", "io", "sync", "github.com/hashicorp/raft",
+		"github.com/execstore/execstore/fsm", "github.com/execstore/execstore/snapshot"}
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "fsm.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Imports) == 0 {
+		t.Fatal("parsed no imports: the check checks nothing")
+	}
+	for _, imp := range file.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		if !slices.Contains(allowed, path) {
+			t.Errorf("fsm.go imports %s; the adapter must stay deterministic (allowed: %v)", path, allowed)
+		}
+	}
+	full, err := parser.ParseFile(fset, "fsm.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast.Inspect(full, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "AppendedAt" {
+			t.Errorf("fsm.go reads AppendedAt at %s: the leader's wall time, not part of the command", fset.Position(sel.Pos()))
+		}
+		return true
+	})
+}
