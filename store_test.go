@@ -290,3 +290,79 @@ func TestIDRandMakesGeneratedIDsReproducible(t *testing.T) {
 		t.Fatalf("IDs do not follow the reader: %v and %v", a, c)
 	}
 }
+
+// Claimers racing each other, each claiming and acknowledging its claim with
+// AcknowledgeBatch (the writer builds leases and results in buffers that
+// stay with pooled requests; run with -race): every execution is leased to
+// one claimer only, and every answer belongs to its own acknowledgement.
+func TestConcurrentClaimersEachGetTheirOwnLeasesAndResults(t *testing.T) {
+	f := newFixture(t)
+	const executions, claimers = 3000, 8
+	parallelDo(executions, 32, func(i int) {
+		if _, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e-%d", i), WorkflowID: "w"}); err != nil {
+			t.Error(err)
+		}
+	})
+	var mu sync.Mutex
+	leasedBy := map[string]int{}
+	var wg sync.WaitGroup
+	for c := range claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 1 + c%5; ; n = n%64 + 1 {
+				leases, err := f.s.ClaimDue(ctx, n, time.Minute)
+				if err != nil || len(leases) == 0 {
+					if err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				acks := make([]execstore.Ack, len(leases))
+				mu.Lock()
+				for i, l := range leases {
+					if other, ok := leasedBy[l.ExecutionID]; ok {
+						t.Errorf("%s leased to claimers %d and %d", l.ExecutionID, other, c)
+					}
+					leasedBy[l.ExecutionID] = c
+					acks[i] = execstore.Ack{Lease: l, Outcome: execstore.Completed(raw(fmt.Sprintf(`%q`, l.ExecutionID)))}
+				}
+				mu.Unlock()
+				results, err := f.s.AcknowledgeBatch(ctx, acks)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for i, r := range results {
+					id := acks[i].Lease.ExecutionID
+					if r.Err != nil || !r.Applied || r.Record.ExecutionID != id || string(r.Record.Outcome.Result) != fmt.Sprintf(`%q`, id) {
+						t.Errorf("acknowledgement of %s answered %+v", id, r)
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(leasedBy) != executions {
+		t.Fatalf("%d executions leased, want %d", len(leasedBy), executions)
+	}
+	if st := f.stats(); st.Terminal != executions {
+		t.Fatalf("%d terminal, want %d", st.Terminal, executions)
+	}
+}
+
+// parallelDo runs n calls of fn spread over `callers` goroutines.
+func parallelDo(n, callers int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -530,3 +530,35 @@ func TestBacklogAndUpcomingAgreeWithAWalkOfTheRecords(t *testing.T) {
 		t.Fatalf("due, leases, expired seen: %v", seen)
 	}
 }
+
+// ApplyWith gives the results Apply gives, building a claim's leases and an
+// acknowledge-batch's results in the lent buffers when they have room (and
+// in new ones, handed back in the buffers, when they do not).
+func TestApplyWithIsApplyBuildingResultsInTheLentBuffers(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		g := &gen{rng: rand.New(rand.NewPCG(seed, 3)), now: 1000}
+		plain, lent := New(), New()
+		var buf Buffers
+		if seed%2 == 0 {
+			buf = Buffers{Leases: make([]Lease, 0, 2), Acks: make([]Result, 1)} // often too small
+		}
+		for i := 0; i < 400; i++ {
+			c := g.next()
+			want := plain.Apply(&c)
+			got := lent.ApplyWith(&c, &buf)
+			g.observe(want)
+			if diff := cmp.Diff(want, got, cmpOpts); diff != "" {
+				t.Fatalf("seed %d op %d: results differ (-Apply +ApplyWith):\n%s", seed, i, diff)
+			}
+			if len(got.Leases) > 0 && &got.Leases[0] != &buf.Leases[:1][0] {
+				t.Fatalf("seed %d op %d: a claim's leases are not in the buffer", seed, i)
+			}
+			if c.Kind == KindAcknowledgeBatch && len(got.Acks) > 0 && &got.Acks[0] != &buf.Acks[0] {
+				t.Fatalf("seed %d op %d: an acknowledge-batch's results are not in the buffer", seed, i)
+			}
+		}
+		if diff := cmp.Diff(dumpOf(plain), dumpOf(lent), cmpOpts); diff != "" {
+			t.Fatalf("seed %d: states differ:\n%s", seed, diff)
+		}
+	}
+}
