@@ -202,8 +202,10 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 	}
 	results := make([]AckResult, len(acks))
 	sc := ackScratchPool.Get().(*ackScratch)
-	valid := sc.valid[:0]
-	slot := sc.slot[:0] // valid[j] answers results[slot[j]]
+	valid, slot := sc.valid[:0], sc.slot[:0] // valid[j] answers results[slot[j]]
+	if cap(valid) < len(acks) {
+		valid, slot = make([]fsm.Ack, 0, len(acks)), make([]int, 0, len(acks)) // sized once, not grown
+	}
 	size := 0
 	for i, a := range acks {
 		if err := checkLease(a.Lease); err != nil {
