@@ -260,13 +260,13 @@ type ackScratch struct {
 
 var ackScratchPool = sync.Pool{New: func() any { return new(ackScratch) }}
 
-// put returns the scratch to the pool with valid and slot as its buffers,
-// cleared of the callers' data; large ones are not kept.
+// put returns the scratch to the pool with valid and slot as its buffers;
+// large ones are not kept. Like a pooled request's buffers (free), they are
+// overwritten, not cleared.
 func (sc *ackScratch) put(valid []fsm.Ack, slot []int) {
 	if cap(valid) > reusedResultsMax || cap(slot) > reusedResultsMax {
 		return
 	}
-	clear(valid)
 	sc.valid, sc.slot = valid[:0], slot[:0]
 	ackScratchPool.Put(sc)
 }

@@ -325,22 +325,22 @@ func newRequest() *request { return requestPool.Get().(*request) }
 // unanswered one: it must not be freed.
 //
 // Its result buffers stay with it (the state builds the next result's
-// leases and acknowledgement results in them), cleared so that a pooled
-// request keeps no caller's data alive, unless they are larger than a
-// common claim's.
+// leases and acknowledgement results in them, overwriting what they held)
+// unless they are larger than a common claim's. They are not cleared: what
+// they still point to is the stored records' own data, and clearing memory
+// that holds pointers costs the caller a write barrier per word while the
+// collector runs.
 func (r *request) free() {
 	*r = request{done: r.done, buf: fsm.Buffers{Leases: reusable(r.buf.Leases), Acks: reusable(r.buf.Acks)}}
 	requestPool.Put(r)
 }
 
-// reusable returns s emptied and cleared, or nil when it is too large to
-// keep in a pooled request.
+// reusable returns s emptied, or nil when it is too large to keep in a
+// pooled request.
 func reusable[T any](s []T) []T {
 	if cap(s) > reusedResultsMax {
 		return nil
 	}
-	s = s[:cap(s)]
-	clear(s)
 	return s[:0]
 }
 
