@@ -326,10 +326,11 @@ func newRequest() *request { return requestPool.Get().(*request) }
 //
 // Its result buffers stay with it (the state builds the next result's
 // leases and acknowledgement results in them, overwriting what they held)
-// unless they are larger than a common claim's. They are not cleared: what
-// they still point to is the stored records' own data, and clearing memory
-// that holds pointers costs the caller a write barrier per word while the
-// collector runs.
+// unless they are larger than a common claim's. They are not cleared: until
+// the next use overwrites them they keep alive at most one claim's or
+// batch's worth of record data, mostly shared with the stored records, and
+// clearing memory that holds pointers costs the caller a write barrier per
+// word while the collector runs.
 func (r *request) free() {
 	*r = request{done: r.done, buf: fsm.Buffers{Leases: reusable(r.buf.Leases), Acks: reusable(r.buf.Acks)}}
 	requestPool.Put(r)
