@@ -228,8 +228,15 @@ func must1[T any](v T, err error) T {
 // use a fixed -benchtime (e.g. 500000x). ns/op is per execution.
 func BenchmarkClaimers(b *testing.B) {
 	for _, durable := range []bool{false, true} {
-		for _, cfg := range []struct{ claimers, batch int }{{1, 64}, {4, 64}, {16, 64}, {16, 256}} {
-			b.Run(fmt.Sprintf("sync=%v/claimers=%d/batch=%d", durable, cfg.claimers, cfg.batch), func(b *testing.B) {
+		for _, cfg := range []struct {
+			claimers, batch int
+			together        bool // acknowledge and claim the next in one AcknowledgeAndClaim call
+		}{{1, 64, false}, {1, 64, true}, {4, 64, false}, {16, 64, false}, {16, 256, false}} {
+			name := fmt.Sprintf("sync=%v/claimers=%d/batch=%d", durable, cfg.claimers, cfg.batch)
+			if cfg.together {
+				name += "/together"
+			}
+			b.Run(name, func(b *testing.B) {
 				s := openBench(b, !durable)
 				(&pool{b: b, s: s}).refill(100_000 + b.N)
 				// A snapshot now, so that whether the automatic one the
@@ -243,20 +250,18 @@ func BenchmarkClaimers(b *testing.B) {
 				b.ResetTimer()
 				parallel(cfg.claimers, cfg.claimers, func(int) {
 					acks := make([]execstore.Ack, 0, cfg.batch)
-					for done.Load() < int64(b.N) {
-						leases, err := s.ClaimDue(ctx, cfg.batch, time.Minute)
-						if err != nil {
-							b.Error(err)
-							return
-						}
+					leases, err := s.ClaimDue(ctx, cfg.batch, time.Minute)
+					for err == nil && len(leases) > 0 {
 						acks = acks[:0]
 						for _, l := range leases {
 							acks = append(acks, execstore.Ack{Lease: l, Outcome: execstore.Completed(nil)})
 						}
-						results, err := s.AcknowledgeBatch(ctx, acks)
-						if err != nil {
-							b.Error(err)
-							return
+						var results []execstore.AckResult
+						if cfg.together && done.Load()+int64(len(leases)) < int64(b.N) {
+							results, leases, err = s.AcknowledgeAndClaim(ctx, acks, cfg.batch, time.Minute)
+						} else {
+							results, err = s.AcknowledgeBatch(ctx, acks)
+							leases = nil
 						}
 						for _, r := range results {
 							if r.Err != nil {
@@ -264,7 +269,12 @@ func BenchmarkClaimers(b *testing.B) {
 								return
 							}
 						}
-						done.Add(int64(len(leases)))
+						if done.Add(int64(len(acks))) < int64(b.N) && err == nil && leases == nil {
+							leases, err = s.ClaimDue(ctx, cfg.batch, time.Minute)
+						}
+					}
+					if err != nil {
+						b.Error(err)
 					}
 				})
 				b.StopTimer()

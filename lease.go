@@ -61,21 +61,35 @@ func (s *Store) RequestWake(ctx context.Context, executionID string, at time.Tim
 // limit must be 1 to Limits.ClaimLimit and leaseDuration positive and at most
 // Limits.LeaseDuration (ErrInvalidArgument).
 func (s *Store) ClaimDue(ctx context.Context, limit int, leaseDuration time.Duration) ([]Lease, error) {
-	if limit < 1 {
-		return nil, invalidArg("claim limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
-	}
-	if limit > s.limits.ClaimLimit {
-		return nil, overLimit(ErrInvalidArgument, "claim limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
-	}
-	if err := checkDuration("lease duration", leaseDuration, true, s.limits.LeaseDuration); err != nil {
+	c, err := s.claimCommand(limit, leaseDuration)
+	if err != nil {
 		return nil, err
 	}
-	c := fsm.Command{Kind: fsm.KindClaim, Limit: limit, Duration: int64(leaseDuration)}
 	r, err := s.doRequest(ctx, &c)
 	if err != nil {
 		return nil, err
 	}
 	defer r.free()
+	return claimAnswer(r)
+}
+
+// claimCommand validates a claim's arguments and returns its command.
+func (s *Store) claimCommand(limit int, leaseDuration time.Duration) (fsm.Command, error) {
+	if limit < 1 {
+		return fsm.Command{}, invalidArg("claim limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
+	}
+	if limit > s.limits.ClaimLimit {
+		return fsm.Command{}, overLimit(ErrInvalidArgument, "claim limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
+	}
+	if err := checkDuration("lease duration", leaseDuration, true, s.limits.LeaseDuration); err != nil {
+		return fsm.Command{}, err
+	}
+	return fsm.Command{Kind: fsm.KindClaim, Limit: limit, Duration: int64(leaseDuration)}, nil
+}
+
+// claimAnswer reads a claim request's leases (before the request is freed:
+// they are in its buffer).
+func claimAnswer(r *request) ([]Lease, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -197,8 +211,37 @@ type AckResult struct {
 // as a whole: the store is closed or failed, or ctx ended while waiting (then
 // some of the acknowledgements may still take effect).
 func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, error) {
+	results, _, err := s.acknowledgeAndClaim(ctx, acks, nil)
+	return results, err
+}
+
+// AcknowledgeAndClaim is AcknowledgeBatch and then ClaimDue in one batch of
+// the log: one write and one fsync for both, where the two calls one after
+// the other take two. A claimer that acknowledges what it ran and claims
+// more in each round pays one fsync per round, not two.
+//
+// The acknowledgements are answered as AcknowledgeBatch answers them, and
+// the claim as ClaimDue answers it (its arguments are checked first: if
+// they are invalid, nothing is queued). The claim follows the
+// acknowledgements in the log, but it takes what was due when the batch was
+// taken: an execution that one of these acknowledgements makes due again (a
+// suspension whose wake has come) is claimed by a later call. The error is
+// for the call as a whole, as AcknowledgeBatch's; when the store failed
+// while the batch was written, it is the claim's, and each acknowledgement's
+// result says the same.
+func (s *Store) AcknowledgeAndClaim(ctx context.Context, acks []Ack, limit int, leaseDuration time.Duration) ([]AckResult, []Lease, error) {
+	c, err := s.claimCommand(limit, leaseDuration)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s.acknowledgeAndClaim(ctx, acks, &c)
+}
+
+// acknowledgeAndClaim acknowledges acks and, when claim is not nil, queues
+// the claim right after them, so that they share a batch.
+func (s *Store) acknowledgeAndClaim(ctx context.Context, acks []Ack, claim *fsm.Command) ([]AckResult, []Lease, error) {
 	if len(acks) > s.limits.ClaimLimit {
-		return nil, overLimit(ErrInvalidArgument, "%d acknowledgements, more than the limit of %d", len(acks), s.limits.ClaimLimit)
+		return nil, nil, overLimit(ErrInvalidArgument, "%d acknowledgements, more than the limit of %d", len(acks), s.limits.ClaimLimit)
 	}
 	results := make([]AckResult, len(acks))
 	sc := ackScratchPool.Get().(*ackScratch)
@@ -221,17 +264,23 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 		slot = append(slot, i)
 		if size += ackBytes(a.Lease.ExecutionID, &out); size > s.limits.AcknowledgeBatchBytes {
 			sc.put(valid, slot)
-			return nil, overLimit(ErrInvalidArgument, "acknowledgements of more than %d bytes in all, the limit of one batch", s.limits.AcknowledgeBatchBytes)
+			return nil, nil, overLimit(ErrInvalidArgument, "acknowledgements of more than %d bytes in all, the limit of one batch", s.limits.AcknowledgeBatchBytes)
 		}
 	}
 	reqs := ackRequests(valid)
+	acked := len(reqs)
+	if claim != nil {
+		r := newRequest()
+		r.cmd = *claim
+		reqs = append(reqs, r)
+	}
 	if err := s.submit(ctx, reqs); err != nil {
 		// Unless the requests were refused, the writer may still read valid:
 		// it is not reused.
-		return nil, err
+		return nil, nil, err
 	}
 	j := 0
-	for _, r := range reqs {
+	for _, r := range reqs[:acked] {
 		if r.cmd.Kind == fsm.KindAcknowledge {
 			setAckResult(&results[slot[j]], r.err, &r.res, &valid[j])
 			j++
@@ -248,7 +297,13 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 		r.free()
 	}
 	sc.put(valid, slot)
-	return results, nil
+	if claim == nil {
+		return results, nil, nil
+	}
+	r := reqs[acked]
+	leases, err := claimAnswer(r)
+	r.free()
+	return results, leases, err
 }
 
 // ackScratch is AcknowledgeBatch's working memory, pooled so that a steady

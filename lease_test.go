@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -392,5 +393,65 @@ func TestAcknowledgeBatchLargerThanOneCommand(t *testing.T) {
 	}
 	if rec := f.get(leases[n+2].ExecutionID); !bytes.Equal(rec.Outcome.Result, big) {
 		t.Fatalf("big result not kept byte for byte")
+	}
+}
+
+// AcknowledgeAndClaim answers as AcknowledgeBatch followed by ClaimDue
+// would, in one write of the log: a lone claimer's round costs one fsync.
+func TestAcknowledgeAndClaimAnswersAsBothCallsInOneWrite(t *testing.T) {
+	f := newFixture(t)
+	for i := range 6 {
+		f.admit(execstore.AdmitRequest{ExecutionID: fmt.Sprintf("e-%d", i), WorkflowID: "w"})
+	}
+	first := f.claim(3, time.Minute)
+	stale := first[2]
+	stale.Token++ // never issued: not current
+	before := f.stats()
+	results, leases, err := f.s.AcknowledgeAndClaim(ctx, []execstore.Ack{
+		{Lease: first[0], Outcome: execstore.Completed(raw(`1`))},
+		{Lease: first[1], Outcome: execstore.Failed(errors.New("no"))},
+		{Lease: stale, Outcome: execstore.Completed(nil)},
+	}, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.stats().WALBatches - before.WALBatches; got != 1 {
+		t.Fatalf("%d writes of the log, want 1", got)
+	}
+	if !results[0].Applied || results[0].Record.Status != execstore.StatusCompleted ||
+		!results[1].Applied || results[1].Record.Status != execstore.StatusFailed ||
+		!errors.Is(results[2].Err, execstore.ErrLeaseLost) {
+		t.Fatalf("acknowledgements answered %+v", results)
+	}
+	var claimed []string
+	for _, l := range leases {
+		claimed = append(claimed, l.ExecutionID)
+	}
+	if want := []string{"e-3", "e-4", "e-5"}; !slices.Equal(claimed, want) {
+		t.Fatalf("claimed %v, want %v (e-2's lease is still current)", claimed, want)
+	}
+	if rec := f.get("e-2"); rec.Lease == nil || rec.Lease.Token != first[2].Token {
+		t.Fatalf("e-2 = %+v: the stale acknowledgement changed its lease", rec)
+	}
+}
+
+// A claim with invalid arguments refuses the whole call before anything is
+// queued: the acknowledgements are not written either.
+func TestAcknowledgeAndClaimWithAnInvalidClaimWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"})
+	l := f.claim(1, time.Minute)[0]
+	before := f.stats()
+	for _, c := range []struct {
+		limit int
+		d     time.Duration
+	}{{0, time.Minute}, {execstore.DefaultLimits.ClaimLimit + 1, time.Minute}, {1, 0}, {1, -time.Second}} {
+		results, leases, err := f.s.AcknowledgeAndClaim(ctx, []execstore.Ack{{Lease: l, Outcome: execstore.Completed(nil)}}, c.limit, c.d)
+		if !errors.Is(err, execstore.ErrInvalidArgument) || results != nil || leases != nil {
+			t.Fatalf("AcknowledgeAndClaim(limit %d, %v) = %v, %v, %v; want ErrInvalidArgument", c.limit, c.d, results, leases, err)
+		}
+	}
+	if f.stats().WALBatches != before.WALBatches || f.get("a").Status == execstore.StatusCompleted {
+		t.Fatal("a refused call wrote something")
 	}
 }
