@@ -529,6 +529,7 @@ func TestANewLeaderWithAClockBehindKeepsTimeAndTokensGoingForward(t *testing.T) 
 	// Commands in flight when the leader stops.
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	oldNode := old.n
 	for i := range 30 {
 		cmd := d.w.admit()
 		if i%3 == 2 {
@@ -538,7 +539,7 @@ func TestANewLeaderWithAClockBehindKeepsTimeAndTokensGoingForward(t *testing.T) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := old.n.Apply(boundedCtx(t), &cmd)
+			r, err := oldNode.Apply(boundedCtx(t), &cmd)
 			if err == nil {
 				mu.Lock()
 				d.record(cmd, r)
