@@ -133,6 +133,10 @@ func (o NodeOptions) raftConfig(logger *slogLogger) *raft.Config {
 	c.SnapshotInterval = o.SnapshotInterval
 	c.TrailingLogs = o.TrailingLogs
 	c.Logger = logger
+	// A buffered apply channel: Apply submits under the stamping lock, in stamp order, and
+	// with an unbuffered channel each submission would wait for raft's leader loop, which
+	// would then find one command per append instead of a batch.
+	c.BatchApplyCh = true
 	return c
 }
 

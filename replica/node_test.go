@@ -57,6 +57,9 @@ type tnode struct {
 type tcluster struct {
 	t     testing.TB
 	nodes []*tnode
+	// defaults runs the nodes with NodeOptions' default timeouts (the benchmarks'
+	// failover) instead of the tests' shorter ones.
+	defaults bool
 }
 
 func testNodeOptions(tn *tnode) NodeOptions {
@@ -74,8 +77,10 @@ func testNodeOptions(tn *tnode) NodeOptions {
 }
 
 // newTCluster opens n nodes and bootstraps them as one cluster.
-func newTCluster(t testing.TB, n int) *tcluster {
-	c := &tcluster{t: t}
+func newTCluster(t testing.TB, n int) *tcluster { return newTClusterWith(t, n, false) }
+
+func newTClusterWith(t testing.TB, n int, defaults bool) *tcluster {
+	c := &tcluster{t: t, defaults: defaults}
 	t.Cleanup(func() {
 		for _, tn := range c.nodes {
 			if tn.n != nil {
@@ -108,7 +113,12 @@ func (c *tcluster) add() *tnode {
 // start opens the node from its directory.
 func (c *tcluster) start(tn *tnode) {
 	c.t.Helper()
-	n, err := Open(tn.dir, testNodeOptions(tn))
+	opts := testNodeOptions(tn)
+	if c.defaults {
+		opts.HeartbeatTimeout, opts.ElectionTimeout, opts.LeaderLeaseTimeout, opts.CommitTimeout = 0, 0, 0, 0
+		opts.WAL = wal.Options{}
+	}
+	n, err := Open(tn.dir, opts)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", tn.id, err)
 	}
