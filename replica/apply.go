@@ -151,7 +151,10 @@ func (n *Node) Read(ctx context.Context, fn func(*fsm.State)) error {
 	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 		return n.raftError(err, false)
 	}
-	if err := n.fsm.WaitApplied(ctx, n.readIndex(n.raft.LastIndex())); err != nil {
+	if err := n.fsm.waitApplied(ctx, n.readIndex(n.raft.LastIndex()), n.done); err != nil {
+		if errors.Is(err, ErrClosed) {
+			return ErrNodeClosed
+		}
 		return err
 	}
 	n.fsm.View(func(st *fsm.State, _ uint64) { fn(st) })

@@ -149,6 +149,11 @@ func (f *FSM) Applied() uint64 {
 // snapshot past it), or ctx ends; it returns ctx's error then. It waits on a channel the
 // FSM closes whenever it advances, without polling.
 func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	return f.waitApplied(ctx, index, nil)
+}
+
+// waitApplied is WaitApplied that also gives up, with ErrClosed, when stop is closed.
+func (f *FSM) waitApplied(ctx context.Context, index uint64, stop <-chan struct{}) error {
 	for {
 		f.mu.RLock()
 		applied, advanced := f.applied, f.advanced
@@ -158,6 +163,8 @@ func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 		}
 		select {
 		case <-advanced:
+		case <-stop:
+			return ErrClosed
 		case <-ctx.Done():
 			return fmt.Errorf("replica: waiting for log %d to be applied (applied %d): %w", index, applied, ctx.Err())
 		}

@@ -14,8 +14,8 @@ import (
 // Levels map one to one (hclog's Trace becomes slog.LevelDebug-4); hclog's key-value
 // arguments are slog's. SetLevel and the level queries follow the slog handler's Enabled.
 type slogLogger struct {
-	l       *slog.Logger
-	name    string
+	l       *slog.Logger // with the implied arguments, without the name
+	name    string       // written as the "logger" attribute
 	implied []any
 }
 
@@ -44,6 +44,9 @@ func slogLevel(level hclog.Level) slog.Level {
 func (s *slogLogger) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.Off {
 		return
+	}
+	if s.name != "" {
+		args = append([]any{"logger", s.name}, args...)
 	}
 	s.l.Log(context.Background(), slogLevel(level), msg, args...)
 }
@@ -77,7 +80,7 @@ func (s *slogLogger) Named(name string) hclog.Logger {
 }
 
 func (s *slogLogger) ResetNamed(name string) hclog.Logger {
-	return &slogLogger{l: s.l.With("logger", name), name: name, implied: s.implied}
+	return &slogLogger{l: s.l, name: name, implied: s.implied}
 }
 
 // SetLevel does nothing: the slog handler decides what is written.
