@@ -177,14 +177,26 @@ type Node struct {
 // and rejoins its configuration. A new directory holds no configuration: call Bootstrap on
 // the first start of a cluster, or have the leader add the node (AddVoter).
 func Open(dir string, opts NodeOptions) (_ *Node, err error) {
+	// Every check comes before the directory is touched: refused options create nothing.
 	if opts, err = opts.withDefaults(); err != nil {
 		return nil, err
+	}
+	logger := opts.Logger.With("node", opts.ID)
+	hl := newSlogLogger(logger)
+	cfg := opts.raftConfig(hl)
+	if err = raft.ValidateConfig(cfg); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNodeOptions, err)
+	}
+	var advertise net.Addr
+	if opts.AdvertiseAddr != "" {
+		if advertise, err = net.ResolveTCPAddr("tcp", opts.AdvertiseAddr); err != nil {
+			return nil, fmt.Errorf("%w: AdvertiseAddr: %v", ErrNodeOptions, err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}
-	n := &Node{opts: opts, log: opts.Logger.With("node", opts.ID), changed: make(chan struct{}),
-		done: make(chan struct{})}
+	n := &Node{opts: opts, log: logger, changed: make(chan struct{}), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.closeStores()
@@ -196,24 +208,13 @@ func Open(dir string, opts NodeOptions) (_ *Node, err error) {
 	if n.stable, err = OpenStableStore(filepath.Join(dir, "raft"), StableOptions{}); err != nil {
 		return nil, err
 	}
-	hl := newSlogLogger(n.log)
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), opts.SnapshotsRetained,
 		hl.Named("snapshots")); err != nil {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}
-	var advertise net.Addr
-	if opts.AdvertiseAddr != "" {
-		if advertise, err = net.ResolveTCPAddr("tcp", opts.AdvertiseAddr); err != nil {
-			return nil, fmt.Errorf("%w: AdvertiseAddr: %v", ErrNodeOptions, err)
-		}
-	}
 	if n.trans, err = raft.NewTCPTransportWithLogger(opts.BindAddr, advertise, 3, opts.RaftTimeout,
 		hl.Named("transport")); err != nil {
 		return nil, fmt.Errorf("replica: open node: transport: %w", err)
-	}
-	cfg := opts.raftConfig(hl)
-	if err = raft.ValidateConfig(cfg); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNodeOptions, err)
 	}
 	n.fsm = NewFSM(fsm.New(), 0, FSMOptions{Restored: opts.Restored})
 	if n.raft, err = raft.NewRaft(cfg, n.fsm, n.logs, n.stable, n.snaps, n.trans); err != nil {

@@ -382,6 +382,7 @@ func TestOpenRefusesBadOptionsAndCreatesNothing(t *testing.T) {
 		{"a lease longer than the heartbeat", NodeOptions{ID: "a", BindAddr: "127.0.0.1:0",
 			HeartbeatTimeout: 100 * time.Millisecond, LeaderLeaseTimeout: time.Second}},
 		{"an unresolvable advertised address", NodeOptions{ID: "a", BindAddr: "127.0.0.1:0", AdvertiseAddr: "no port"}},
+		{"too many entries per append", NodeOptions{ID: "a", BindAddr: "127.0.0.1:0", MaxAppendEntries: 5000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir() + "/node"
@@ -392,10 +393,8 @@ func TestOpenRefusesBadOptionsAndCreatesNothing(t *testing.T) {
 				}
 				t.Fatalf("Open = %v, want ErrNodeOptions", err)
 			}
-			if tc.opts.ID == "" || tc.opts.BindAddr == "" || tc.opts.HeartbeatTimeout < 0 {
-				if _, err := os.Stat(dir); err == nil {
-					t.Fatal("Open created the directory of a refused node")
-				}
+			if _, err := os.Stat(dir); err == nil {
+				t.Fatal("Open created the directory of a refused node")
 			}
 		})
 	}
