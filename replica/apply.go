@@ -20,9 +20,9 @@ type Applied struct {
 // result once this node applied it. cmd is not changed (the command logged is a stamped
 // copy). On a node that is not the leader it returns a *NotLeaderError naming the leader,
 // and submits nothing; an invalid command gets an error wrapping ErrInvalidCommand and
-// changes nothing. When ctx ends after the command was submitted, or the leader loses its
-// leadership meanwhile (NotLeaderError.Uncertain), the command's outcome is unknown: it may
-// still commit.
+// changes nothing, and so does a ctx already ended. When ctx ends after the command was
+// submitted, or the leader loses its leadership meanwhile (NotLeaderError.Uncertain), the
+// command's outcome is unknown: it may still commit.
 func (n *Node) Apply(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
 	out, err := n.ApplyBatch(ctx, []*fsm.Command{cmd})
 	if err != nil {
@@ -57,6 +57,9 @@ func (n *Node) ApplyBatch(ctx context.Context, cmds []*fsm.Command) ([]Applied, 
 func (n *Node) submit(ctx context.Context, cmds []*fsm.Command) ([]raft.ApplyFuture, error) {
 	if n.closed() {
 		return nil, ErrNodeClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("replica: %w (nothing was submitted)", err)
 	}
 	stamped := make([]fsm.Command, len(cmds))
 	for i, cmd := range cmds {

@@ -449,6 +449,8 @@ func (n *Node) raftError(err error, submitted bool) error {
 		return &NotLeaderError{LeaderID: id, LeaderAddr: addr, Uncertain: submitted}
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrNodeClosed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err // waitFuture's, already explained
 	}
 	return fmt.Errorf("replica: %w", err)
 }

@@ -452,7 +452,7 @@ func TestAFollowerRefusesWritesNamingTheLeader(t *testing.T) {
 	}
 }
 
-func TestApplyRefusesInvalidCommandsAndSubmitsNothing(t *testing.T) {
+func TestApplyRefusesInvalidCommandsAndEndedContextsAndSubmitsNothing(t *testing.T) {
 	c := newTCluster(t, 3)
 	ld := c.settle()
 	last := ld.n.raft.LastIndex()
@@ -471,6 +471,12 @@ func TestApplyRefusesInvalidCommandsAndSubmitsNothing(t *testing.T) {
 				t.Fatalf("ApplyBatch = %v, want ErrInvalidCommand", err)
 			}
 		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cmd := newWorkload(1).admit()
+	if _, err := ld.n.Apply(ctx, &cmd); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Apply with an ended context = %v, want context.Canceled", err)
 	}
 	if got := ld.n.raft.LastIndex(); got != last {
 		t.Fatalf("refused commands reached the log: last index %d, was %d", got, last)
