@@ -31,7 +31,8 @@ type NodeOptions struct {
 
 	// Clock stamps the commands this node writes while it is leader. Default time.Now.
 	Clock func() time.Time
-	// Logger receives raft's messages and the node's own. Default: discarded.
+	// Logger receives raft's messages (transport and snapshot store included), each with
+	// a "node" attribute holding ID. Default: discarded.
 	Logger *slog.Logger
 
 	// HeartbeatTimeout: a follower that hears nothing from a leader this long starts an
@@ -152,7 +153,6 @@ type Node struct {
 	stable *StableStore
 	snaps  *raft.FileSnapshotStore
 	trans  *raft.NetworkTransport
-	log    *slog.Logger
 
 	// stampMu orders stamping and submission: commands reach raft in the order of their
 	// stamped times, and lastStamp only grows.
@@ -196,7 +196,7 @@ func Open(dir string, opts NodeOptions) (_ *Node, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}
-	n := &Node{opts: opts, log: logger, changed: make(chan struct{}), done: make(chan struct{})}
+	n := &Node{opts: opts, changed: make(chan struct{}), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.closeStores()
