@@ -58,3 +58,52 @@ func (e *CommandError) Error() string {
 
 // Unwrap returns ErrBadCommand and the decoder's error.
 func (e *CommandError) Unwrap() []error { return []error{ErrBadCommand, e.Err} }
+
+var (
+	// ErrNotLeader is wrapped by every *NotLeaderError: the node cannot take a write, or
+	// serve a linearizable read, because it is not the leader.
+	ErrNotLeader = errors.New("replica: not the leader")
+
+	// ErrNodeOptions is wrapped by the error Open returns for options it refuses; nothing
+	// is created.
+	ErrNodeOptions = errors.New("replica: invalid node options")
+
+	// ErrBootstrapped is returned by Bootstrap on a node that already holds raft state (a
+	// term, a log or a snapshot): a cluster is bootstrapped once, on its first start, and a
+	// reopened node resumes from its directory.
+	ErrBootstrapped = errors.New("replica: already bootstrapped")
+
+	// ErrInvalidCommand is wrapped by the error Apply and ApplyBatch return for a command
+	// the state machine would refuse to log (fsm.Command.Check); nothing is submitted.
+	ErrInvalidCommand = errors.New("replica: invalid command")
+
+	// ErrNodeClosed is returned by a Node's methods after Close.
+	ErrNodeClosed = errors.New("replica: node closed")
+)
+
+// NotLeaderError is the error of a write (or a linearizable read) on a node that is not the
+// leader, or that stopped being it. It wraps ErrNotLeader.
+type NotLeaderError struct {
+	// LeaderID and LeaderAddr name the leader this node knows of; empty when it knows none
+	// (an election is under way). A client retries there.
+	LeaderID   string
+	LeaderAddr string
+	// Uncertain is true when the node lost its leadership after the command was handed to
+	// raft: the command may still be committed by the next leader (its outcome is unknown,
+	// as after a timeout). When false, nothing was submitted.
+	Uncertain bool
+}
+
+func (e *NotLeaderError) Error() string {
+	msg := "replica: not the leader"
+	if e.Uncertain {
+		msg = "replica: leadership lost while committing (the command may still commit)"
+	}
+	if e.LeaderID == "" && e.LeaderAddr == "" {
+		return msg + "; no leader known"
+	}
+	return fmt.Sprintf("%s; leader %s at %s", msg, e.LeaderID, e.LeaderAddr)
+}
+
+// Unwrap returns ErrNotLeader.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }

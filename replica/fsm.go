@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sync"
@@ -30,6 +31,9 @@ type FSM struct {
 	mu      sync.RWMutex // held for writing while the state changes or is copied
 	state   *fsm.State
 	applied uint64 // index of the last log given to the FSM
+	// advanced is closed, and replaced, whenever applied grows: WaitApplied waits on it
+	// instead of polling. Guarded by mu.
+	advanced chan struct{}
 }
 
 // FSMOptions configures NewFSM.
@@ -45,13 +49,14 @@ var _ raft.BatchingFSM = (*FSM)(nil)
 // NewFSM returns an FSM over st, which it owns from now on: change it only through raft.
 // applied is the index of the last log st includes (0 for a new state).
 func NewFSM(st *fsm.State, applied uint64, opts FSMOptions) *FSM {
-	return &FSM{opts: opts, state: st, applied: applied}
+	return &FSM{opts: opts, state: st, applied: applied, advanced: make(chan struct{})}
 }
 
 // Apply applies one log.
 func (f *FSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.signal()
 	return f.apply(l)
 }
 
@@ -61,6 +66,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.signal()
 	for i, l := range logs {
 		out[i] = f.apply(l)
 	}
@@ -120,7 +126,49 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.state, f.applied = st, h.Index
+	f.signal()
 	return nil
+}
+
+// signal wakes the waiters of WaitApplied; the caller holds f.mu for writing.
+func (f *FSM) signal() {
+	close(f.advanced)
+	f.advanced = make(chan struct{})
+}
+
+// Applied returns the index of the last log given to the FSM: the state includes every
+// command log up to it. raft's no-op and barrier logs never reach the FSM, so Applied may
+// stay below an index raft applied (Node.Read accounts for that).
+func (f *FSM) Applied() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+// WaitApplied blocks until the FSM was given the log at index (or a later one, or a
+// snapshot past it), or ctx ends; it returns ctx's error then. It waits on a channel the
+// FSM closes whenever it advances, without polling.
+func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	return f.waitApplied(ctx, index, nil)
+}
+
+// waitApplied is WaitApplied that also gives up, with ErrClosed, when stop is closed.
+func (f *FSM) waitApplied(ctx context.Context, index uint64, stop <-chan struct{}) error {
+	for {
+		f.mu.RLock()
+		applied, advanced := f.applied, f.advanced
+		f.mu.RUnlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-advanced:
+		case <-stop:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("replica: waiting for log %d to be applied (applied %d): %w", index, applied, ctx.Err())
+		}
+	}
 }
 
 // fsmSnapshot is a state captured by Snapshot and its header.
