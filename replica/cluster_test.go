@@ -199,10 +199,13 @@ func (c *cluster) settle() *node {
 		ld = c.leader()
 		return ld.raft.Barrier(waitBound).Error() == nil
 	})
-	want := ld.raft.AppliedIndex()
+	// raft's AppliedIndex moves when it hands logs to the FSM's goroutine, before the FSM
+	// applied them: the FSM's own index says what the state holds. After the barrier, the
+	// leader's FSM has applied every log before it.
+	want := ld.fsm.Applied()
 	for _, nd := range c.running() {
 		waitFor(c.t, fmt.Sprintf("%s to apply up to %d", nd.id, want), func() bool {
-			return nd.raft.AppliedIndex() >= want
+			return nd.fsm.Applied() >= want
 		})
 	}
 	return ld
@@ -282,10 +285,10 @@ func (d *driver) checkAcknowledgedPresent() {
 	t.Helper()
 	for _, nd := range d.c.running() {
 		first, _ := nd.logs.FirstIndex()
-		nd.fsm.View(func(st *fsm.State, _ uint64) {
+		nd.fsm.View(func(st *fsm.State, applied uint64) {
 			for _, a := range d.acked {
-				if nd.raft.AppliedIndex() < a.index {
-					t.Fatalf("%s applied up to %d, before acknowledged log %d", nd.id, nd.raft.AppliedIndex(), a.index)
+				if applied < a.index {
+					t.Fatalf("%s applied up to %d, before acknowledged log %d", nd.id, applied, a.index)
 				}
 				if a.index >= first {
 					var l raft.Log
