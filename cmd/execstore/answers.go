@@ -18,6 +18,7 @@ import (
 
 func (a *api) answerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/leases/acknowledge-batch", a.acknowledgeBatch)
+	mux.HandleFunc("POST /v1/leases/acknowledge-and-claim", a.acknowledgeAndClaim)
 	mux.HandleFunc("GET /v1/executions/{id}/steps", a.listSteps)
 	mux.HandleFunc("POST /v1/outcomes/check", a.checkOutcome)
 	a.openAPIRoute(mux) // openapi.go
@@ -116,6 +117,11 @@ func (a *api) acknowledgeBatch(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": ackResultsOut(results)})
+}
+
+// ackResultsOut is each acknowledgement's answer in a batch.
+func ackResultsOut(results []execstore.AckResult) []ackResultJSON {
 	out := make([]ackResultJSON, len(results))
 	for i, res := range results {
 		if res.Err != nil {
@@ -126,7 +132,38 @@ func (a *api) acknowledgeBatch(w http.ResponseWriter, r *http.Request) {
 		ack := acknowledgedOut(res)
 		out[i].acknowledgedJSON = &ack
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": out})
+	return out
+}
+
+type acknowledgeAndClaimBody struct {
+	Acknowledgements []acknowledgeBody `json:"acknowledgements"`
+	Limit            int               `json:"limit"`
+	LeaseDurationMs  millis            `json:"leaseDurationMs"`
+}
+
+// acknowledgeAndClaim acknowledges deliveries and claims more in one batch
+// of the log (Store.AcknowledgeAndClaim): one fsync for a worker's round.
+// It answers as /v1/leases/acknowledge-batch and /v1/claims would, in one
+// body.
+func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
+	var body acknowledgeAndClaimBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	acks := make([]execstore.Ack, len(body.Acknowledgements))
+	for i, b := range body.Acknowledgements {
+		acks[i] = execstore.Ack{Lease: b.Lease.lease(), Outcome: b.Outcome.runOutcome()}
+	}
+	results, leases, err := a.store.AcknowledgeAndClaim(r.Context(), acks, body.Limit, body.LeaseDurationMs.duration())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]leaseJSON, len(leases))
+	for i, l := range leases {
+		out[i] = leaseOut(l)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": ackResultsOut(results), "leases": out, "now": a.store.Now()})
 }
 
 // Bounds of one page of GET /v1/executions/{id}/steps.

@@ -256,3 +256,32 @@ func TestEveryStoreErrorAnswersAListedCodeAndStatus(t *testing.T) {
 		}
 	}
 }
+
+// POST /v1/leases/acknowledge-and-claim answers as acknowledge-batch and
+// claims would, in one body; invalid claim arguments refuse the whole call.
+func TestHTTPAcknowledgeAndClaimAnswersBothInOneCall(t *testing.T) {
+	s := newServer(t)
+	for _, id := range []string{"a", "b", "c"} {
+		s.expect("POST", "/v1/executions", `{"executionId":"`+id+`","workflowId":"w"}`, 201, "")
+	}
+	out := s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000}`, 200, "")
+	la := string(must(json.Marshal(out["leases"].([]any)[0])))
+	s.expect("POST", "/v1/leases/acknowledge-and-claim",
+		`{"acknowledgements":[{"lease":`+la+`,"outcome":{"status":"completed"}}],"limit":0,"leaseDurationMs":30000}`, 400, "INVALID_ARGUMENT")
+	if rec := s.expect("GET", "/v1/executions/a", "", 200, ""); rec["status"] != "admitted" {
+		t.Fatalf("a refused call acknowledged a: %v", rec)
+	}
+	out = s.expect("POST", "/v1/leases/acknowledge-and-claim",
+		`{"acknowledgements":[{"lease":`+la+`,"outcome":{"status":"completed","result":1}}],"limit":5,"leaseDurationMs":30000}`, 200, "")
+	results, _ := out["results"].([]any)
+	if len(results) != 1 || results[0].(map[string]any)["applied"] != true || results[0].(map[string]any)["status"] != "completed" {
+		t.Fatalf("results %v", out["results"])
+	}
+	var claimed []string
+	for _, l := range out["leases"].([]any) {
+		claimed = append(claimed, l.(map[string]any)["executionId"].(string))
+	}
+	if !slices.Equal(claimed, []string{"b", "c"}) || out["now"] == nil {
+		t.Fatalf("claimed %v, now %v; want [b c] and the store's time", claimed, out["now"])
+	}
+}
