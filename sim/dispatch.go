@@ -83,15 +83,69 @@ type dispatchWorld struct {
 	mu         sync.Mutex
 	violation  error
 	byLease    map[leaseKey]behaviour // the behaviour each claimed lease's delivery follows
-	lost       map[leaseKey]bool      // leases a renewal found lost
 	published  map[string][]execstore.Record
 	deliveries int
-	lateAcks   int
+
+	fence *leaseFence
 }
 
 type leaseKey struct {
 	id    string
 	token uint64
+}
+
+// leaseFence is what a check of the layers above the store keeps about
+// leases, and its part of the store they see: the leases a renewal found
+// lost, so that a delivery that acknowledges or releases under one is
+// flagged, and the acknowledgements that found their execution ended under
+// another lease (each a chance to publish an outcome twice).
+type leaseFence struct {
+	store *execstore.Store
+	fail  func(format string, args ...any)
+
+	mu       sync.Mutex
+	lost     map[leaseKey]bool
+	lateAcks int
+}
+
+func newLeaseFence(s *execstore.Store, fail func(format string, args ...any)) *leaseFence {
+	return &leaseFence{store: s, fail: fail, lost: map[leaseKey]bool{}}
+}
+
+// markLost records that a renewal found the lease lost.
+func (lf *leaseFence) markLost(k leaseKey) {
+	lf.mu.Lock()
+	lf.lost[k] = true
+	lf.mu.Unlock()
+}
+
+func (lf *leaseFence) checkNotLost(what string, l execstore.Lease) {
+	lf.mu.Lock()
+	lost := lf.lost[leaseKey{l.ExecutionID, l.Token}]
+	lf.mu.Unlock()
+	if lost {
+		lf.fail("a delivery of %s called %s with lease %d after its renewal found the lease lost", l.ExecutionID, what, l.Token)
+	}
+}
+
+func (lf *leaseFence) Release(ctx context.Context, l execstore.Lease, d time.Duration) error {
+	lf.checkNotLost("Release", l)
+	return lf.store.Release(ctx, l, d)
+}
+
+func (lf *leaseFence) AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error) {
+	for _, a := range acks {
+		lf.checkNotLost("Acknowledge", a.Lease)
+	}
+	res, err := lf.store.AcknowledgeBatch(ctx, acks)
+	for _, r := range res {
+		if r.Err == nil && !r.Applied {
+			lf.mu.Lock()
+			lf.lateAcks++
+			lf.mu.Unlock()
+		}
+	}
+	return res, err
 }
 
 func (dw *dispatchWorld) fail(format string, args ...any) {
@@ -105,7 +159,10 @@ func (dw *dispatchWorld) fail(format string, args ...any) {
 // fencedStore is the store as the dispatchers see it: it assigns each claimed
 // lease its planned behaviour, fails the renewals the behaviour asks to fail,
 // and flags an acknowledgement or release of a lease a renewal found lost.
-type fencedStore struct{ dw *dispatchWorld }
+type fencedStore struct {
+	dw *dispatchWorld
+	*leaseFence
+}
 
 var errRenewInjected = errors.New("sim: injected renewal failure")
 
@@ -148,40 +205,9 @@ func (f fencedStore) Renew(ctx context.Context, l execstore.Lease, d time.Durati
 	}
 	nl, err := f.dw.store.Renew(ctx, l, d)
 	if errors.Is(err, execstore.ErrLeaseLost) {
-		f.dw.mu.Lock()
-		f.dw.lost[k] = true
-		f.dw.mu.Unlock()
+		f.markLost(k)
 	}
 	return nl, err
-}
-
-func (f fencedStore) checkNotLost(what string, l execstore.Lease) {
-	f.dw.mu.Lock()
-	lost := f.dw.lost[leaseKey{l.ExecutionID, l.Token}]
-	f.dw.mu.Unlock()
-	if lost {
-		f.dw.fail("a delivery of %s called %s with lease %d after its renewal found the lease lost", l.ExecutionID, what, l.Token)
-	}
-}
-
-func (f fencedStore) Release(ctx context.Context, l execstore.Lease, d time.Duration) error {
-	f.checkNotLost("Release", l)
-	return f.dw.store.Release(ctx, l, d)
-}
-
-func (f fencedStore) AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error) {
-	for _, a := range acks {
-		f.checkNotLost("Acknowledge", a.Lease)
-	}
-	res, err := f.dw.store.AcknowledgeBatch(ctx, acks)
-	for _, r := range res {
-		if r.Err == nil && !r.Applied {
-			f.dw.mu.Lock()
-			f.dw.lateAcks++
-			f.dw.mu.Unlock()
-		}
-	}
-	return res, err
 }
 
 func (f fencedStore) Stats(ctx context.Context) (execstore.Stats, error) {
@@ -237,7 +263,6 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 		plan:      map[string][]behaviour{},
 		hang:      make(chan struct{}),
 		byLease:   map[leaseKey]behaviour{},
-		lost:      map[leaseKey]bool{},
 		published: map[string][]execstore.Record{},
 	}
 	s, err := execstore.Open(filepath.Join(dir, "store"), execstore.Options{Now: dw.clock.Now, NoSync: true})
@@ -245,6 +270,7 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 		return DispatchReport{}, err
 	}
 	dw.store = s
+	dw.fence = newLeaseFence(s, dw.fail)
 	defer s.Close()
 	ctx := context.Background()
 	stuck := 0 // deliveries that hold a slot until their lease is taken over
@@ -270,7 +296,7 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 	}
 	var ds []*dispatcher.Dispatcher
 	for range 2 {
-		d, err := dispatcher.New(fencedStore{dw}, dispatcher.InvokerFunc(dw.invoke), dispatcher.Options{
+		d, err := dispatcher.New(fencedStore{dw, dw.fence}, dispatcher.InvokerFunc(dw.invoke), dispatcher.Options{
 			Concurrency:    4,
 			LeaseDuration:  dispatchLease,
 			RetryBaseDelay: time.Second,
@@ -330,7 +356,7 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 	}
 	dw.mu.Lock()
 	defer dw.mu.Unlock()
-	rep.Deliveries, rep.LostLeases, rep.LateAcks, rep.Violation = dw.deliveries, len(dw.lost), dw.lateAcks, dw.violation
+	rep.Deliveries, rep.LostLeases, rep.LateAcks, rep.Violation = dw.deliveries, len(dw.fence.lost), dw.fence.lateAcks, dw.violation
 	if rep.Violation != nil {
 		return rep, nil
 	}

@@ -100,7 +100,6 @@ type wfWorld struct {
 	violation   error
 	byLease     map[leaseKey]wfDelivery
 	stalled     map[leaseKey]bool
-	lost        map[leaseKey]bool
 	lostSteps   map[leaseKey]map[string]bool // the steps saved when a renewal found the lease lost
 	published   map[string][]execstore.Record
 	children    map[string]wfOp   // child ID → the operation that started it
@@ -110,9 +109,10 @@ type wfWorld struct {
 	invoking    int // invocations of the worker that have not returned
 	deliveries  int
 	suspensions int
-	lateAcks    int
 	stepRuns    int
 	stepRepeats int
+
+	fence *leaseFence
 }
 
 // wfStepRun names one attempt of one step.
@@ -173,7 +173,10 @@ func (ww *wfWorld) invoke(ctx context.Context, d dispatcher.Delivery) (execstore
 // lease its planned delivery, fails the renewals a stalling delivery asks to
 // fail, notes the steps saved when a renewal finds its lease lost, and flags
 // an acknowledgement or release of a lease a renewal found lost.
-type wfStore struct{ ww *wfWorld }
+type wfStore struct {
+	ww *wfWorld
+	*leaseFence
+}
 
 func (f wfStore) ClaimDue(ctx context.Context, limit int, d time.Duration) ([]execstore.Lease, error) {
 	leases, err := f.ww.store.ClaimDue(ctx, limit, d)
@@ -220,40 +223,11 @@ func (f wfStore) Renew(ctx context.Context, l execstore.Lease, d time.Duration) 
 			f.ww.fail("listing the steps of %s: %v", l.ExecutionID, serr)
 		}
 		f.ww.mu.Lock()
-		f.ww.lost[k] = true
 		f.ww.lostSteps[k] = steps
 		f.ww.mu.Unlock()
+		f.markLost(k)
 	}
 	return nl, err
-}
-
-func (f wfStore) checkNotLost(what string, l execstore.Lease) {
-	f.ww.mu.Lock()
-	lost := f.ww.lost[leaseKey{l.ExecutionID, l.Token}]
-	f.ww.mu.Unlock()
-	if lost {
-		f.ww.fail("a delivery of %s called %s with lease %d after its renewal found the lease lost", l.ExecutionID, what, l.Token)
-	}
-}
-
-func (f wfStore) Release(ctx context.Context, l execstore.Lease, d time.Duration) error {
-	f.checkNotLost("Release", l)
-	return f.ww.store.Release(ctx, l, d)
-}
-
-func (f wfStore) AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error) {
-	for _, a := range acks {
-		f.checkNotLost("Acknowledge", a.Lease)
-	}
-	res, err := f.ww.store.AcknowledgeBatch(ctx, acks)
-	for _, r := range res {
-		if r.Err == nil && !r.Applied {
-			f.ww.mu.Lock()
-			f.ww.lateAcks++
-			f.ww.mu.Unlock()
-		}
-	}
-	return res, err
 }
 
 func (f wfStore) Stats(ctx context.Context) (execstore.Stats, error) { return f.ww.store.Stats(ctx) }
@@ -309,6 +283,7 @@ func CheckWorkflow(cfg WorkflowConfig) (WorkflowReport, error) {
 	}
 	defer s.Close()
 	ww.store = s
+	ww.fence = newLeaseFence(s, ww.fail)
 	ww.worker = workflow.NewWorker(s, workflow.Options{})
 	workflow.Register(ww.worker, "sim-parent", ww.runParent)
 	workflow.Register(ww.worker, "sim-child", ww.runChild)
@@ -326,7 +301,7 @@ func CheckWorkflow(cfg WorkflowConfig) (WorkflowReport, error) {
 	}
 	ww.mu.Lock()
 	rep.Children, rep.Cancelled, rep.Deliveries, rep.Suspensions = len(ww.children), len(ww.cancelled), ww.deliveries, ww.suspensions
-	rep.LostLeases, rep.StepRuns, rep.StepRepeats, rep.LateAcks = len(ww.lost), ww.stepRuns, ww.stepRepeats, ww.lateAcks
+	rep.LostLeases, rep.StepRuns, rep.StepRepeats, rep.LateAcks = len(ww.fence.lost), ww.stepRuns, ww.stepRepeats, ww.fence.lateAcks
 	rep.Violation = ww.violation
 	ww.mu.Unlock()
 	if rep.Violation == nil {
@@ -343,7 +318,6 @@ func newWFWorld() *wfWorld {
 		hang:      make(chan struct{}),
 		byLease:   map[leaseKey]wfDelivery{},
 		stalled:   map[leaseKey]bool{},
-		lost:      map[leaseKey]bool{},
 		lostSteps: map[leaseKey]map[string]bool{},
 		published: map[string][]execstore.Record{},
 		children:  map[string]wfOp{},
@@ -376,7 +350,7 @@ func (ww *wfWorld) admit(rng *rand.Rand, n int) error {
 func (ww *wfWorld) startDispatchers() ([]*dispatcher.Dispatcher, error) {
 	var ds []*dispatcher.Dispatcher
 	for range 2 {
-		d, err := dispatcher.New(wfStore{ww}, dispatcher.InvokerFunc(ww.invoke), dispatcher.Options{
+		d, err := dispatcher.New(wfStore{ww, ww.fence}, dispatcher.InvokerFunc(ww.invoke), dispatcher.Options{
 			Concurrency:    4,
 			LeaseDuration:  dispatchLease,
 			RetryBaseDelay: time.Second,
@@ -573,7 +547,7 @@ func (ww *wfWorld) checkEnded(rec execstore.Record, want wfWant, rounds int) err
 // checkLostLeases checks that every step saved under a lease that a renewal
 // found lost was saved before the renewal.
 func (ww *wfWorld) checkLostLeases() (violation, err error) {
-	for _, k := range slices.SortedFunc(maps.Keys(ww.lost), func(a, b leaseKey) int {
+	for _, k := range slices.SortedFunc(maps.Keys(ww.fence.lost), func(a, b leaseKey) int {
 		return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.token, b.token))
 	}) {
 		steps, err := ww.steps(k.id)
