@@ -239,30 +239,40 @@ func TestADispatcherThatPublishesAnUnappliedAcknowledgementIsCaught(t *testing.T
 	dispatcherMutantIsCaught(t, "DispatcherPublishesUnapplied", &mutant.DispatcherPublishesUnapplied)
 }
 
-// dispatcherMutantIsCaught turns m on, runs dispatcher checks until one
-// reports a violation (at most 10 seeds), and reruns the catching seed
-// without m, which must pass.
+// dispatcherMutantIsCaught is mutantIsCaught for the dispatcher check,
+// within 10 seeds.
 func dispatcherMutantIsCaught(t *testing.T, name string, m *bool) {
+	t.Helper()
+	mutantIsCaught(t, name, m, 10, func(seed uint64, dir string) (error, error) {
+		rep, err := CheckDispatch(DispatchConfig{Seed: seed, Dir: dir})
+		return rep.Violation, err
+	})
+}
+
+// mutantIsCaught turns m on, runs check with seeds from 1 until one reports
+// a violation (at most bound seeds), and reruns the catching seed without
+// m, which must pass. check returns the violation and the error of a run.
+func mutantIsCaught(t *testing.T, name string, m *bool, bound uint64, check func(seed uint64, dir string) (violation, err error)) {
 	t.Helper()
 	reset := mutant.Set(m)
 	caught := uint64(0)
-	for seed := uint64(1); seed <= 10 && caught == 0; seed++ {
-		rep, err := CheckDispatch(DispatchConfig{Seed: seed, Dir: t.TempDir()})
+	for seed := uint64(1); seed <= bound && caught == 0; seed++ {
+		violation, err := check(seed, t.TempDir())
 		if err != nil {
 			reset()
 			t.Fatal(err)
 		}
-		if rep.Violation != nil {
+		if violation != nil {
 			caught = seed
-			t.Logf("caught by seed %d: %v", seed, rep.Violation)
+			t.Logf("caught by seed %d: %v", seed, violation)
 		}
 	}
 	reset()
 	if caught == 0 {
-		t.Fatalf("%s went unnoticed by seeds 1..10", name)
+		t.Fatalf("%s went unnoticed by seeds 1..%d", name, bound)
 	}
-	if rep, err := CheckDispatch(DispatchConfig{Seed: caught, Dir: t.TempDir()}); err != nil || rep.Violation != nil {
-		t.Fatalf("seed %d fails without the mutation too: %v %v", caught, err, rep.Violation)
+	if violation, err := check(caught, t.TempDir()); err != nil || violation != nil {
+		t.Fatalf("seed %d fails without the mutation too: %v %v", caught, err, violation)
 	}
 }
 
@@ -309,31 +319,14 @@ func TestAWorkflowThatSleepsByItsOwnClockIsCaught(t *testing.T) {
 	workflowMutantIsCaught(t, "WorkflowSleepsByWorkerClock", &mutant.WorkflowSleepsByWorkerClock)
 }
 
-// workflowMutantIsCaught turns m on, runs workflow checks until one reports
-// a violation (at most 5 seeds), and reruns the catching seed without m,
-// which must pass.
+// workflowMutantIsCaught is mutantIsCaught for the workflow check, within
+// 5 seeds.
 func workflowMutantIsCaught(t *testing.T, name string, m *bool) {
 	t.Helper()
-	reset := mutant.Set(m)
-	caught := uint64(0)
-	for seed := uint64(1); seed <= 5 && caught == 0; seed++ {
-		rep, err := CheckWorkflow(WorkflowConfig{Seed: seed, Dir: t.TempDir()})
-		if err != nil {
-			reset()
-			t.Fatal(err)
-		}
-		if rep.Violation != nil {
-			caught = seed
-			t.Logf("caught by seed %d: %v", seed, rep.Violation)
-		}
-	}
-	reset()
-	if caught == 0 {
-		t.Fatalf("%s went unnoticed by seeds 1..5", name)
-	}
-	if rep, err := CheckWorkflow(WorkflowConfig{Seed: caught, Dir: t.TempDir()}); err != nil || rep.Violation != nil {
-		t.Fatalf("seed %d fails without the mutation too: %v %v", caught, err, rep.Violation)
-	}
+	mutantIsCaught(t, name, m, 5, func(seed uint64, dir string) (error, error) {
+		rep, err := CheckWorkflow(WorkflowConfig{Seed: seed, Dir: dir})
+		return rep.Violation, err
+	})
 }
 
 func TestConcurrentHistoriesAreLinearizable(t *testing.T) {
