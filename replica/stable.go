@@ -12,6 +12,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/execstore/execstore/internal/faults"
 )
 
 // The stable store's file, replaced whole on every change. Part of the on-disk format.
@@ -70,32 +72,7 @@ type StableOptions struct {
 // that operation fail with it. BeforeWrite precedes writing the temporary file and the
 // rename over the file; BeforeSync precedes every fsync (the temporary file, the directory);
 // AfterSync follows every fsync that succeeded.
-type Faults struct {
-	BeforeWrite func(path string) error
-	BeforeSync  func(path string) error
-	AfterSync   func(path string) error
-}
-
-func (f *Faults) beforeWrite(path string) error {
-	if f == nil || f.BeforeWrite == nil {
-		return nil
-	}
-	return f.BeforeWrite(path)
-}
-
-func (f *Faults) beforeSync(path string) error {
-	if f == nil || f.BeforeSync == nil {
-		return nil
-	}
-	return f.BeforeSync(path)
-}
-
-func (f *Faults) afterSync(path string) error {
-	if f == nil || f.AfterSync == nil {
-		return nil
-	}
-	return f.AfterSync(path)
-}
+type Faults = faults.Hooks
 
 var _ raft.StableStore = (*StableStore)(nil)
 
@@ -204,14 +181,14 @@ func (s *StableStore) set(key, val []byte) error {
 func (s *StableStore) replace(data []byte) error {
 	temp, final := filepath.Join(s.dir, stableTemp), filepath.Join(s.dir, stableName)
 	f := s.opts.Faults
-	if err := f.beforeWrite(temp); err != nil {
+	if err := f.Write(temp); err != nil {
 		return err
 	}
 	if err := writeSynced(temp, data, s.opts); err != nil {
 		os.Remove(temp)
 		return err
 	}
-	if err := f.beforeWrite(final); err != nil {
+	if err := f.Write(final); err != nil {
 		os.Remove(temp)
 		return err
 	}
@@ -243,13 +220,13 @@ func writeSynced(path string, data []byte, opts StableOptions) error {
 }
 
 func fsync(file *os.File, path string, f *Faults) error {
-	if err := f.beforeSync(path); err != nil {
+	if err := f.Sync(path); err != nil {
 		return err
 	}
 	if err := file.Sync(); err != nil {
 		return err
 	}
-	return f.afterSync(path)
+	return f.Synced(path)
 }
 
 func syncDir(dir string, f *Faults) error {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/faults"
 	"github.com/execstore/execstore/internal/mutant"
 )
 
@@ -68,42 +69,17 @@ type Options struct {
 // non-nil return fails the operation as if the fsync had failed. The crash
 // simulator uses them to learn what is durable at each fsync, to crash at
 // each step, and to inject errors.
-type Faults struct {
-	BeforeWrite func(path string) error
-	BeforeSync  func(path string) error
-	AfterSync   func(path string) error
-}
-
-func (f *Faults) beforeWrite(path string) error {
-	if f == nil || f.BeforeWrite == nil {
-		return nil
-	}
-	return f.BeforeWrite(path)
-}
-
-func (f *Faults) beforeSync(path string) error {
-	if f == nil || f.BeforeSync == nil {
-		return nil
-	}
-	return f.BeforeSync(path)
-}
-
-func (f *Faults) afterSync(path string) error {
-	if f == nil || f.AfterSync == nil {
-		return nil
-	}
-	return f.AfterSync(path)
-}
+type Faults = faults.Hooks
 
 // fsync syncs an open file under the fault hooks.
 func (o Options) fsync(f *os.File) error {
-	if err := o.Faults.beforeSync(f.Name()); err != nil {
+	if err := o.Faults.Sync(f.Name()); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
 		return err
 	}
-	return o.Faults.afterSync(f.Name())
+	return o.Faults.Synced(f.Name())
 }
 
 // Name returns the file name of the snapshot covering index.
@@ -130,7 +106,7 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 		os.Remove(tmp)
 		return Info{}, err
 	}
-	if err := opts.Faults.beforeWrite(final); err != nil {
+	if err := opts.Faults.Write(final); err != nil {
 		os.Remove(tmp)
 		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
 	}
@@ -156,7 +132,7 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 }
 
 func writeFile(path string, st *fsm.State, h Header, opts Options) error {
-	if err := opts.Faults.beforeWrite(path); err != nil {
+	if err := opts.Faults.Write(path); err != nil {
 		return fmt.Errorf("snapshot: create: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
@@ -543,7 +519,7 @@ func Prune(dir string, keep int, opts Options) ([]Info, error) {
 }
 
 func remove(path string, opts Options) error {
-	if err := opts.Faults.beforeWrite(path); err != nil {
+	if err := opts.Faults.Write(path); err != nil {
 		return err
 	}
 	return os.Remove(path)
