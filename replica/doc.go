@@ -210,7 +210,7 @@
 // leader or redirects with 307. Reads use Read by default and ReadStale when the caller
 // asks for stale reads. Awaiters and the dispatcher are woken from FSM's applied results on
 // every node (a hook phase 3 adds to FSM, called with each applied result). Retention calls
-// fsm.State.TrackRetirement on the initial state and, through NodeOptions.Restored, on
+// fsm.State.TrackRetirement, through NodeOptions.FSM.Restored, on the first state and on
 // every restored one. The CLI gains serve --node-id --raft-addr --join (or --peers) and
 // membership commands (add, remove) on top of AddVoter and RemoveServer, and a
 // three-node cluster on 127.0.0.1 for local trials.

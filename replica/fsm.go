@@ -28,7 +28,7 @@ import (
 type FSM struct {
 	opts FSMOptions
 
-	mu      sync.RWMutex // held for writing while the state changes or is copied
+	mu      *sync.RWMutex // held for writing while the state changes or is copied
 	state   *fsm.State
 	applied uint64 // index of the last log given to the FSM
 	// advanced is closed, and replaced, whenever applied grows: WaitApplied waits on it
@@ -36,12 +36,29 @@ type FSM struct {
 	advanced chan struct{}
 }
 
-// FSMOptions configures NewFSM.
+// FSMOptions configures NewFSM. Every field is optional.
 type FSMOptions struct {
 	// Restored, when non-nil, is called with every state Restore decodes, before the FSM
 	// adopts it: for what a state does not keep in its encoding (fsm.State.TrackRetirement).
-	// Default nil.
 	Restored func(*fsm.State)
+
+	// Lock, when non-nil, is the lock that guards the state, shared with an owner that reads
+	// the state under it directly rather than through View (the replicated execstore.Store).
+	// The FSM holds it for writing while the state changes, is copied or is replaced.
+	// Default: a lock of the FSM's own.
+	Lock *sync.RWMutex
+	// Adopted, when non-nil, is called with the FSM's first state (in NewFSM) and with every
+	// state it adopts from a snapshot, while the FSM holds the lock for writing: an owner
+	// that keeps a pointer to the state replaces it here, so that it never reads a state the
+	// FSM no longer changes.
+	Adopted func(*fsm.State)
+	// Applied, when non-nil, is called after every batch of logs (Apply is a batch of one),
+	// once the lock is released and before raft answers the batch's futures, with the
+	// batch's command logs (decoded) and their results, in order; logs that are not
+	// commands, or do not decode, are left out. It runs in raft's FSM goroutine, the only
+	// one that changes the state, so it may read the state without the lock; it must not
+	// keep cmds or results, nor block for long (raft applies nothing meanwhile).
+	Applied func(cmds []fsm.Command, results []fsm.Result)
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -49,43 +66,62 @@ var _ raft.BatchingFSM = (*FSM)(nil)
 // NewFSM returns an FSM over st, which it owns from now on: change it only through raft.
 // applied is the index of the last log st includes (0 for a new state).
 func NewFSM(st *fsm.State, applied uint64, opts FSMOptions) *FSM {
-	return &FSM{opts: opts, state: st, applied: applied, advanced: make(chan struct{})}
+	f := &FSM{opts: opts, mu: opts.Lock, state: st, applied: applied, advanced: make(chan struct{})}
+	if f.mu == nil {
+		f.mu = new(sync.RWMutex)
+	}
+	if opts.Adopted != nil {
+		f.mu.Lock()
+		opts.Adopted(st)
+		f.mu.Unlock()
+	}
+	return f
 }
 
 // Apply applies one log.
 func (f *FSM) Apply(l *raft.Log) any {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	defer f.signal()
-	return f.apply(l)
+	return f.ApplyBatch([]*raft.Log{l})[0]
 }
 
 // ApplyBatch applies the logs of one raft batch in order, under one lock, and returns each
 // log's response at its position: the group commit of the single-node store, kept.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
+	var cmds []fsm.Command
+	var results []fsm.Result
+	if f.opts.Applied != nil {
+		cmds = make([]fsm.Command, 0, len(logs))
+		results = make([]fsm.Result, 0, len(logs))
+	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	defer f.signal()
 	for i, l := range logs {
-		out[i] = f.apply(l)
+		var c fsm.Command
+		out[i] = f.apply(l, &c)
+		if res, ok := out[i].(fsm.Result); ok && f.opts.Applied != nil {
+			cmds = append(cmds, c)
+			results = append(results, res)
+		}
+	}
+	f.signal()
+	f.mu.Unlock()
+	if len(cmds) > 0 {
+		f.opts.Applied(cmds, results)
 	}
 	return out
 }
 
-// apply applies one log; the caller holds f.mu.
-func (f *FSM) apply(l *raft.Log) any {
+// apply applies one log, decoding a command into c; the caller holds f.mu.
+func (f *FSM) apply(l *raft.Log, c *fsm.Command) any {
 	f.applied = l.Index
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	var c fsm.Command
-	if err := fsm.DecodeInto(&c, l.Data); err != nil {
+	if err := fsm.DecodeInto(c, l.Data); err != nil {
 		return &CommandError{Index: l.Index, Err: err}
 	}
 	// Apply, never a variant that builds results in reused buffers: a response reaches
 	// its future's reader after later logs were applied, so it must own its slices.
-	return f.state.Apply(&c)
+	return f.state.Apply(c)
 }
 
 // View calls fn with the state and the index of the last log applied, under a read lock:
@@ -126,6 +162,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.state, f.applied = st, h.Index
+	if f.opts.Adopted != nil {
+		f.opts.Adopted(st)
+	}
 	f.signal()
 	return nil
 }

@@ -11,7 +11,9 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -213,5 +215,83 @@ func TestTheFSMAdapterReadsNoClockAndNoRandomness(t *testing.T) {
 			t.Errorf("fsm.go reads AppendedAt at %s: the leader's wall time, not part of the command", fset.Position(sel.Pos()))
 		}
 		return true
+	})
+}
+
+func TestTheOwnerHooksSeeEveryStateAndEveryAppliedCommand(t *testing.T) {
+	ref := fsm.New()
+	logs, want := commandLogs(t, 3, 120, ref)
+	var (
+		mu      sync.RWMutex
+		adopted []*fsm.State
+		cmds    []fsm.Command
+		results []fsm.Result
+		locked  []bool
+	)
+	first := fsm.New()
+	f := NewFSM(first, 0, FSMOptions{
+		Lock:    &mu,
+		Adopted: func(st *fsm.State) { adopted = append(adopted, st); locked = append(locked, !mu.TryRLock()) },
+		Applied: func(c []fsm.Command, r []fsm.Result) {
+			cmds, results = append(cmds, c...), append(results, r...)
+			if !mu.TryLock() {
+				t.Error("Applied was called with the lock held")
+			} else {
+				mu.Unlock()
+			}
+		},
+	})
+	if len(adopted) != 1 || adopted[0] != first {
+		t.Fatalf("NewFSM adopted %v, want the first state", adopted)
+	}
+	// Non-command logs are left out of Applied; the commands arrive in order.
+	conf := &raft.Log{Index: 1, Type: raft.LogConfiguration}
+	for i, l := range logs {
+		l.Index = uint64(i + 2)
+	}
+	f.Apply(conf)
+	f.ApplyBatch(logs[:70])
+	f.ApplyBatch(logs[70:])
+	if len(cmds) != len(logs) || !reflect.DeepEqual(results, want) {
+		t.Fatalf("Applied saw %d commands and results %v, want %d and the state machine's", len(cmds), len(results), len(logs))
+	}
+	for i := range cmds {
+		var c fsm.Command
+		if err := fsm.DecodeInto(&c, logs[i].Data); err != nil || !reflect.DeepEqual(cmds[i], c) {
+			t.Fatalf("Applied's command %d differs from the log's", i)
+		}
+	}
+
+	// The lock is the owner's: the FSM takes it for writing while it applies.
+	mu.RLock()
+	applied := make(chan struct{})
+	go func() { f.ApplyBatch(logs[:1]); close(applied) }()
+	select {
+	case <-applied:
+		t.Fatal("the FSM applied while the owner held its lock")
+	case <-time.After(20 * time.Millisecond):
+	}
+	mu.RUnlock()
+	<-applied
+
+	// Restore adopts the snapshot's state under the lock.
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memorySink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(io.NopCloser(sink.Reader())); err != nil {
+		t.Fatal(err)
+	}
+	if len(adopted) != 2 || !locked[0] || !locked[1] {
+		t.Fatalf("adopted %d states (want 2), under the lock %v", len(adopted), locked)
+	}
+	f.View(func(st *fsm.State, _ uint64) {
+		if st != adopted[1] {
+			t.Fatal("the owner was not told of the restored state")
+		}
 	})
 }

@@ -63,8 +63,14 @@ type NodeOptions struct {
 	SnapshotsRetained int
 	// WAL configures the log store's write-ahead log. Default: wal's defaults.
 	WAL wal.Options
-	// Restored is FSMOptions.Restored: called with every state a snapshot restores.
-	Restored func(*fsm.State)
+	// FSM configures the node's state machine (FSMOptions): its hooks, and the lock it
+	// shares with an owner that reads the state directly. Restored is also called with
+	// the node's first, empty state.
+	FSM FSMOptions
+	// Transport, when non-nil, carries raft's messages instead of a TCP transport on
+	// BindAddr (which is then not required): raft's in-memory transport in tests and the
+	// simulator. The node closes it on Close when it implements raft.WithClose.
+	Transport raft.Transport
 	// RaftTimeout bounds the transport's I/O with a peer and raft's enqueueing of a
 	// request when the caller's context has no deadline. Default 10s.
 	RaftTimeout time.Duration
@@ -78,7 +84,7 @@ func (o NodeOptions) withDefaults() (NodeOptions, error) {
 	if o.ID == "" {
 		return bad("ID is required")
 	}
-	if o.BindAddr == "" {
+	if o.BindAddr == "" && o.Transport == nil {
 		return bad("BindAddr is required")
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -152,7 +158,7 @@ type Node struct {
 	logs   *LogStore
 	stable *StableStore
 	snaps  *raft.FileSnapshotStore
-	trans  *raft.NetworkTransport
+	trans  raft.Transport
 
 	// stampMu orders stamping and submission: commands reach raft in the order of their
 	// stamped times, and lastStamp only grows.
@@ -188,7 +194,7 @@ func Open(dir string, opts NodeOptions) (_ *Node, err error) {
 		return nil, fmt.Errorf("%w: %v", ErrNodeOptions, err)
 	}
 	var advertise net.Addr
-	if opts.AdvertiseAddr != "" {
+	if opts.AdvertiseAddr != "" && opts.Transport == nil {
 		if advertise, err = net.ResolveTCPAddr("tcp", opts.AdvertiseAddr); err != nil {
 			return nil, fmt.Errorf("%w: AdvertiseAddr: %v", ErrNodeOptions, err)
 		}
@@ -212,11 +218,17 @@ func Open(dir string, opts NodeOptions) (_ *Node, err error) {
 		hl.Named("snapshots")); err != nil {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}
-	if n.trans, err = raft.NewTCPTransportWithLogger(opts.BindAddr, advertise, 3, opts.RaftTimeout,
-		hl.Named("transport")); err != nil {
-		return nil, fmt.Errorf("replica: open node: transport: %w", err)
+	if n.trans = opts.Transport; n.trans == nil {
+		if n.trans, err = raft.NewTCPTransportWithLogger(opts.BindAddr, advertise, 3, opts.RaftTimeout,
+			hl.Named("transport")); err != nil {
+			return nil, fmt.Errorf("replica: open node: transport: %w", err)
+		}
 	}
-	n.fsm = NewFSM(fsm.New(), 0, FSMOptions{Restored: opts.Restored})
+	first := fsm.New()
+	if opts.FSM.Restored != nil {
+		opts.FSM.Restored(first)
+	}
+	n.fsm = NewFSM(first, 0, opts.FSM)
 	if n.raft, err = raft.NewRaft(cfg, n.fsm, n.logs, n.stable, n.snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}
@@ -271,7 +283,9 @@ func (n *Node) Close() error {
 func (n *Node) closeStores() error {
 	var errs []error
 	if n.raft == nil && n.trans != nil {
-		errs = append(errs, n.trans.Close())
+		if c, ok := n.trans.(raft.WithClose); ok {
+			errs = append(errs, c.Close())
+		}
 	}
 	if n.logs != nil {
 		errs = append(errs, n.logs.Close())
