@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/replica"
 )
 
 // Stats is a point-in-time summary of the store, for monitoring and tests.
@@ -49,6 +50,12 @@ type Stats struct {
 	WorkflowsOmitted int
 	// LastChange is the latest position of the change feed (see Changes).
 	LastChange uint64
+
+	// Replica is a replicated store's raft state (its role, the leader it
+	// knows, its term and indexes); nil on a single node. There the WAL
+	// indexes are the raft log's and AppliedIndex the last raft log applied;
+	// WALBatches and SnapshotIndex stay zero (raft's snapshots are its own).
+	Replica *replica.Stats
 }
 
 // StatsWorkflowsMax bounds Stats.ByWorkflow, so that a store with many
@@ -96,12 +103,20 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		})
 		st.WorkflowsOmitted = state.WorkflowCount() - len(st.ByWorkflow)
 		st.LastChange = m.ChangeSeq
+		if s.node != nil {
+			return
+		}
 		st.WALFirstIndex = s.wal.FirstIndex()
 		st.WALLastIndex = s.wal.LastIndex()
 		st.WALBatches = s.batches.Load()
 		st.AppliedIndex = s.appliedIndex.Load()
 		st.SnapshotIndex = s.snapshotIndex.Load()
 	})
+	if s.node != nil {
+		ns := s.node.Stats()
+		st.WALFirstIndex, st.WALLastIndex, st.AppliedIndex = ns.FirstIndex, ns.LastIndex, ns.Applied
+		st.Replica = &ns
+	}
 	s.qmu.Lock()
 	st.Queued = len(s.queue)
 	s.qmu.Unlock()

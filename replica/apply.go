@@ -190,3 +190,58 @@ func (n *Node) readIndex(last uint64) uint64 {
 func (n *Node) ReadStale(fn func(*fsm.State)) {
 	n.fsm.View(func(st *fsm.State, _ uint64) { fn(st) })
 }
+
+// Propose is the submission path of an owner that stamps, prechecks and encodes commands
+// itself (the replicated execstore.Store's writer): on the leader, once it has applied
+// every log committed before its term, it calls prepare with the time of the next commands
+// — max(the clock, the last time stamped, the applied state's time), as Apply stamps —
+// and submits the encoded commands prepare returns, each as its own raft log, in order.
+// prepare runs under the lock that orders stamping, so that no other submission on this
+// node comes between; it may read the state under the FSM's lock and must not call the
+// node. Propose then waits for each command's outcome and returns them at their
+// positions; nil when prepare returned nothing. The commands' encoded bytes become raft's:
+// prepare must not reuse them.
+//
+// The error is for the call as a whole, with nothing submitted and prepare not called: not
+// the leader (a *NotLeaderError naming the leader), the node is closed, ctx ended, or the
+// leader could not catch up.
+func (n *Node) Propose(ctx context.Context, prepare func(now int64) [][]byte) ([]Applied, error) {
+	futures, err := n.propose(ctx, prepare)
+	if err != nil || len(futures) == 0 {
+		return nil, err
+	}
+	out := make([]Applied, len(futures))
+	for i, f := range futures {
+		out[i] = n.await(ctx, f)
+	}
+	return out, nil
+}
+
+func (n *Node) propose(ctx context.Context, prepare func(now int64) [][]byte) ([]raft.ApplyFuture, error) {
+	if n.closed() {
+		return nil, ErrNodeClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("replica: %w (nothing was submitted)", err)
+	}
+	n.stampMu.Lock()
+	defer n.stampMu.Unlock()
+	if n.raft.State() != raft.Leader {
+		return nil, n.notLeader()
+	}
+	if err := n.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	now := n.stampTime()
+	n.lastStamp = now
+	datas := prepare(now)
+	if len(datas) == 0 {
+		return nil, nil
+	}
+	timeout := n.enqueueTimeout(ctx)
+	futures := make([]raft.ApplyFuture, len(datas))
+	for i, d := range datas {
+		futures[i] = n.raft.Apply(d, timeout)
+	}
+	return futures, nil
+}

@@ -82,13 +82,6 @@ func newTCluster(t testing.TB, n int) *tcluster { return newTClusterWith(t, n, f
 
 func newTClusterWith(t testing.TB, n int, defaults bool) *tcluster {
 	c := &tcluster{t: t, defaults: defaults}
-	t.Cleanup(func() {
-		for _, tn := range c.nodes {
-			if tn.n != nil {
-				_ = tn.n.Close()
-			}
-		}
-	})
 	for range n {
 		c.start(c.add())
 	}
@@ -108,6 +101,12 @@ func newTClusterWith(t testing.TB, n int, defaults bool) *tcluster {
 func (c *tcluster) add() *tnode {
 	tn := &tnode{id: fmt.Sprintf("n%d", len(c.nodes)), dir: c.t.TempDir(), clock: newTestClock(epoch)}
 	c.nodes = append(c.nodes, tn)
+	// Registered after TempDir, so it runs before the directory is removed.
+	c.t.Cleanup(func() {
+		if tn.n != nil {
+			_ = tn.n.Close()
+		}
+	})
 	return tn
 }
 
