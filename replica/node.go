@@ -29,6 +29,12 @@ type NodeOptions struct {
 	// then be a specific IP (not 0.0.0.0).
 	AdvertiseAddr string
 
+	// Meta is a short text (at most MaxMetaBytes) this node tells any peer that asks,
+	// over its raft port (PeerMeta, LeaderMeta): a replicated store's serve puts its
+	// HTTP API's URL here, so that a follower can send clients to the leader's. Not
+	// available with Transport. Default empty.
+	Meta string
+
 	// Clock stamps the commands this node writes while it is leader. Default time.Now.
 	Clock func() time.Time
 	// Logger receives raft's messages (transport and snapshot store included), each with
@@ -86,6 +92,9 @@ func (o NodeOptions) withDefaults() (NodeOptions, error) {
 	}
 	if o.BindAddr == "" && o.Transport == nil {
 		return bad("BindAddr is required")
+	}
+	if len(o.Meta) > MaxMetaBytes {
+		return bad("Meta of %d bytes, more than %d", len(o.Meta), MaxMetaBytes)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -174,6 +183,10 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// The leader's Meta, cached for the leader it was asked of (LeaderMeta).
+	metaMu                    sync.Mutex
+	metaID, metaAddr, metaVal string
 }
 
 // Open opens (or creates) the node's directory and starts raft on it: dir/wal holds the raft
@@ -219,10 +232,11 @@ func Open(dir string, opts NodeOptions) (_ *Node, err error) {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}
 	if n.trans = opts.Transport; n.trans == nil {
-		if n.trans, err = raft.NewTCPTransportWithLogger(opts.BindAddr, advertise, 3, opts.RaftTimeout,
-			hl.Named("transport")); err != nil {
+		layer, err := newMuxLayer(opts.BindAddr, advertise, opts.Meta, opts.RaftTimeout)
+		if err != nil {
 			return nil, fmt.Errorf("replica: open node: transport: %w", err)
 		}
+		n.trans = raft.NewNetworkTransportWithLogger(layer, 3, opts.RaftTimeout, hl.Named("transport"))
 	}
 	first := fsm.New()
 	if opts.FSM.Restored != nil {

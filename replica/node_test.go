@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,7 +71,7 @@ func testNodeOptions(tn *tnode) NodeOptions {
 		bind = "127.0.0.1:0"
 	}
 	return NodeOptions{
-		ID: tn.id, BindAddr: bind, Clock: tn.clock.Now,
+		ID: tn.id, BindAddr: bind, Clock: tn.clock.Now, Meta: "http://api-of-" + tn.id,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		SnapshotInterval: time.Hour, RaftTimeout: 5 * time.Second,
@@ -778,5 +780,55 @@ func TestWaitAppliedWakesWhenTheFSMAdvancesAndStopsWithItsContext(t *testing.T) 
 	}
 	if err := f.WaitApplied(ctx, 2); err != nil {
 		t.Fatalf("WaitApplied of an applied index = %v, want nil even with an ended context", err)
+	}
+}
+
+func TestEveryNodeTellsItsMetaOnItsRaftPortAndFollowersFindTheLeaders(t *testing.T) {
+	c := newTCluster(t, 3)
+	ld := c.leader()
+	ctx := boundedCtx(t)
+	for _, tn := range c.nodes {
+		meta, err := PeerMeta(ctx, tn.addr)
+		if err != nil || meta != "http://api-of-"+tn.id {
+			t.Fatalf("PeerMeta(%s) = %q, %v", tn.id, meta, err)
+		}
+		var id string
+		for {
+			if id, meta, err = tn.n.LeaderMeta(ctx); err == nil {
+				break
+			}
+			if !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("LeaderMeta on %s: %v", tn.id, err)
+			}
+			select {
+			case <-tn.n.Changed():
+			case <-ctx.Done():
+				t.Fatalf("%s never learnt the leader", tn.id)
+			}
+		}
+		if id != ld.id || meta != "http://api-of-"+ld.id {
+			t.Fatalf("LeaderMeta on %s = %q, %q; want %s's", tn.id, id, meta, ld.id)
+		}
+	}
+	// A connection that names no service is closed, and raft goes on.
+	conn, err := net.Dial("tcp", ld.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte{'X'})
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("an unknown service got %d bytes, %v; want the connection closed", n, err)
+	}
+	conn.Close()
+	d := newNDriver(c, 21)
+	d.run(20)
+	d.checkWorkloadDidSomething()
+}
+
+func TestOpenRefusesMetaPastItsLimit(t *testing.T) {
+	_, err := Open(t.TempDir(), NodeOptions{ID: "a", BindAddr: "127.0.0.1:0", Meta: strings.Repeat("m", MaxMetaBytes+1)})
+	if !errors.Is(err, ErrNodeOptions) {
+		t.Fatalf("Open with a %d-byte Meta = %v, want ErrNodeOptions", MaxMetaBytes+1, err)
 	}
 }
