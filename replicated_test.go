@@ -409,3 +409,71 @@ func TestEveryReplicaRestartedFromItsDirectoryKeepsTheState(t *testing.T) {
 		}
 	}
 }
+
+// isolate cuts a node off from every other, both ways; heal reconnects it.
+func (c *replicas) isolate(nd *replicaNode) {
+	for _, o := range c.nodes {
+		if o != nd && o.s != nil {
+			nd.trans.Disconnect(o.addr)
+			o.trans.Disconnect(nd.addr)
+		}
+	}
+}
+
+func (c *replicas) heal(nd *replicaNode) {
+	for _, o := range c.nodes {
+		if o != nd && o.s != nil {
+			nd.trans.Connect(o.addr, o.trans)
+			o.trans.Connect(nd.addr, nd.trans)
+		}
+	}
+}
+
+func TestALeaderCutOffFromTheMajorityFailsItsWritesAndStepsDown(t *testing.T) {
+	ctx := context.Background()
+	c := newReplicas(t, 3, true)
+	old := c.leader()
+	if _, err := old.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "before", WorkflowID: "wf"}); err != nil {
+		t.Fatal(err)
+	}
+	c.settled()
+	c.isolate(old)
+
+	// Its write cannot commit: it fails, and says so, once the leader sees
+	// it lost its quorum.
+	wctx, cancel := context.WithTimeout(ctx, patience)
+	_, err := old.s.Admit(wctx, execstore.AdmitRequest{ExecutionID: "cut-off", WorkflowID: "wf"})
+	cancel()
+	if !errors.Is(err, execstore.ErrNotLeader) {
+		t.Fatalf("a write on the cut-off leader = %v, want ErrNotLeader", err)
+	}
+	eventually(t, "the cut-off leader steps down", func() bool { return old.s.Node().State() != raft.Leader })
+
+	// The majority elects another and goes on.
+	var next *replicaNode
+	eventually(t, "the majority elects a leader", func() bool {
+		for _, nd := range c.nodes {
+			if nd != old && nd.s.Node().State() == raft.Leader {
+				next = nd
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := next.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "after", WorkflowID: "wf"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Healed, the old leader follows, and the write it could not commit is
+	// nowhere.
+	c.heal(old)
+	c.settled()
+	for _, nd := range c.nodes {
+		for id, want := range map[string]bool{"before": true, "after": true, "cut-off": false} {
+			_, err := nd.s.Get(ctx, id)
+			if found := err == nil; found != want {
+				t.Fatalf("%s: %s found %v (%v), want %v", nd.id, id, found, err, want)
+			}
+		}
+	}
+}
