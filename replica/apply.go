@@ -195,53 +195,103 @@ func (n *Node) ReadStale(fn func(*fsm.State)) {
 // itself (the replicated execstore.Store's writer): on the leader, once it has applied
 // every log committed before its term, it calls prepare with the time of the next commands
 // — max(the clock, the last time stamped, the applied state's time), as Apply stamps —
-// and submits the encoded commands prepare returns, each as its own raft log, in order.
-// prepare runs under the lock that orders stamping, so that no other submission on this
-// node comes between; it may read the state under the FSM's lock and must not call the
-// node. Propose then waits for each command's outcome and returns them at their
-// positions; nil when prepare returned nothing. The commands' encoded bytes become raft's:
-// prepare must not reuse them.
+// and submits the encoded commands prepare returns, in order, as few raft logs as the
+// envelope's bounds allow (one for a batch of up to MaxEnvelopeCommands commands and
+// MaxEnvelopeBytes bytes; a lone command is a plain log). prepare runs under the lock that
+// orders stamping, so that no other submission on this node comes between; it may read
+// the state under the FSM's lock and must not call the node. Propose then waits for the
+// logs' outcomes and returns each command's at its position; nil when prepare returned
+// nothing. The commands' encoded bytes become raft's: prepare must not reuse them.
 //
 // The error is for the call as a whole, with nothing submitted and prepare not called: not
 // the leader (a *NotLeaderError naming the leader), the node is closed, ctx ended, or the
 // leader could not catch up.
 func (n *Node) Propose(ctx context.Context, prepare func(now int64) [][]byte) ([]Applied, error) {
-	futures, err := n.propose(ctx, prepare)
+	futures, counts, err := n.propose(ctx, prepare)
 	if err != nil || len(futures) == 0 {
 		return nil, err
 	}
-	out := make([]Applied, len(futures))
+	var out []Applied
 	for i, f := range futures {
-		out[i] = n.await(ctx, f)
+		out = appendOutcomes(out, n.awaitEach(ctx, f, counts[i]), counts[i])
 	}
 	return out, nil
 }
 
-func (n *Node) propose(ctx context.Context, prepare func(now int64) [][]byte) ([]raft.ApplyFuture, error) {
+// appendOutcomes appends the outcomes of one log of count commands: each's, or one error
+// for all.
+func appendOutcomes(out, each []Applied, count int) []Applied {
+	if len(each) == count {
+		return append(out, each...)
+	}
+	for range count {
+		out = append(out, each[0])
+	}
+	return out
+}
+
+// awaitEach waits for a log of count commands: it returns their outcomes, or a single
+// outcome holding the error that befell them all.
+func (n *Node) awaitEach(ctx context.Context, f raft.ApplyFuture, count int) []Applied {
+	if count == 1 {
+		return []Applied{n.await(ctx, f)}
+	}
+	if err := waitFuture(ctx, f); err != nil {
+		return []Applied{{Err: n.raftError(err, true)}}
+	}
+	switch r := f.Response().(type) {
+	case []Applied:
+		if len(r) == count {
+			return r
+		}
+		return []Applied{{Err: fmt.Errorf("replica: log %d: %d outcomes for %d commands", f.Index(), len(r), count)}}
+	case error:
+		return []Applied{{Err: r}}
+	default:
+		return []Applied{{Err: fmt.Errorf("replica: log %d: unexpected response %T", f.Index(), r)}}
+	}
+}
+
+func (n *Node) propose(ctx context.Context, prepare func(now int64) [][]byte) ([]raft.ApplyFuture, []int, error) {
 	if n.closed() {
-		return nil, ErrNodeClosed
+		return nil, nil, ErrNodeClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("replica: %w (nothing was submitted)", err)
+		return nil, nil, fmt.Errorf("replica: %w (nothing was submitted)", err)
 	}
 	n.stampMu.Lock()
 	defer n.stampMu.Unlock()
 	if n.raft.State() != raft.Leader {
-		return nil, n.notLeader()
+		return nil, nil, n.notLeader()
 	}
 	if err := n.catchUp(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := n.stampTime()
 	n.lastStamp = now
 	datas := prepare(now)
 	if len(datas) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	timeout := n.enqueueTimeout(ctx)
-	futures := make([]raft.ApplyFuture, len(datas))
-	for i, d := range datas {
-		futures[i] = n.raft.Apply(d, timeout)
+	var futures []raft.ApplyFuture
+	var counts []int
+	for len(datas) > 0 {
+		k, size := 1, envelopeLen(datas[:1])
+		for k < len(datas) && k < MaxEnvelopeCommands {
+			next := size + uvarintLen(uint64(len(datas[k]))) + len(datas[k]) + 1 // the count may grow a byte
+			if next > MaxEnvelopeBytes {
+				break
+			}
+			size, k = next, k+1
+		}
+		data := datas[0]
+		if k > 1 {
+			data = appendEnvelope(make([]byte, 0, size), datas[:k])
+		}
+		futures = append(futures, n.raft.Apply(data, timeout))
+		counts = append(counts, k)
+		datas = datas[k:]
 	}
-	return futures, nil
+	return futures, counts, nil
 }

@@ -204,8 +204,9 @@
 // execstore.OpenReplicated builds a Store on a Node. Its writer, on the leader, does what it
 // does on one node up to the log: validate, precheck against the state (answering no-ops
 // without logging them), group acknowledgements; then Propose, which catches up and stamps
-// under the node's stamping lock, calls back for the encoded commands and submits each as a
-// raft log. FSMOptions carries the store's hooks: Lock (the store reads the state under the
+// under the node's stamping lock, calls back for the encoded commands and submits them as one
+// raft log, an envelope of the batch's commands (envelope.go), so that raft's work per log is
+// paid once per batch as the single-node store pays one wal batch. FSMOptions carries the store's hooks: Lock (the store reads the state under the
 // FSM's lock), Adopted (the store follows a restored state), Applied (Await-ers, the change
 // feed and dispatchers are woken on every node from what was applied). NodeOptions.Meta is
 // told over the node's raft port (meta.go: every connection names its service in its first

@@ -832,3 +832,54 @@ func TestOpenRefusesMetaPastItsLimit(t *testing.T) {
 		t.Fatalf("Open with a %d-byte Meta = %v, want ErrNodeOptions", MaxMetaBytes+1, err)
 	}
 }
+
+func TestProposeAnswersEachCommandInOrderAcrossEnvelopes(t *testing.T) {
+	c := newTCluster(t, 3)
+	ld := c.leader()
+	n := MaxEnvelopeCommands + 904 // two envelopes
+	var stamped int64
+	out, err := ld.n.Propose(boundedCtx(t), func(now int64) [][]byte {
+		stamped = now
+		datas := make([][]byte, n)
+		for i := range datas {
+			c := fsm.Command{Kind: fsm.KindAdmit, Now: now, ExecutionID: fmt.Sprint("e", i), WorkflowID: "w"}
+			if i == 7 {
+				c.ExecutionID = "e0" // a conflict, the command's own answer
+			}
+			datas[i] = fsm.AppendEncode(nil, &c)
+		}
+		return datas
+	})
+	if err != nil || len(out) != n {
+		t.Fatalf("Propose = %d outcomes, %v; want %d", len(out), err, n)
+	}
+	for i, a := range out {
+		want := fsm.CodeOK
+		if i == 7 {
+			want = fsm.CodeConflict
+		}
+		if a.Err != nil || a.Result.Code != want {
+			t.Fatalf("outcome %d = %+v, want code %v", i, a, want)
+		}
+	}
+	ld.n.ReadStale(func(st *fsm.State) {
+		if st.Len() != n-1 || st.Meta().Now != stamped {
+			t.Fatalf("%d records at time %d, want %d at the stamp %d", st.Len(), st.Meta().Now, n-1, stamped)
+		}
+	})
+	// Nothing to propose submits nothing.
+	if out, err := ld.n.Propose(boundedCtx(t), func(int64) [][]byte { return nil }); out != nil || err != nil {
+		t.Fatalf("an empty proposal = %v, %v", out, err)
+	}
+	// A follower calls nothing and refuses.
+	for _, tn := range c.running() {
+		if tn == ld {
+			continue
+		}
+		called := false
+		_, err := tn.n.Propose(boundedCtx(t), func(int64) [][]byte { called = true; return nil })
+		if !errors.Is(err, ErrNotLeader) || called {
+			t.Fatalf("Propose on a follower = %v (prepare called %v), want ErrNotLeader", err, called)
+		}
+	}
+}
