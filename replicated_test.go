@@ -23,6 +23,7 @@ type replicas struct {
 	t     *testing.T
 	clock *clock
 	stale bool
+	opts  func(*execstore.Options) // changes each node's options, when set
 	nodes []*replicaNode
 	peers []execstore.Peer
 }
@@ -37,8 +38,12 @@ type replicaNode struct {
 }
 
 func newReplicas(t *testing.T, n int, stale bool) *replicas {
+	return newReplicasWith(t, n, stale, nil)
+}
+
+func newReplicasWith(t *testing.T, n int, stale bool, opts func(*execstore.Options)) *replicas {
 	t.Helper()
-	c := &replicas{t: t, clock: newClock(), stale: stale}
+	c := &replicas{t: t, clock: newClock(), stale: stale, opts: opts}
 	for i := range n {
 		nd := &replicaNode{id: fmt.Sprintf("node-%d", i), addr: raft.ServerAddress(fmt.Sprintf("mem-%d", i)),
 			dir: t.TempDir(), now: c.clock.Now}
@@ -63,8 +68,12 @@ func (c *replicas) start(nd *replicaNode) {
 			o.trans.Connect(nd.addr, nd.trans)
 		}
 	}
+	o := execstore.Options{Now: nd.now, NoSync: true}
+	if c.opts != nil {
+		c.opts(&o)
+	}
 	s, err := execstore.OpenReplicated(nd.dir, execstore.ReplicaOptions{
-		Options: execstore.Options{Now: nd.now, NoSync: true},
+		Options: o,
 		Node: replica.NodeOptions{ID: nd.id, Transport: nd.trans,
 			HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
 			LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond},
@@ -474,6 +483,76 @@ func TestALeaderCutOffFromTheMajorityFailsItsWritesAndStepsDown(t *testing.T) {
 			if found := err == nil; found != want {
 				t.Fatalf("%s: %s found %v (%v), want %v", nd.id, id, found, err, want)
 			}
+		}
+	}
+}
+
+func TestSchedulesFireOnceOnTheLeaderAndRetentionRetiresOnEveryNode(t *testing.T) {
+	ctx := context.Background()
+	c := newReplicasWith(t, 3, true, func(o *execstore.Options) {
+		o.Retention = time.Hour
+		o.RetentionCheck = -1 // retire before each batch, as the simulator does
+		o.ScheduleCheck = -1  // fire before each batch: no timer to wait for
+	})
+	ld := c.leader()
+	if _, err := ld.s.PutSchedule(ctx, execstore.Schedule{ID: "tick", WorkflowID: "wf", Interval: time.Minute,
+		Start: t0.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range c.followers() {
+		if _, err := f.s.PutSchedule(ctx, execstore.Schedule{ID: "other", WorkflowID: "wf", Interval: time.Minute, Start: t0}); !errors.Is(err, execstore.ErrNotLeader) {
+			t.Fatalf("PutSchedule on a follower = %v, want ErrNotLeader", err)
+		}
+	}
+	write := func(s *execstore.Store, id string) {
+		t.Helper()
+		if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "wf"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.clock.Advance(3 * time.Minute)
+	write(ld.s, "w1") // the occurrences at +1, +2 and +3 minutes are admitted before it answers
+	c.stop(ld)
+	next := c.leader()
+	c.clock.Advance(2 * time.Minute)
+	write(next.s, "w2") // and +4, +5 by the new leader
+	c.settled()
+	for _, nd := range c.nodes {
+		if nd.s == nil {
+			continue
+		}
+		for m := 1; m <= 5; m++ {
+			id := execstore.ScheduleOccurrenceID("tick", t0.Add(time.Duration(m)*time.Minute))
+			if _, err := nd.s.Get(ctx, id); err != nil {
+				t.Fatalf("%s: occurrence %d: %v", nd.id, m, err)
+			}
+		}
+		st, err := nd.s.Stats(ctx)
+		if err != nil || st.Executions != 7 {
+			t.Fatalf("%s: %d executions, %v; want 5 occurrences and 2 admissions", nd.id, st.Executions, err)
+		}
+	}
+
+	// A completed execution is retired on every node once the retention passed.
+	leases, err := next.s.ClaimDue(ctx, 100, time.Minute)
+	if err != nil || len(leases) != 7 {
+		t.Fatalf("ClaimDue = %d leases, %v; want 7", len(leases), err)
+	}
+	for _, l := range leases {
+		if _, err := next.s.Acknowledge(ctx, l, execstore.Completed(raw(`1`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.clock.Advance(2 * time.Hour)
+	write(next.s, "w3")
+	c.settled()
+	for _, nd := range c.nodes {
+		if nd.s == nil {
+			continue
+		}
+		st, err := nd.s.Stats(ctx)
+		if err != nil || st.Retired == 0 {
+			t.Fatalf("%s: %d retired, %v; want the completed ones", nd.id, st.Retired, err)
 		}
 	}
 }
