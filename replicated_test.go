@@ -556,3 +556,25 @@ func TestSchedulesFireOnceOnTheLeaderAndRetentionRetiresOnEveryNode(t *testing.T
 		}
 	}
 }
+
+func TestStatsAndHealthOfAFollowerDescribeItWithoutTheLeader(t *testing.T) {
+	ctx := context.Background()
+	c := newReplicas(t, 3, false) // linearizable reads: Get on a follower is refused
+	ld := c.leader()
+	if _, err := ld.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "wf"}); err != nil {
+		t.Fatal(err)
+	}
+	c.settled()
+	for _, f := range c.followers() {
+		st, err := f.s.Stats(ctx)
+		if err != nil || st.Executions != 1 || st.Replica == nil || st.Replica.State != raft.Follower || st.Replica.LeaderID != ld.id {
+			t.Fatalf("Stats on follower %s = %+v, %v", f.id, st, err)
+		}
+		if _, err := f.s.Gauges(ctx); err != nil {
+			t.Fatalf("Gauges on follower %s: %v", f.id, err)
+		}
+		if err := f.s.CheckInvariants(); err != nil {
+			t.Fatalf("CheckInvariants on follower %s: %v", f.id, err)
+		}
+	}
+}

@@ -68,7 +68,7 @@ const StatsWorkflowsMax = 1000
 // asks on every idle loop.
 func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
 	var next time.Time
-	err := s.read(ctx, func(state *fsm.State) {
+	err := s.readLocal(ctx, func(state *fsm.State) {
 		if at, ok := state.NextDue(); ok {
 			next = timeFromNanos(at)
 		}
@@ -76,10 +76,13 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
 	return next, err
 }
 
-// Stats returns a summary of the applied state.
+// Stats returns a summary of the applied state. On a replicated store it
+// describes the node it is asked of, from its own applied state, on a
+// follower too (as do NextDue, Gauges and CheckInvariants): it never asks
+// the leader.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
-	err := s.read(ctx, func(state *fsm.State) {
+	err := s.readLocal(ctx, func(state *fsm.State) {
 		m := state.Meta()
 		st.Executions = state.Len()
 		st.Terminal = m.Terminal
@@ -133,7 +136,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 // lock: for tests, the simulator and operators' checks, not for hot paths.
 func (s *Store) CheckInvariants() error {
 	var err error
-	if rerr := s.read(context.Background(), func(st *fsm.State) { err = st.CheckInvariants() }); rerr != nil {
+	if rerr := s.readLocal(context.Background(), func(st *fsm.State) { err = st.CheckInvariants() }); rerr != nil {
 		return rerr
 	}
 	return err

@@ -833,7 +833,24 @@ func (s *Store) failStop(cause error) {
 	}
 }
 
-// read runs fn against the applied state under the read lock.
+// readLocal runs fn against this node's applied state under the read lock:
+// on a replica, without asking the leader (Stats, Gauges and the like
+// describe the node they are asked of).
+func (s *Store) readLocal(ctx context.Context, fn func(st *fsm.State)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.isClosed.Load() {
+		return ErrClosed
+	}
+	s.rw.RLock()
+	fn(s.state)
+	s.rw.RUnlock()
+	return nil
+}
+
+// read runs fn against the applied state under the read lock; on a replica,
+// linearizably unless ReplicaOptions.StaleReads (see replicated.go).
 func (s *Store) read(ctx context.Context, fn func(st *fsm.State)) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -105,7 +105,8 @@ func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
 		t.Fatalf("the admission through the follower is not on the leader: %v", err)
 	}
 
-	// The follower answers its own view.
+	// The follower answers its own view, and its own health.
+	f.expect("GET", "/healthz", "", http.StatusOK, "")
 	out := f.expect("GET", "/v1/cluster", "", http.StatusOK, "")
 	if out["state"] != "Follower" || out["leaderId"] != leader.store.Node().ID() || out["leaderApi"] != leader.srv.url {
 		t.Fatalf("GET /v1/cluster on the follower = %v", out)
