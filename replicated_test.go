@@ -1,6 +1,7 @@
 package execstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/execstore/execstore/dispatcher"
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/replica"
+	"github.com/execstore/execstore/snapshot"
 )
 
 // replicas is a cluster of replicated stores on raft's in-memory transport,
@@ -159,6 +161,28 @@ func (c *replicas) settled() {
 		}
 		return true
 	})
+}
+
+// identical fails unless every running node's state encodes to the same
+// bytes (after settled).
+func (c *replicas) identical() {
+	c.t.Helper()
+	var first []byte
+	for _, nd := range c.nodes {
+		if nd.s == nil {
+			continue
+		}
+		st, _ := nd.s.Node().FSM().Copy()
+		var b bytes.Buffer
+		if err := snapshot.Encode(&b, st, snapshot.Header{}); err != nil {
+			c.t.Fatal(err)
+		}
+		if first == nil {
+			first = b.Bytes()
+		} else if !bytes.Equal(first, b.Bytes()) {
+			c.t.Fatalf("%s's state differs from the first running node's", nd.id)
+		}
+	}
 }
 
 func TestAReplicatedStoreWritesOnTheLeaderAndFollowersRefuseNamingIt(t *testing.T) {
@@ -376,6 +400,8 @@ func TestDispatchersOnEveryReplicaDeliverEachExecutionOnceAcrossAFailover(t *tes
 	c.stop(ld)
 	admit(20, 40)
 	eventually(t, "the next 20 complete on the new leader", done(40))
+	c.settled()
+	c.identical()
 	mu.Lock()
 	defer mu.Unlock()
 	for id, n := range delivered {
