@@ -74,6 +74,7 @@ type linIn struct {
 	Dur   int64 // claim, renew: lease duration; release: retry delay
 	Token uint64
 	Done  bool   // ack: completed (else suspended)
+	Fail  bool   // ack: failed (else as Done says)
 	Value string // save
 }
 
@@ -88,6 +89,12 @@ type linOut struct {
 	Attempts int
 	Value    string
 	Found    bool
+	// Unknown: the call's outcome is unknown (the replicated world's
+	// clients: the leader was lost after the command was submitted, or the
+	// call's time ran out). The operation has no return (porcupine may
+	// place it after every other) and any output is accepted: it took
+	// effect at some point after its call, or never.
+	Unknown bool
 }
 
 // linState is one execution, as the sequential model sees it. It is a value:
@@ -109,7 +116,8 @@ var linModel = porcupine.Model{
 	Init: func() any { return linState{} },
 	Step: func(state, input, output any) (bool, any) {
 		next, out := linStep(state.(linState), input.(linIn))
-		return out == output.(linOut), next
+		got := output.(linOut)
+		return got.Unknown || out == got, next
 	},
 	DescribeOperation: func(input, output any) string {
 		return fmt.Sprintf("%+v -> %+v", input, output)
@@ -178,7 +186,10 @@ func linStep(s linState, in linIn) (linState, linOut) {
 		}
 		s.Covered, s.Token, s.Expires = 0, 0, 0
 		s.Status = execstore.StatusSuspended
-		if in.Done {
+		switch {
+		case in.Fail:
+			s.Status, s.Due = execstore.StatusFailed, 0
+		case in.Done:
 			s.Status, s.Due = execstore.StatusCompleted, 0
 		}
 		return s, linOut{Status: s.Status, Due: s.Due}
@@ -285,23 +296,26 @@ func CheckLinearizable(cfg LinConfig) (LinReport, error) {
 // the checker can fail.
 func Recheck(history []porcupine.Operation, timeout time.Duration) porcupine.CheckResult {
 	model := linModel
-	model.Partition = func(h []porcupine.Operation) [][]porcupine.Operation {
-		byID := map[string][]porcupine.Operation{}
-		var order []string
-		for _, op := range h {
-			id := op.Input.(linIn).ID
-			if _, ok := byID[id]; !ok {
-				order = append(order, id)
-			}
-			byID[id] = append(byID[id], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, id := range order {
-			out = append(out, byID[id])
-		}
-		return out
-	}
+	model.Partition = partitionByID
 	return porcupine.CheckOperationsTimeout(model, history, timeout)
+}
+
+// partitionByID splits a history by execution ID, in order of appearance.
+func partitionByID(h []porcupine.Operation) [][]porcupine.Operation {
+	byID := map[string][]porcupine.Operation{}
+	var order []string
+	for _, op := range h {
+		id := op.Input.(linIn).ID
+		if _, ok := byID[id]; !ok {
+			order = append(order, id)
+		}
+		byID[id] = append(byID[id], op)
+	}
+	out := make([][]porcupine.Operation, 0, len(order))
+	for _, id := range order {
+		out = append(out, byID[id])
+	}
+	return out
 }
 
 // linClient is one concurrent client: it remembers the leases its claims
