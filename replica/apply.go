@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // Applied is the outcome of one command of ApplyBatch: its result when Err is nil.
@@ -115,6 +116,9 @@ func (n *Node) catchUp(ctx context.Context) error {
 // across a leader change, even when this leader's clock is behind the last one's. The
 // caller holds stampMu.
 func (n *Node) stampTime() int64 {
+	if mutant.ReplicaStampsOwnClock {
+		return n.opts.Clock().UnixNano()
+	}
 	var stateNow int64
 	n.fsm.View(func(st *fsm.State, _ uint64) { stateNow = st.Meta().Now })
 	return max(n.opts.Clock().UnixNano(), n.lastStamp, stateNow, 1)

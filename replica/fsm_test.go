@@ -190,8 +190,11 @@ func TestRestoreOfADamagedSnapshotChangesNothing(t *testing.T) {
 // AppendedAt (the leader's wall time: not part of the command). context is for WaitApplied's
 // caller to give up waiting, which changes nothing.
 func TestTheFSMAdapterReadsNoClockAndNoRandomness(t *testing.T) {
+	// internal/mutant holds the simulator's deliberate bugs: plain bools, false outside its
+	// mutation tests.
 	allowed := []string{"context", "fmt", "io", "sync", "github.com/hashicorp/raft",
-		"github.com/execstore/execstore/fsm", "github.com/execstore/execstore/snapshot"}
+		"github.com/execstore/execstore/fsm", "github.com/execstore/execstore/internal/mutant",
+		"github.com/execstore/execstore/snapshot"}
 	fset := token.NewFileSet()
 	file, err := parser.ParseFile(fset, "fsm.go", nil, parser.ImportsOnly)
 	if err != nil {

@@ -151,6 +151,8 @@ func TestEveryMutantIsInTheTableOnce(t *testing.T) {
 		"WorkflowRerunsSavedSteps":     "the workflow check's tests below",
 		"WorkflowSleepsByWorkerClock":  "the workflow check's tests below",
 		"EncodeSkipsLastRecord":        "the snapshot read-back tests (snapshot/, snapshots_internal_test.go)",
+		"ReplicaStampsOwnClock":        "the replicated world's tests below",
+		"ReplicaRestoreKeepsState":     "the replicated world's tests below",
 	}
 	seen := map[string]bool{}
 	for _, m := range mutations {
@@ -325,6 +327,73 @@ func workflowMutantIsCaught(t *testing.T, name string, m *bool) {
 	t.Helper()
 	mutantIsCaught(t, name, m, 5, func(seed uint64, dir string) (error, error) {
 		rep, err := CheckWorkflow(WorkflowConfig{Seed: seed, Dir: dir})
+		return rep.Violation, err
+	})
+}
+
+// A few replicated worlds hold every property, and between them reach
+// every fault, failovers, calls of unknown outcome and a replaced disk that
+// catches up from a snapshot (with -short, two worlds and no such demand).
+func TestReplicatedWorldsHoldEveryGuarantee(t *testing.T) {
+	seeds := uint64(6)
+	if testing.Short() {
+		seeds = 2
+	}
+	faults := map[string]int{}
+	var unknown, failovers, fromSnapshot int
+	for seed := uint64(1); seed <= seeds; seed++ {
+		rep, err := CheckReplicated(ReplConfig{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Violation != nil {
+			t.Fatalf("seed %d: %v\nrerun: go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 0 -workflow 0 -replicated 1 -seed %d",
+				seed, rep.Violation, seed)
+		}
+		for k, v := range rep.Faults {
+			faults[k] += v
+		}
+		unknown += rep.Unknown
+		failovers += rep.Failovers
+		fromSnapshot += rep.FromSnapshot
+	}
+	t.Logf("faults: %s; %d failovers, %d calls of unknown outcome, %d disks caught up from a snapshot",
+		DescribeFaults(faults), failovers, unknown, fromSnapshot)
+	if testing.Short() {
+		return
+	}
+	for _, k := range append(append([]string(nil), faultKinds...), "replace-disk", "clock-behind") {
+		if faults[k] == 0 {
+			t.Errorf("%d worlds had no %s fault", seeds, k)
+		}
+	}
+	for what, n := range map[string]int{"failover": failovers, "call of unknown outcome": unknown,
+		"replaced disk caught up from a snapshot": fromSnapshot} {
+		if n == 0 {
+			t.Errorf("%d worlds had no %s: the checks prove nothing about it", seeds, what)
+		}
+	}
+}
+
+// The replicated world can fail: a leader that stamps commands with its own
+// clock, behind the state's time, is caught within the bound.
+func TestAReplicaThatStampsWithItsOwnClockIsCaught(t *testing.T) {
+	replicatedMutantIsCaught(t, "ReplicaStampsOwnClock", &mutant.ReplicaStampsOwnClock)
+}
+
+// The replicated world can fail: a node that keeps its state when it
+// restores a snapshot (on a restart, or from the leader) is caught within
+// the bound.
+func TestAReplicaThatKeepsItsStateWhenRestoringASnapshotIsCaught(t *testing.T) {
+	replicatedMutantIsCaught(t, "ReplicaRestoreKeepsState", &mutant.ReplicaRestoreKeepsState)
+}
+
+// replicatedMutantIsCaught is mutantIsCaught for the replicated world,
+// within 5 seeds.
+func replicatedMutantIsCaught(t *testing.T, name string, m *bool) {
+	t.Helper()
+	mutantIsCaught(t, name, m, 5, func(seed uint64, dir string) (error, error) {
+		rep, err := CheckReplicated(ReplConfig{Seed: seed, Dir: dir})
 		return rep.Violation, err
 	})
 }

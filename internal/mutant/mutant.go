@@ -110,6 +110,19 @@ var (
 	SweepDropsLive bool
 )
 
+// Replication (package replica).
+var (
+	// ReplicaStampsOwnClock makes a leader stamp commands with its own clock
+	// alone, ignoring the state's time and its last stamp: a new leader
+	// whose clock is behind stamps times before those already in the log.
+	ReplicaStampsOwnClock bool
+	// ReplicaRestoreKeepsState makes the replica FSM's Restore check a
+	// snapshot and then keep the state it had: a node restarted from its
+	// directory, or given a snapshot by the leader, lacks what the snapshot
+	// holds.
+	ReplicaRestoreKeepsState bool
+)
+
 // All names every switch, for a command that sets one by name (the
 // simulator's -mutant flag). TestAllNamesEverySwitch keeps it complete.
 var All = map[string]*bool{
@@ -136,4 +149,6 @@ var All = map[string]*bool{
 	"ListKeepsReplacedRecords":     &ListKeepsReplacedRecords,
 	"ChangeSeqRestarts":            &ChangeSeqRestarts,
 	"SweepDropsLive":               &SweepDropsLive,
+	"ReplicaStampsOwnClock":        &ReplicaStampsOwnClock,
+	"ReplicaRestoreKeepsState":     &ReplicaRestoreKeepsState,
 }
