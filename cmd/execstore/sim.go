@@ -27,16 +27,21 @@ snapshotting, storage errors, a reference model compared after every
 operation, and porcupine linearizability checks of concurrent clients.
 It then runs dispatchers (-dispatch) and workflows on a worker under
 dispatchers (-workflow) against stores under a manual clock, with
-deliveries that fail, stall and lose their leases. It prints one summary
-line:
+deliveries that fail, stall and lose their leases, and replicated worlds
+(-replicated): three nodes on raft with crashes, partitions, delays,
+replaced disks and clocks behind, under clients that follow the leader.
+It prints one summary line:
 
   sim: <seeds> seeds, <ops> ops, <crashes> crashes, <violations> violations, trace <hash>
 
-(the violations include those of every check), what the dispatcher and
-workflow checks reached on stderr, and, for each failing seed, the
-violation and the command that replays or reruns it.
+(the violations include those of every check), what the dispatcher,
+workflow and replicated checks reached on stderr, and, for each failing
+seed, the violation and the command that replays or reruns it.
 It exits non-zero on any violation. The same seeds and -ops give the same
-trace hash on every run.
+trace hash on every run (the checks of concurrent clients, dispatchers,
+workflows and replicated worlds are outside the hash: the seed fixes their
+workloads, plans and faults, the scheduler and raft's timing their
+interleaving).
 
 flags:
 `
@@ -60,6 +65,7 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 	lin := fs.Int("lin", 10, "linearizability checks of concurrent clients to run")
 	dispatch := fs.Int("dispatch", 10, "dispatcher checks to run: dispatchers and invokers that fail, panic, hang and lose leases, against a store under a manual clock")
 	wf := fs.Int("workflow", 10, "workflow checks to run: workflows on a worker under dispatchers, with steps, sleeps, children, keys and cancels, and deliveries that fail, stall and lose leases, against a store under a manual clock")
+	replicated := fs.Int("replicated", 20, "replicated worlds to run: nodes on raft's in-memory transport, clients that follow the leader, and crashes, partitions, message delays, replaced disks and clocks behind")
 	linOut := fs.String("lin-out", "", "write a failing linearizability history as HTML here")
 	progressEvery := fs.Duration("progress", 10*time.Second, "interval between progress lines on stderr")
 	strictDirs := fs.Bool("strict-dirs", false, "let crashes lose directories created since their parent's last fsync (POSIX, not ext4)")
@@ -118,6 +124,11 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	linFailed += workflowFailed
+	replicatedFailed, err := runReplicated(ctx, stderr, *replicated, *first, *dir, *mutation, *linOut)
+	if err != nil {
+		return err
+	}
+	linFailed += replicatedFailed
 	line := sum.Line()
 	if linFailed > 0 {
 		line = fmt.Sprintf("sim: %d seeds, %d ops, %d crashes, %d violations, trace %s",
@@ -245,6 +256,60 @@ func runWorkflow(ctx context.Context, w io.Writer, n int, first uint64, dir, mut
 		}
 		fmt.Fprintf(w, "sim: rerun with: %s"+
 			" (the seed fixes each workflow's plan, each delivery's fate and the clock's moves; the interleaving is the scheduler's)\n", rerun)
+	}
+	return failed, nil
+}
+
+// runReplicated runs n replicated worlds, reports each failure, and prints
+// what they reached; it returns how many failed.
+func runReplicated(ctx context.Context, w io.Writer, n int, first uint64, dir, mutation, out string) (int, error) {
+	failed := 0
+	var sum sim.ReplReport
+	sum.Faults = map[string]int{}
+	ran, replaced := 0, 0
+	defer func() {
+		if ran > 0 {
+			fmt.Fprintf(w, "sim: replicated worlds: %d seeds, %d calls (%d of unknown outcome), faults: %s, %d failovers, %d disks replaced (%d caught up from a snapshot), %d violations\n",
+				ran, sum.Calls, sum.Unknown, sim.DescribeFaults(sum.Faults), sum.Failovers, replaced, sum.FromSnapshot, failed)
+		}
+	}()
+	for i := range n {
+		if ctx.Err() != nil {
+			break
+		}
+		seed := first + uint64(i)
+		rep, err := sim.CheckReplicated(sim.ReplConfig{Seed: seed, Dir: dir})
+		if err != nil {
+			return failed, err
+		}
+		ran++
+		sum.Calls += rep.Calls
+		sum.Unknown += rep.Unknown
+		sum.Failovers += rep.Failovers
+		sum.FromSnapshot += rep.FromSnapshot
+		for k, v := range rep.Faults {
+			sum.Faults[k] += v
+		}
+		replaced += rep.Faults["replace-disk"]
+		if rep.Violation == nil {
+			continue
+		}
+		failed++
+		fmt.Fprintf(w, "\nsim: replicated seed %d: VIOLATION: %v\n", seed, rep.Violation)
+		if out != "" && rep.Lin.Result == porcupine.Illegal {
+			path := filepath.Clean(out)
+			if err := sim.Visualize(rep.Lin, path); err != nil {
+				fmt.Fprintf(w, "sim: writing %s: %v\n", path, err)
+			} else {
+				fmt.Fprintf(w, "sim: the history is in %s\n", path)
+			}
+		}
+		rerun := fmt.Sprintf("go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 0 -workflow 0 -replicated 1 -seed %d", seed)
+		if mutation != "" {
+			rerun += " -mutant " + mutation
+		}
+		fmt.Fprintf(w, "sim: rerun with: %s"+
+			" (the seed fixes the clients' calls, the faults and the clocks; raft's timing fixes the interleaving, so a rerun may pass or fail differently)\n", rerun)
 	}
 	return failed, nil
 }
