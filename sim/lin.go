@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -350,79 +351,103 @@ func (c *linClient) lease(id string) execstore.Lease {
 // one performs one call and returns its operations (a claim gives one per
 // execution).
 func (c *linClient) one() []porcupine.Operation {
-	ctx := context.Background()
 	id := c.ids[c.rng.IntN(len(c.ids))]
 	in := linIn{ID: id, Now: c.now}
-	var out linOut
 	call := c.seq.Add(1)
+	withLease := func() {
+		l := c.lease(id)
+		in.ID, in.Token = l.ExecutionID, l.Token
+	}
 	switch r := c.rng.IntN(100); {
 	case r < 6:
 		in.Kind = "admit"
-		_, err := c.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "wf"})
-		out.Code = execstore.ErrorCode(err)
 	case r < 26:
 		in.Kind = "wake"
 		in.At = c.now + int64([]time.Duration{-time.Second, 0, 0, time.Second, time.Hour}[c.rng.IntN(5)])
-		w, err := c.s.RequestWake(ctx, id, time.Unix(0, in.At))
-		out.Wake, out.Code = w, execstore.ErrorCode(err)
 	case r < 40:
 		return c.claim(call)
 	case r < 48:
 		in.Kind, in.Dur = "renew", int64([]time.Duration{time.Minute, time.Hour}[c.rng.IntN(2)])
-		l := c.lease(id)
-		in.ID, in.Token = l.ExecutionID, l.Token
-		got, err := c.s.Renew(ctx, l, time.Duration(in.Dur))
-		out.Code = execstore.ErrorCode(err)
+		withLease()
+	case r < 60:
+		in.Kind, in.Dur = "release", int64([]time.Duration{0, 0, time.Second, 3 * time.Hour}[c.rng.IntN(4)])
+		withLease()
+	case r < 75:
+		in.Kind, in.Done = "ack", c.rng.IntN(12) == 0
+		withLease()
+	case r < 84:
+		in.Kind, in.Value = "save", []string{`1`, `2`}[c.rng.IntN(2)]
+		withLease()
+	case r < 90:
+		in.Kind = "step"
+	case r < 92:
+		in.Kind = "cancel"
+	default:
+		in.Kind = "get"
+	}
+	out, err := callStore(context.Background(), c.s, in)
+	out.Code = execstore.ErrorCode(err)
+	ret := c.seq.Add(1)
+	return []porcupine.Operation{{ClientId: c.id, Input: in, Call: call, Output: out, Return: ret}}
+}
+
+// callStore makes the call in describes (any kind but claim) and returns
+// its output, without Code: the caller reads the error.
+func callStore(ctx context.Context, s *execstore.Store, in linIn) (linOut, error) {
+	var out linOut
+	l := execstore.Lease{ExecutionID: in.ID, Token: in.Token}
+	switch in.Kind {
+	case "admit":
+		_, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: in.ID, WorkflowID: "wf"})
+		return out, err
+	case "wake":
+		w, err := s.RequestWake(ctx, in.ID, time.Unix(0, in.At))
+		out.Wake = w
+		return out, err
+	case "renew":
+		got, err := s.Renew(ctx, l, time.Duration(in.Dur))
 		if err == nil {
 			out.Token, out.Expires = got.Token, got.ExpiresAt.UnixNano()
 		}
-	case r < 60:
-		in.Kind, in.Dur = "release", int64([]time.Duration{0, 0, time.Second, 3 * time.Hour}[c.rng.IntN(4)])
-		l := c.lease(id)
-		in.ID, in.Token = l.ExecutionID, l.Token
-		out.Code = execstore.ErrorCode(c.s.Release(ctx, l, time.Duration(in.Dur)))
-	case r < 75:
-		in.Kind, in.Done = "ack", c.rng.IntN(12) == 0
-		l := c.lease(id)
-		in.ID, in.Token = l.ExecutionID, l.Token
+		return out, err
+	case "release":
+		return out, s.Release(ctx, l, time.Duration(in.Dur))
+	case "ack":
 		o := execstore.Suspended()
-		if in.Done {
+		switch {
+		case in.Fail:
+			o = execstore.Failed(errors.New("failed"))
+		case in.Done:
 			o = execstore.Completed(nil)
 		}
-		rec, err := c.s.Acknowledge(ctx, l, o)
-		out.Code = execstore.ErrorCode(err)
+		rec, err := s.Acknowledge(ctx, l, o)
 		if err == nil {
 			out.Status, out.Due = rec.Status, nanosOf(rec.DueAt)
 		}
-	case r < 84:
-		in.Kind, in.Value = "save", []string{`1`, `2`}[c.rng.IntN(2)]
-		l := c.lease(id)
-		in.ID, in.Token = l.ExecutionID, l.Token
-		out.Code = execstore.ErrorCode(c.s.SaveStep(ctx, l, "s", []byte(in.Value)))
-	case r < 90:
-		in.Kind = "step"
-		v, found, err := c.s.Step(ctx, id, "s")
-		out.Value, out.Found, out.Code = string(v), found, execstore.ErrorCode(err)
-	case r < 92:
-		in.Kind = "cancel"
-		rec, err := c.s.Cancel(ctx, id, "")
-		out.Code = execstore.ErrorCode(err)
+		return out, err
+	case "save":
+		return out, s.SaveStep(ctx, l, "s", []byte(in.Value))
+	case "step":
+		v, found, err := s.Step(ctx, in.ID, "s")
+		out.Value, out.Found = string(v), found
+		return out, err
+	case "cancel":
+		rec, err := s.Cancel(ctx, in.ID, "")
 		if err == nil {
 			out.Status = rec.Status
 		}
-	default:
-		in.Kind = "get"
-		rec, err := c.s.Get(ctx, id)
-		out.Code = execstore.ErrorCode(err)
+		return out, err
+	case "get":
+		rec, err := s.Get(ctx, in.ID)
 		if err == nil {
 			out.Status, out.Due, out.Attempts = rec.Status, nanosOf(rec.DueAt), rec.Attempts
 			if rec.Lease != nil {
 				out.Token, out.Expires = rec.Lease.Token, rec.Lease.ExpiresAt.UnixNano()
 			}
 		}
+		return out, err
 	}
-	ret := c.seq.Add(1)
-	return []porcupine.Operation{{ClientId: c.id, Input: in, Call: call, Output: out, Return: ret}}
+	panic("sim: no store call for " + in.Kind)
 }
 
 // claim claims more executions than exist and splits the answer into one
