@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,21 +13,22 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/replica"
 )
 
-// The replicated world: CheckReplicated runs a cluster of nodes (package
-// replica: the state machine on hashicorp/raft) on raft's in-memory
-// transport, concurrent clients that call whichever node leads, and a seeded
-// schedule of faults: nodes crashed and restarted from their directories,
-// the leader or a follower cut off from the others and healed, a node whose
-// messages are delayed or held, a node's disk replaced by an empty one (it
-// must catch up from a leader's snapshot), and clocks behind. It then checks
-// properties of what the clients saw and of what the nodes hold (see
-// checkWorld). The seed fixes the workload (each client's calls), the fault
-// schedule and the clocks; raft's timing fixes the interleaving, so a run is
-// not reproducible byte for byte.
+// The replicated world: CheckReplicated runs a cluster of replicated
+// stores (execstore.OpenReplicated: the store's writer proposing through a
+// replica.Node, the state machine on hashicorp/raft) on raft's in-memory
+// transport, concurrent clients that call whichever node leads, and a
+// seeded schedule of faults: nodes crashed or stopped and restarted from
+// their directories, the leader or a follower cut off from the others and
+// healed, a node whose messages are delayed or held, a node's disk replaced
+// by an empty one (it must catch up from a leader's snapshot), and clocks
+// behind. It then checks properties of what the clients saw and of what the
+// nodes hold (see check). The seed fixes the workload (each client's
+// calls), the fault schedule and the clocks; raft's timing fixes the
+// interleaving, so a run is not reproducible byte for byte.
 
 // ReplConfig sets up one replicated world. Zero fields take their defaults.
 type ReplConfig struct {
@@ -104,14 +107,18 @@ type ReplReport struct {
 const (
 	replHeartbeat   = 100 * time.Millisecond // and the election timeout
 	replLease       = 50 * time.Millisecond
-	replSnapshotLog = 64 // SnapshotThreshold and TrailingLogs
+	replSnapshotLog = 16 // SnapshotThreshold and TrailingLogs
 	replSnapshotDue = 100 * time.Millisecond
 	replCallBound   = 3 * time.Second // a client call, retries included
 	replPoll        = 5 * time.Millisecond
+	// replSendBound bounds a message's delivery on the in-memory transport
+	// (not counting the delay fault's wait): a message to a node that
+	// stopped waits this long before it fails.
+	replSendBound = 250 * time.Millisecond
 )
 
 // replNode is one member of the world: its identity and directory survive
-// crashes; node is nil while it is down.
+// crashes; store is nil while it is down.
 type replNode struct {
 	w    *replWorld
 	idx  int
@@ -120,10 +127,18 @@ type replNode struct {
 	dir  string
 	skew atomic.Int64 // its clock's offset from the world's time, ns (0 or negative)
 
-	node  atomic.Pointer[replica.Node]
+	store atomic.Pointer[execstore.Store]
 	inner *raft.InmemTransport // guarded by w.mu
 	// installs counts the snapshots leaders sent to it.
 	installs atomic.Int64
+}
+
+// node returns the node's raft node, nil while it is down.
+func (nd *replNode) node() *replica.Node {
+	if s := nd.store.Load(); s != nil {
+		return s.Node()
+	}
+	return nil
 }
 
 func (nd *replNode) now() time.Time {
@@ -238,7 +253,7 @@ func (w *replWorld) phase(p int) {
 	// as the clocks read it now, and every later stamp is the greatest of a
 	// clock (at or behind it), the node's last stamp and the state's time
 	// (the marker's, once the leader applied every committed log).
-	if !w.mark() {
+	if w.mark() == nil {
 		return
 	}
 	w.skewClocks()
@@ -299,28 +314,30 @@ func (w *replWorld) skewClocks() {
 	}
 }
 
-// mark writes the phase's marker through the leader, retrying within the
-// bound; false (and a violation) when no leader took it.
-func (w *replWorld) mark() bool {
+// mark writes a marker (a key the clients never use) through the leader,
+// retrying within the bound, and returns the node that took it; nil (and a
+// violation) when none did.
+func (w *replWorld) mark() *replNode {
 	w.markCount++
-	cmd := fsm.Command{Kind: fsm.KindCommit, Writes: []fsm.Write{{Key: "mark", Value: fmt.Sprint(w.markCount), HasValue: true}}}
+	write := execstore.Write{Key: "mark", Value: json.RawMessage(fmt.Sprint(w.markCount))}
 	deadline := time.Now().Add(w.cfg.Bound)
 	for time.Now().Before(deadline) {
 		ld := w.awaitLeader()
 		if ld == nil {
 			break
 		}
-		n := ld.node.Load()
-		if n == nil {
-			continue
-		}
-		if _, err := applyWithin(n, &cmd, time.Until(deadline)); err == nil {
-			return true
+		if s := ld.store.Load(); s != nil {
+			ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			err := s.Commit(ctx, write)
+			cancel()
+			if err == nil {
+				return ld
+			}
 		}
 		time.Sleep(replPoll)
 	}
 	w.violate(violationf("no leader took a write within %v after the faults healed", w.cfg.Bound))
-	return false
+	return nil
 }
 
 // heal undoes every fault: every node up, linked and undelayed.
@@ -331,8 +348,8 @@ func (w *replWorld) heal() {
 	w.rewire()
 	w.mu.Unlock()
 	for _, nd := range w.nodes {
-		if nd.node.Load() == nil {
-			if err := w.open(nd); err != nil {
+		if nd.store.Load() == nil {
+			if err := w.open(nd, nil); err != nil {
 				w.violate(violationf("%v", err))
 			}
 		}
@@ -342,15 +359,11 @@ func (w *replWorld) heal() {
 // settle waits, within the bound, until a write through the leader has
 // been applied by every running node, and returns that leader.
 func (w *replWorld) settle() *replNode {
-	if !w.mark() {
-		return nil
-	}
-	ld := w.awaitLeader()
+	ld := w.mark()
 	if ld == nil {
-		w.violate(violationf("no single leader within %v after the faults healed", w.cfg.Bound))
 		return nil
 	}
-	n := ld.node.Load()
+	n := ld.node()
 	if n == nil {
 		return nil
 	}
@@ -358,7 +371,7 @@ func (w *replWorld) settle() *replNode {
 	for _, nd := range w.nodes {
 		deadline := time.Now().Add(w.cfg.Bound)
 		for {
-			m := nd.node.Load()
+			m := nd.node()
 			if m == nil || m.FSM().Applied() >= want {
 				break
 			}

@@ -73,7 +73,7 @@ func (w *replWorld) checkIdentical() {
 	var from string
 	var wantLen int
 	for _, nd := range w.nodes {
-		n := nd.node.Load()
+		n := nd.node()
 		if n == nil {
 			continue
 		}
@@ -99,7 +99,7 @@ func (w *replWorld) checkIdentical() {
 // succeed.
 func (w *replWorld) checkAcknowledged() {
 	for _, nd := range w.nodes {
-		n := nd.node.Load()
+		n := nd.node()
 		if n == nil {
 			continue
 		}
@@ -185,14 +185,25 @@ func (w *replWorld) checkLeases() {
 
 // ended reports whether some call that began before b was granted may have
 // ended lease a: an acknowledgement or release under a's token, or a
-// cancellation, that succeeded or whose outcome is unknown.
+// cancellation, that succeeded or whose outcome is unknown, or a renewal
+// under a's token that moved its expiry to b's grant or before.
 func (w *replWorld) ended(a, b grant) bool {
 	for _, op := range w.hist.ops {
 		in, out := op.Input.(linIn), op.Output.(linOut)
 		if in.ID != a.id || op.Call > b.ret || !(out.Unknown || out.Code == "") {
 			continue
 		}
-		if in.Kind == "cancel" || (in.Kind == "ack" || in.Kind == "release") && in.Token == a.token {
+		expires := out.Expires
+		if out.Unknown {
+			expires = in.Now + in.Dur
+		}
+		switch {
+		case in.Kind == "cancel":
+			return true
+		case in.Token != a.token:
+		case in.Kind == "ack" || in.Kind == "release":
+			return true
+		case in.Kind == "renew" && expires <= b.at:
 			return true
 		}
 	}

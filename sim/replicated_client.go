@@ -16,15 +16,17 @@ import (
 	"github.com/execstore/execstore/replica"
 )
 
-// The replicated world's clients. Each call goes to a node that believes it
-// leads; a refusal that submitted nothing (a *NotLeaderError without
-// Uncertain) is tried again on the leader of the moment, within the call's
-// bound. A call whose command may have been submitted and whose answer was
-// lost (the leadership was lost meanwhile, the node was closed, the bound
-// ran out) has an unknown outcome: it enters the history with no return and
-// an output the model accepts whatever it is, so porcupine may have it take
-// effect at any point after its call, or never. A call that found no leader
-// in time submitted nothing and is left out.
+// The replicated world's clients call the public API of a replicated
+// execstore.Store (the same calls as CheckLinearizable's clients), each on
+// a node that believes it leads. A refusal that submitted nothing (a
+// *NotLeaderError without Uncertain) is tried again on the leader of the
+// moment, within the call's bound. A call whose command may have been
+// submitted and whose answer was lost (the leadership lost meanwhile, the
+// node closed under it, the bound run out) has an unknown outcome: it
+// enters the history with no return and an output the model accepts
+// whatever it is, so porcupine may have it take effect at any point after
+// its call, or never. A call that found no leader in time submitted
+// nothing, and a read that failed changed nothing: both are left out.
 
 // replHistory is the clients' history, on a logical clock: a call takes the
 // next tick before its first attempt, its answer the next after it.
@@ -63,7 +65,7 @@ type replClient struct {
 	ids    []string // the phase's IDs
 	all    []string // every ID so far: a claim may lease any
 	now    int64    // the phase's time: every command of the phase is stamped with it
-	leases []fsm.Lease
+	leases []execstore.Lease
 	turn   int // rotates among nodes that believe they lead
 }
 
@@ -80,12 +82,12 @@ func (c *replClient) run(n int, g *gates) {
 // lease picks a lease for a lease operation: mostly one of the client's
 // latest claims (current or superseded since), else a made-up token for id.
 // It draws the same numbers whatever the client holds.
-func (c *replClient) lease(id string) fsm.Lease {
+func (c *replClient) lease(id string) execstore.Lease {
 	mine, back, token := c.rng.IntN(4) != 0, c.rng.IntN(3), uint64(1+c.rng.IntN(3))
 	if n := len(c.leases); n > 0 && mine {
 		return c.leases[n-1-min(back, n-1)]
 	}
-	return fsm.Lease{ExecutionID: id, Token: token}
+	return execstore.Lease{ExecutionID: id, Token: token}
 }
 
 // one draws and makes one call.
@@ -127,16 +129,19 @@ func (c *replClient) one() {
 		in.Kind = "get"
 	}
 	call := c.w.hist.seq.Add(1)
-	if in.Kind == "step" || in.Kind == "get" {
-		c.read(call, in)
-		return
-	}
-	cmd := replCommand(in)
-	res, how := c.apply(&cmd)
-	switch how {
-	case answered:
-		c.w.hist.add(porcupine.Operation{ClientId: c.id, Input: in, Call: call, Output: replOutput(in, res), Return: c.w.hist.seq.Add(1)})
-	case unknownOutcome:
+	var out linOut
+	how := c.do(func(ctx context.Context, s *execstore.Store) error {
+		var err error
+		out, err = callStore(ctx, s, in)
+		return err
+	}, func(err error) { out.Code = execstore.ErrorCode(err) })
+	switch {
+	case how == answered:
+		c.w.hist.add(porcupine.Operation{ClientId: c.id, Input: in, Call: call, Output: out, Return: c.w.hist.seq.Add(1)})
+	case how == unknownOutcome && (in.Kind == "step" || in.Kind == "get"):
+		c.w.hist.dropped.Add(1) // a read changes nothing: left out
+	case how == unknownOutcome:
+		c.w.hist.unknown.Add(1)
 		c.w.hist.add(porcupine.Operation{ClientId: c.id, Input: in, Call: call, Output: linOut{Unknown: true}, Return: math.MaxInt64})
 	}
 }
@@ -145,25 +150,32 @@ func (c *replClient) one() {
 // operation per execution (see lin.go).
 func (c *replClient) claim(dur time.Duration) {
 	call := c.w.hist.seq.Add(1)
-	cmd := fsm.Command{Kind: fsm.KindClaim, Limit: len(c.all) + 5, Duration: int64(dur)}
-	res, how := c.apply(&cmd)
+	var leases []execstore.Lease
+	code := ""
+	how := c.do(func(ctx context.Context, s *execstore.Store) error {
+		var err error
+		leases, err = s.ClaimDue(ctx, len(c.all)+5, dur)
+		return err
+	}, func(err error) { code = execstore.ErrorCode(err) })
 	if how == dropped {
 		return
 	}
 	ret := int64(math.MaxInt64)
 	if how == answered {
 		ret = c.w.hist.seq.Add(1)
+	} else {
+		c.w.hist.unknown.Add(1)
 	}
-	got := map[string]fsm.Lease{}
-	for _, l := range res.Leases {
+	got := map[string]execstore.Lease{}
+	for _, l := range leases {
 		got[l.ExecutionID] = l
 		c.leases = append(c.leases, l)
 	}
 	ops := make([]porcupine.Operation, 0, len(c.all))
 	for _, id := range c.all {
-		out := linOut{Unknown: how == unknownOutcome}
+		out := linOut{Unknown: how == unknownOutcome, Code: code}
 		if l, ok := got[id]; ok {
-			out = linOut{Token: l.Token, Expires: l.ExpiresAt}
+			out = linOut{Token: l.Token, Expires: l.ExpiresAt.UnixNano()}
 		}
 		in := linIn{Kind: "claim", ID: id, Now: c.now, Dur: int64(dur)}
 		ops = append(ops, porcupine.Operation{ClientId: c.id, Input: in, Call: call, Output: out, Return: ret})
@@ -172,13 +184,13 @@ func (c *replClient) claim(dur time.Duration) {
 }
 
 // leader polls, until ctx ends, for a running node that believes it leads.
-func (c *replClient) leader(ctx context.Context) *replica.Node {
+func (c *replClient) leader(ctx context.Context) *execstore.Store {
 	for {
 		ls := c.w.leaders()
 		if len(ls) > 0 {
 			c.turn++
-			if n := ls[c.turn%len(ls)].node.Load(); n != nil {
-				return n
+			if s := ls[c.turn%len(ls)].store.Load(); s != nil {
+				return s
 			}
 		}
 		select {
@@ -189,147 +201,50 @@ func (c *replClient) leader(ctx context.Context) *replica.Node {
 	}
 }
 
-// apply submits cmd through the leader of the moment, within the call's
-// bound.
-func (c *replClient) apply(cmd *fsm.Command) (fsm.Result, callOutcome) {
+// do makes a call through the leader of the moment, within the call's
+// bound: a refusal that submitted nothing is tried again; an answer the
+// contract allows (nil, or an error whose code the model knows) is passed
+// to answer; an error that leaves the outcome unknown makes the call's
+// outcome unknown; any other error is a violation.
+func (c *replClient) do(call func(context.Context, *execstore.Store) error, answer func(error)) callOutcome {
 	ctx, cancel := context.WithTimeout(context.Background(), replCallBound)
 	defer cancel()
 	for {
-		n := c.leader(ctx)
-		if n == nil {
+		s := c.leader(ctx)
+		if s == nil {
 			c.w.hist.dropped.Add(1)
-			return fsm.Result{}, dropped
+			return dropped
 		}
-		res, err := n.Apply(ctx, cmd)
-		switch {
-		case err == nil:
-			return res, answered
+		err := call(ctx, s)
+		switch code := execstore.ErrorCode(err); {
+		case err == nil, code == codeConflict, code == codeNotFound, code == codeLeaseLost:
+			answer(err)
+			return answered
 		case refused(err):
 			c.w.hist.retries.Add(1)
 			continue
-		case errors.Is(err, replica.ErrInvalidCommand):
-			c.w.violate(violationf("a node refused a client's %v command as invalid: %v", cmd.Kind, err))
-			return fsm.Result{}, dropped
+		case uncertain(err):
+			return unknownOutcome
+		default:
+			c.w.violate(violationf("a client's call got an error the contract does not give here: %v", err))
+			return dropped
 		}
-		c.w.hist.unknown.Add(1)
-		return fsm.Result{}, unknownOutcome
 	}
 }
 
 // refused reports an error that says nothing was submitted: the node does
-// not lead. Any other error (the leadership lost after submitting, the node
-// closed, time out) leaves the outcome unknown.
+// not lead.
 func refused(err error) bool {
-	var nl *replica.NotLeaderError
+	var nl *execstore.NotLeaderError
 	return errors.As(err, &nl) && !nl.Uncertain
 }
 
-// read makes a linearizable read on the leader of the moment; a read that
-// fails changed nothing and is left out.
-func (c *replClient) read(call int64, in linIn) {
-	ctx, cancel := context.WithTimeout(context.Background(), replCallBound)
-	defer cancel()
-	for {
-		n := c.leader(ctx)
-		if n == nil {
-			c.w.hist.dropped.Add(1)
-			return
-		}
-		var out linOut
-		err := n.Read(ctx, func(st *fsm.State) { out = readOutput(st, in) })
-		switch {
-		case err == nil:
-			c.w.hist.add(porcupine.Operation{ClientId: c.id, Input: in, Call: call, Output: out, Return: c.w.hist.seq.Add(1)})
-			return
-		case refused(err):
-			c.w.hist.retries.Add(1)
-			continue
-		}
-		c.w.hist.dropped.Add(1)
-		return
-	}
-}
-
-// applyWithin applies one command on n within d.
-func applyWithin(n *replica.Node, cmd *fsm.Command, d time.Duration) (fsm.Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return n.Apply(ctx, cmd)
-}
-
-// replCommand is the state machine's command for a call, as the store would
-// build it (the node stamps it).
-func replCommand(in linIn) fsm.Command {
-	c := fsm.Command{ExecutionID: in.ID, Token: in.Token, Duration: in.Dur}
-	switch in.Kind {
-	case "admit":
-		c.Kind, c.WorkflowID = fsm.KindAdmit, "wf"
-	case "wake":
-		c.Kind, c.At = fsm.KindWake, in.At
-	case "renew":
-		c.Kind = fsm.KindRenew
-	case "release":
-		c.Kind = fsm.KindRelease
-	case "ack":
-		c.Kind, c.Outcome = fsm.KindAcknowledge, fsm.Outcome{Status: fsm.StatusSuspended}
-		switch {
-		case in.Fail:
-			c.Outcome = fsm.Outcome{Status: fsm.StatusFailed, Error: &fsm.ErrorInfo{Name: "Error", Message: "failed"}}
-		case in.Done:
-			c.Outcome.Status = fsm.StatusCompleted
-		}
-	case "save":
-		c.Kind, c.Key, c.Value = fsm.KindSaveStep, "s", in.Value
-	case "cancel":
-		c.Kind = fsm.KindCancel
-	default:
-		panic("sim: no command for " + in.Kind)
-	}
-	return c
-}
-
-// replOutput is a command's result as the store's API would answer it.
-func replOutput(in linIn, res fsm.Result) linOut {
-	var out linOut
-	switch res.Code {
-	case fsm.CodeOK:
-	case fsm.CodeConflict:
-		return linOut{Code: codeConflict}
-	case fsm.CodeNotFound:
-		return linOut{Code: codeNotFound}
-	case fsm.CodeLeaseLost, fsm.CodeLeaseCancelled:
-		return linOut{Code: codeLeaseLost}
-	default:
-		return linOut{Code: "code " + res.Code.String()}
-	}
-	switch in.Kind {
-	case "wake":
-		out.Wake = execstore.WakeRequested
-		if res.Wake == fsm.WakeIgnored {
-			out.Wake = execstore.WakeIgnored
-		}
-	case "renew":
-		out.Token, out.Expires = res.Lease.Token, res.Lease.ExpiresAt
-	case "ack":
-		out.Status, out.Due = statusName(res.Exec.Status), res.Exec.DueAt
-	case "cancel":
-		out.Status = statusName(res.Exec.Status)
-	}
-	return out
-}
-
-// readOutput answers a get or a step read from the state.
-func readOutput(st *fsm.State, in linIn) linOut {
-	e, ok := st.Get(in.ID)
-	if !ok {
-		return linOut{Code: codeNotFound}
-	}
-	if in.Kind == "step" {
-		v, found := st.Step(in.ID, "s")
-		return linOut{Value: v, Found: found}
-	}
-	return linOut{Status: statusName(e.Status), Due: e.DueAt, Token: e.LeaseToken, Expires: e.LeaseExpiresAt,
-		Attempts: int(e.LastToken)}
+// uncertain reports an error after which the call may or may not have taken
+// effect: the leadership lost after the command was submitted, the node
+// closed under the call, the call's time out.
+func uncertain(err error) bool {
+	return errors.Is(err, execstore.ErrNotLeader) || errors.Is(err, execstore.ErrClosed) ||
+		errors.Is(err, replica.ErrNodeClosed) || errors.Is(err, context.DeadlineExceeded)
 }
 
 var statusNames = [...]execstore.Status{

@@ -11,7 +11,9 @@ import (
 )
 
 // faultKinds are the faults injected while clients run.
-var faultKinds = []string{"crash-leader", "crash-follower", "isolate-leader", "isolate-follower", "delay"}
+// A crash cuts the node off before it stops; a stop closes it as an
+// operator would (a leader hands its leadership over first).
+var faultKinds = []string{"crash-leader", "stop-leader", "crash-follower", "isolate-leader", "isolate-follower", "delay"}
 
 // replFault is one planned fault: its kind, a number that picks its target
 // among the candidates of the moment, and, for a delay, the longest wait.
@@ -93,7 +95,7 @@ func (w *replWorld) drive(plan []replFault, g *gates) {
 func (w *replWorld) inject(f replFault) (undo func()) {
 	nothing := func() {}
 	switch f.kind {
-	case "crash-leader", "isolate-leader":
+	case "crash-leader", "stop-leader", "isolate-leader":
 		ld := w.awaitLeader()
 		if ld == nil {
 			return nothing
@@ -106,13 +108,13 @@ func (w *replWorld) inject(f replFault) (undo func()) {
 				w.isolate(ld, false)
 			}
 		}
-		w.crash(ld)
+		w.crash(ld, f.kind == "crash-leader")
 		return func() { w.restart(ld) }
 	case "crash-follower", "isolate-follower":
 		ld := w.awaitLeader()
 		var fs []*replNode
 		for _, nd := range w.nodes {
-			if nd != ld && nd.node.Load() != nil {
+			if nd != ld && nd.store.Load() != nil {
 				fs = append(fs, nd)
 			}
 		}
@@ -125,7 +127,7 @@ func (w *replWorld) inject(f replFault) (undo func()) {
 			w.isolate(nd, true)
 			return func() { w.isolate(nd, false) }
 		}
-		w.crash(nd)
+		w.crash(nd, true)
 		return func() { w.restart(nd) }
 	case "delay":
 		w.faults[f.kind]++
@@ -142,7 +144,7 @@ func (w *replWorld) inject(f replFault) (undo func()) {
 func (w *replWorld) awaitStepDown(nd *replNode) {
 	deadline := time.Now().Add(w.cfg.Bound)
 	for {
-		n := nd.node.Load()
+		n := nd.node()
 		if n == nil || n.State() != raft.Leader {
 			return
 		}
@@ -155,7 +157,7 @@ func (w *replWorld) awaitStepDown(nd *replNode) {
 }
 
 func (w *replWorld) restart(nd *replNode) {
-	if err := w.open(nd); err != nil {
+	if err := w.open(nd, nil); err != nil {
 		w.violate(violationf("restarting %s from its directory: %v", nd.id, err))
 	}
 }
@@ -201,13 +203,13 @@ func (w *replWorld) replaceDisk(pick int) {
 	}
 	nd := w.nodes[pick%len(w.nodes)]
 	w.faults["replace-disk"]++
-	w.crash(nd)
+	w.crash(nd, true)
 	if err := os.RemoveAll(nd.dir); err != nil {
 		w.violate(violationf("replacing %s's disk: %v", nd.id, err))
 		return
 	}
 	before := nd.installs.Load()
-	if err := w.open(nd); err != nil {
+	if err := w.open(nd, nil); err != nil {
 		w.violate(violationf("%v", err))
 		return
 	}
@@ -226,7 +228,7 @@ func (w *replWorld) sameLeaderEverywhere() bool {
 	for {
 		seen := map[string]bool{}
 		for _, nd := range w.nodes {
-			if n := nd.node.Load(); n != nil {
+			if n := nd.node(); n != nil {
 				id, _ := n.Leader()
 				seen[id] = true
 			}

@@ -7,72 +7,85 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/replica"
 )
 
-// start makes the nodes' directories, opens every node and bootstraps the
-// cluster with all of them.
+// start makes the nodes' directories and opens every node, bootstrapping
+// the cluster with all of them.
 func (w *replWorld) start() error {
 	for i := range w.cfg.Nodes {
 		nd := &replNode{w: w, idx: i, id: fmt.Sprintf("n%d", i), addr: raft.ServerAddress(fmt.Sprintf("mem-%d", i)),
 			dir: filepath.Join(w.dir, fmt.Sprintf("n%d", i))}
 		w.nodes = append(w.nodes, nd)
-		w.peers = append(w.peers, replica.Server{ID: nd.id, Addr: string(nd.addr), Voter: true})
+		w.peers = append(w.peers, execstore.Peer{ID: nd.id, Addr: string(nd.addr), Voter: true})
 	}
 	for _, nd := range w.nodes {
-		if err := w.open(nd); err != nil {
+		if err := w.open(nd, w.peers); err != nil {
 			return err
-		}
-		if err := nd.node.Load().Bootstrap(w.peers); err != nil {
-			return fmt.Errorf("sim: bootstrap %s: %w", nd.id, err)
 		}
 	}
 	return nil
 }
 
-// open starts a node on its directory (resuming what it holds) with a new
+// open starts a node's replicated store on its directory (resuming what it
+// holds; with peers, a new directory bootstraps the cluster) with a new
 // transport, and links it to the others.
-func (w *replWorld) open(nd *replNode) error {
-	_, inner := raft.NewInmemTransportWithTimeout(nd.addr, replCallBound)
+func (w *replWorld) open(nd *replNode, peers []execstore.Peer) error {
+	_, inner := raft.NewInmemTransportWithTimeout(nd.addr, replSendBound)
 	trans := &delayTransport{InmemTransport: inner, w: w, from: nd.idx, done: make(chan struct{})}
-	n, err := replica.Open(nd.dir, replica.NodeOptions{
-		ID:                 nd.id,
-		Transport:          trans,
-		Clock:              nd.now,
-		HeartbeatTimeout:   replHeartbeat,
-		ElectionTimeout:    replHeartbeat,
-		LeaderLeaseTimeout: replLease,
-		CommitTimeout:      replPoll,
-		SnapshotThreshold:  replSnapshotLog,
-		SnapshotInterval:   replSnapshotDue,
-		TrailingLogs:       replSnapshotLog,
-		RaftTimeout:        replCallBound,
+	s, err := execstore.OpenReplicated(nd.dir, execstore.ReplicaOptions{
+		Options: execstore.Options{Now: nd.now},
+		Node: replica.NodeOptions{
+			ID:                 nd.id,
+			Transport:          trans,
+			HeartbeatTimeout:   replHeartbeat,
+			ElectionTimeout:    replHeartbeat,
+			LeaderLeaseTimeout: replLease,
+			CommitTimeout:      replPoll,
+			SnapshotThreshold:  replSnapshotLog,
+			SnapshotInterval:   replSnapshotDue,
+			TrailingLogs:       replSnapshotLog,
+			RaftTimeout:        replCallBound,
+		},
+		Peers: peers,
 	})
 	if err != nil {
 		return fmt.Errorf("sim: open node %s: %w", nd.id, err)
 	}
 	w.mu.Lock()
 	nd.inner = inner
-	nd.node.Store(n)
+	nd.store.Store(s)
 	w.rewire()
 	w.mu.Unlock()
 	return nil
 }
 
-// crash cuts a node off and stops it; its directory stays. (Close is clean:
-// the log is fsynced as it is written, so what a power loss would keep is
-// what Close keeps; the single-node simulator covers torn files.) It then
-// reads the stamps in the node's log.
-func (w *replWorld) crash(nd *replNode) {
+// crash stops a node; its directory stays. Cut, it is first cut off from
+// the others (a crash: a leader cannot hand its leadership over); else it
+// closes as an operator would stop it (a leader hands its leadership to a
+// follower first). Close is clean either way: the log is fsynced as it is
+// written, so a power loss would keep what Close keeps (the single-node
+// simulator covers torn files). It then reads the stamps in the node's log.
+func (w *replWorld) crash(nd *replNode, cut bool) {
 	w.mu.Lock()
-	n := nd.node.Swap(nil)
-	w.rewire()
+	s := nd.store.Load()
+	if cut {
+		nd.store.Store(nil)
+		w.rewire()
+	}
 	w.mu.Unlock()
-	if n == nil {
+	if s == nil {
 		return
 	}
-	if err := n.Close(); err != nil {
+	if err := s.Close(); err != nil {
 		w.violate(violationf("closing node %s: %v", nd.id, err))
+	}
+	if !cut {
+		w.mu.Lock()
+		nd.store.Store(nil)
+		w.rewire()
+		w.mu.Unlock()
 	}
 	w.checkStamps(nd)
 }
@@ -81,13 +94,13 @@ func (w *replWorld) crash(nd *replNode) {
 // unlinks the rest. The caller holds w.mu.
 func (w *replWorld) rewire() {
 	for _, a := range w.nodes {
-		if a.node.Load() == nil {
+		if a.store.Load() == nil {
 			continue
 		}
 		for _, b := range w.nodes {
 			switch {
 			case a == b:
-			case b.node.Load() != nil && !w.isolated[a.idx] && !w.isolated[b.idx]:
+			case b.store.Load() != nil && !w.isolated[a.idx] && !w.isolated[b.idx]:
 				a.inner.Connect(b.addr, b.inner)
 			default:
 				a.inner.Disconnect(b.addr)
@@ -106,7 +119,7 @@ func (w *replWorld) isolate(nd *replNode, on bool) {
 // closeAll stops every running node.
 func (w *replWorld) closeAll() {
 	for _, nd := range w.nodes {
-		w.crash(nd)
+		w.crash(nd, true)
 	}
 }
 
@@ -114,7 +127,7 @@ func (w *replWorld) closeAll() {
 func (w *replWorld) leaders() []*replNode {
 	var out []*replNode
 	for _, nd := range w.nodes {
-		if n := nd.node.Load(); n != nil && n.State() == raft.Leader {
+		if n := nd.node(); n != nil && n.State() == raft.Leader {
 			out = append(out, nd)
 		}
 	}

@@ -41,6 +41,12 @@ func TestTheReplicatedLeaseChecksRejectBrokenHistories(t *testing.T) {
 			end("ack", 3, 3, linOut{}), claim(5, 6, 2, 1)}, "was live"},
 		{"a lease granted after a cancellation", []porcupine.Operation{claim(1, 2, 1, 0), end("cancel", 3, 0, linOut{}), claim(5, 6, 2, 1)}, ""},
 		{"a lease granted once the last expired", []porcupine.Operation{claim(1, 2, 1, 0), claim(3, 4, 2, minute)}, ""},
+		{"a lease granted once a renewal shortened the last", []porcupine.Operation{claim(1, 2, 1, 0),
+			{Input: linIn{Kind: "renew", ID: "x", Token: 1, Dur: 1}, Call: 3, Return: 4, Output: linOut{Token: 1, Expires: 1}},
+			claim(5, 6, 2, 1)}, ""},
+		{"a lease granted before a renewal's expiry", []porcupine.Operation{claim(1, 2, 1, 0),
+			{Input: linIn{Kind: "renew", ID: "x", Token: 1, Dur: minute}, Call: 3, Return: 4, Output: linOut{Token: 1, Expires: minute}},
+			claim(5, 6, 2, 1)}, "was live"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &replWorld{}
