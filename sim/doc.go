@@ -284,68 +284,82 @@
 //
 // # Replicated worlds
 //
-// CheckReplicated runs a cluster (three nodes by default) of package
-// replica's nodes, the state machine on hashicorp/raft, each on its own
-// directory and on raft's in-memory transport, with short timeouts
+// CheckReplicated runs a cluster (three nodes by default) of replicated
+// stores (execstore.OpenReplicated: the store's writer proposing through
+// package replica's node, the state machine on hashicorp/raft), each on its
+// own directory and on raft's in-memory transport, with short timeouts
 // (heartbeat and election 100 ms, leader lease 50 ms) and small snapshot
-// settings (a snapshot every 64 logs, 64 logs kept behind it). Concurrent
-// clients admit (the IDs repeat), claim, renew, release, acknowledge
-// (suspended, completed, failed), save and read steps, wake, cancel and get
-// executions, each call on a node that believes it leads; a refusal that
-// submitted nothing (NotLeaderError without Uncertain) is tried again on
-// the leader of the moment, within the call's bound of 3 s. A call whose
-// command may have been submitted and whose answer was lost (the
-// leadership lost meanwhile, the node closed, the bound run out) has an
-// unknown outcome: porcupine may have it take effect at any point after
-// its call, or never.
+// settings (a snapshot every 16 logs, 16 logs kept behind it). Concurrent
+// clients call the store's API as CheckLinearizable's do: they admit (the
+// IDs repeat), claim, renew, release, acknowledge (suspended, completed,
+// failed), save and read steps, wake, cancel and get executions, each call
+// on a node that believes it leads; a refusal that submitted nothing
+// (NotLeaderError without Uncertain) is tried again on the leader of the
+// moment, within the call's bound of 3 s. A call whose command may have been
+// submitted and whose answer was lost (the leadership lost meanwhile, the
+// node closed, the bound run out) has an unknown outcome: porcupine may have
+// it take effect at any point after its call, or never.
 //
-// A world runs in phases. Each moves the clock to a new time (a
-// millisecond, a second or two hours on), writes a marker through the
-// leader while every node's clock reads that time, and only then sets some
-// clocks behind it (by a millisecond, a second, an hour): every command of
-// the phase is then stamped with the phase's time, max(the clock, the
-// node's last stamp, the state's time), which the model takes as the
-// calls' time. The clients' calls are cut into segments, and between two
-// segments a fault starts or ends, as soon as the first client reaches the
-// boundary while the others are still calling: the leader or a follower
-// crashed (cut off and closed; its directory stays) and restarted from its
-// directory, the leader or a follower cut off from the others and healed,
-// or every message from and to one node held for a seeded time (up to 20
-// ms, 80 ms or 300 ms: longer than a heartbeat timeout, a message is as
-// good as lost, and elections follow). After the clients, everything
-// heals, and in half the phases one node's disk is replaced: the node is
-// stopped, its directory emptied, and it starts again under its ID; once
-// the leader compacted its log, it must catch up from a snapshot the
-// leader sends. The cluster is settled first (every node follows one
-// leader), as a node that lost its vote could otherwise vote twice in one
-// term; in production a replaced disk rejoins by a membership change.
+// A world runs in phases. Each moves the clock to a new time (a millisecond,
+// a second or two hours on), writes a marker through the leader while every
+// node's clock reads that time, and only then sets some clocks behind it (by
+// a millisecond, a second, an hour): every command of the phase is then
+// stamped with the phase's time, max(the clock, the node's last stamp, the
+// state's time), which the model takes as the calls' time. The clients'
+// calls are cut into segments, and between two segments a fault starts or
+// ends, as soon as the first client reaches the boundary while the others
+// are still calling: the leader or a follower crashed (cut off, then closed;
+// its directory stays) or the leader stopped (closed as an operator would:
+// it hands its leadership over first), and restarted from its directory, the
+// leader or a follower cut off from the others and healed, or every message
+// from and to one node held for a seeded time (up to 20 ms, 80 ms or 300 ms:
+// longer than a heartbeat timeout, a message is as good as lost, and
+// elections follow). After the clients, everything heals, and in half the
+// phases one node's disk is replaced: the node is stopped, its directory
+// emptied, and it starts again under its ID; once the leader compacted its
+// log, it must catch up from a snapshot the leader sends. The cluster is
+// settled first (every node follows one leader), as a node that lost its
+// vote could otherwise vote twice in one term; in production a replaced disk
+// rejoins by a membership change.
 //
 // It checks: after the faults heal, a leader takes a write and every node
 // applies it within a bound; a leader cut off from the others steps down;
 // every node's state then encodes to the same bytes; nothing a client saw
 // acknowledged is lost on any node (admissions, recorded outcomes, saved
-// steps, tokens handed out); along every node's log (read whenever the
-// node stops) the stamped times never go backwards, so the store's time
-// never does across leader changes, even under a leader whose clock is an
-// hour behind; tokens never go backwards (a claim that began after another
-// ended got a greater token) and none is handed out twice; no execution is
-// leased twice at once (a lease granted before an earlier one expired
-// needs a call that may have ended the earlier one, made before it); and
-// the history is linearizable (porcupine, with the per-execution model of
-// CheckLinearizable). The clients call the nodes' API (replica.Node's
-// Apply and linearizable Read, with the commands the store builds), not
-// yet the replicated Store's.
+// steps, tokens handed out); along every node's log (read whenever the node
+// stops) the stamped times never go backwards, so the store's time never
+// does across leader changes, even under a leader whose clock is an hour
+// behind; tokens never go backwards (a claim that began after another ended
+// got a greater token) and none is handed out twice; no execution is leased
+// twice at once (a lease granted before an earlier one expired needs a call
+// that may have ended the earlier one, made before it); and the history is
+// linearizable (porcupine, with the per-execution model of
+// CheckLinearizable). A call may only answer what the contract allows: a
+// result, a conflict, not found, a lost lease, or an error that leaves its
+// outcome unknown (ErrNotLeader, ErrClosed, its time out); anything else is
+// a violation.
 //
 // The seed fixes each client's calls (kinds, IDs, arguments; which of its
-// leases a call uses depends on what its claims got), the fault schedule
-// and the clocks; raft's timing and the scheduler fix the interleaving, the
+// leases a call uses depends on what its claims got), the fault schedule and
+// the clocks; raft's timing and the scheduler fix the interleaving, the
 // leader at each moment and so the fault's target. A world is therefore not
-// reproducible byte for byte, and is outside the trace hash: its rerun
-// line replays the same workload and faults, which may pass or fail
-// differently. `execstore sim -replicated N` runs N worlds (20 by default,
-// about 25 s on two cores) and prints a line of what they reached:
+// reproducible byte for byte, and is outside the trace hash: its rerun line
+// replays the same workload and faults, which may pass or fail differently.
+// `execstore sim -replicated N` runs N worlds (30 by default, about 25 s on
+// two cores under a load of 7) and prints on stderr a line of what they
+// reached:
 //
-//	sim: replicated worlds: 20 seeds, 6000 calls (110 of unknown outcome), faults: crash-leader 30, ..., 70 failovers, 25 disks replaced (20 caught up from a snapshot), 0 violations
+//	sim: replicated worlds: 30 seeds, 9000 calls (219 of unknown outcome), faults: crash-leader 32,
+//	stop-leader 43, crash-follower 38, isolate-leader 38, isolate-follower 42, delay 47, replace-disk 42,
+//	clock-behind 112, 128 failovers, 34 of 42 replaced disks caught up from a snapshot, 0 violations
+//
+// (one line, cut here). Not simulated: a node paused longer than its leader
+// lease (a garbage-collection pause, a stopped VM), which could believe it
+// still leads after another was elected; in-process, raft's lease steps a
+// cut-off leader down before the others elect a new one. Nor are torn files:
+// a stopped node closes cleanly, and the log fsyncs each append, so a power
+// loss would keep what Close keeps (the single-node simulator covers torn
+// files and crash images).
 //
 // # The harness can fail
 //
@@ -381,7 +395,7 @@
 //	go run ./cmd/execstore sim -seeds 0 -duration 8h -seed 1000000     # nightly
 //
 // After the seeds it runs 10 linearizability, 10 dispatcher and 10 workflow
-// checks and 20 replicated worlds (-lin, -dispatch, -workflow,
+// checks and 30 replicated worlds (-lin, -dispatch, -workflow,
 // -replicated). It prints progress and what the dispatcher, workflow and
 // replicated checks reached on stderr, the summary line (whose
 // violations count every check's) on stdout, each failing seed's violation

@@ -65,7 +65,7 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 	lin := fs.Int("lin", 10, "linearizability checks of concurrent clients to run")
 	dispatch := fs.Int("dispatch", 10, "dispatcher checks to run: dispatchers and invokers that fail, panic, hang and lose leases, against a store under a manual clock")
 	wf := fs.Int("workflow", 10, "workflow checks to run: workflows on a worker under dispatchers, with steps, sleeps, children, keys and cancels, and deliveries that fail, stall and lose leases, against a store under a manual clock")
-	replicated := fs.Int("replicated", 20, "replicated worlds to run: nodes on raft's in-memory transport, clients that follow the leader, and crashes, partitions, message delays, replaced disks and clocks behind")
+	replicated := fs.Int("replicated", 30, "replicated worlds to run: nodes on raft's in-memory transport, clients that follow the leader, and crashes, partitions, message delays, replaced disks and clocks behind")
 	linOut := fs.String("lin-out", "", "write a failing linearizability history as HTML here")
 	progressEvery := fs.Duration("progress", 10*time.Second, "interval between progress lines on stderr")
 	strictDirs := fs.Bool("strict-dirs", false, "let crashes lose directories created since their parent's last fsync (POSIX, not ext4)")
@@ -269,8 +269,8 @@ func runReplicated(ctx context.Context, w io.Writer, n int, first uint64, dir, m
 	ran, replaced := 0, 0
 	defer func() {
 		if ran > 0 {
-			fmt.Fprintf(w, "sim: replicated worlds: %d seeds, %d calls (%d of unknown outcome), faults: %s, %d failovers, %d disks replaced (%d caught up from a snapshot), %d violations\n",
-				ran, sum.Calls, sum.Unknown, sim.DescribeFaults(sum.Faults), sum.Failovers, replaced, sum.FromSnapshot, failed)
+			fmt.Fprintf(w, "sim: replicated worlds: %d seeds, %d calls (%d of unknown outcome), faults: %s, %d failovers, %d of %d replaced disks caught up from a snapshot, %d violations\n",
+				ran, sum.Calls, sum.Unknown, sim.DescribeFaults(sum.Faults), sum.Failovers, sum.FromSnapshot, replaced, failed)
 		}
 	}()
 	for i := range n {
