@@ -91,3 +91,25 @@ func splitEnvelope(data []byte) ([][]byte, error) {
 	}
 	return cmds, nil
 }
+
+// DecodeCommands decodes a command log's data, one command or an envelope of several, for
+// what reads a log outside the FSM (the simulator reads the stamps along a node's log). An
+// error wraps fsm.ErrDecode: the envelope's framing, or one of its commands, is bad.
+func DecodeCommands(data []byte) ([]*fsm.Command, error) {
+	datas := [][]byte{data}
+	if isEnvelope(data) {
+		var err error
+		if datas, err = splitEnvelope(data); err != nil {
+			return nil, err
+		}
+	}
+	cmds := make([]*fsm.Command, len(datas))
+	for i, d := range datas {
+		c, err := fsm.Decode(d)
+		if err != nil {
+			return nil, fmt.Errorf("command %d of %d: %w", i, len(datas), err)
+		}
+		cmds[i] = c
+	}
+	return cmds, nil
+}

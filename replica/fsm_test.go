@@ -340,6 +340,40 @@ func TestAnEnvelopeAppliesEachCommandAsItsOwnLog(t *testing.T) {
 	})
 }
 
+func TestDecodeCommandsReadsAPlainLogAndAnEnvelope(t *testing.T) {
+	admit := func(id string) []byte {
+		return encodeCommand(t, &fsm.Command{Kind: fsm.KindAdmit, Now: 5, ExecutionID: id, WorkflowID: "w"})
+	}
+	for _, tc := range []struct {
+		name string
+		data []byte
+		ids  []string // nil: an error wrapping fsm.ErrDecode
+	}{
+		{"a plain log", admit("a"), []string{"a"}},
+		{"an envelope", appendEnvelope(nil, [][]byte{admit("a"), admit("b"), admit("c")}), []string{"a", "b", "c"}},
+		{"bad framing", appendEnvelope(nil, [][]byte{admit("a"), admit("b")})[:5], nil},
+		{"a bad command inside", appendEnvelope(nil, [][]byte{admit("a"), {fsm.CodecVersion + 1, 1}}), nil},
+		{"a bad plain log", []byte{fsm.CodecVersion + 1, 1}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmds, err := DecodeCommands(tc.data)
+			if tc.ids == nil {
+				if !errors.Is(err, fsm.ErrDecode) {
+					t.Fatalf("DecodeCommands = %v, %v; want an error wrapping fsm.ErrDecode", cmds, err)
+				}
+				return
+			}
+			var ids []string
+			for _, c := range cmds {
+				ids = append(ids, c.ExecutionID)
+			}
+			if err != nil || !slices.Equal(ids, tc.ids) {
+				t.Fatalf("DecodeCommands = %v, %v; want %v", ids, err, tc.ids)
+			}
+		})
+	}
+}
+
 func TestAnEnvelopeWithBadFramingAppliesNothingAndABadCommandOnlyItself(t *testing.T) {
 	admit := func(id string) []byte {
 		return encodeCommand(t, &fsm.Command{Kind: fsm.KindAdmit, Now: 5, ExecutionID: id, WorkflowID: "w"})

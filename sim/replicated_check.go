@@ -234,16 +234,18 @@ func (w *replWorld) checkStamps(nd *replNode) {
 		if l.Type != raft.LogCommand {
 			continue
 		}
-		c, err := fsm.Decode(l.Data)
+		cmds, err := replica.DecodeCommands(l.Data)
 		if err != nil {
-			w.violate(violationf("%s's log %d does not hold a command: %v", nd.id, i, err))
+			w.violate(violationf("%s's log %d does not hold commands: %v", nd.id, i, err))
 			return
 		}
-		if c.Now < prev {
-			w.violate(violationf("%s's log %d (%v) is stamped %v, %v before log %d: the store's time went backwards",
-				nd.id, i, c.Kind, simTime(time.Unix(0, c.Now)), time.Duration(prev-c.Now), prevAt))
-			return
+		for _, c := range cmds {
+			if c.Now < prev {
+				w.violate(violationf("%s's log %d (%v) is stamped %v, %v before log %d: the store's time went backwards",
+					nd.id, i, c.Kind, simTime(time.Unix(0, c.Now)), time.Duration(prev-c.Now), prevAt))
+				return
+			}
+			prev, prevAt = c.Now, i
 		}
-		prev, prevAt = c.Now, i
 	}
 }
