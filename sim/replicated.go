@@ -84,11 +84,11 @@ type ReplReport struct {
 	Calls   int // client calls made
 	Ops     int // operations in the history (a claim counts once per execution)
 	Unknown int // calls whose outcome stayed unknown (may have taken effect)
-	Dropped int // calls that found no leader in time (nothing was submitted)
+	Dropped int // calls left out: no leader in time (nothing submitted), or a read that failed
 	Retries int // refusals by a node that did not lead, each tried again elsewhere
 	// Faults counts the faults injected, by kind: crash-leader,
-	// crash-follower, isolate-leader, isolate-follower, delay, replace-disk,
-	// clock-behind (a phase with a node's clock behind).
+	// stop-leader, crash-follower, isolate-leader, isolate-follower, delay,
+	// replace-disk, clock-behind (a phase with a node's clock behind).
 	Faults map[string]int
 	// Failovers counts changes of leader the fault driver saw (one leader at
 	// a time, at its polls).
