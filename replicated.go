@@ -278,9 +278,39 @@ func (s *Store) processReplicated(batch []*request, before func(now int64)) {
 		s.rw.RUnlock()
 		return
 	}
+	// What the batch answers from the state without logging (a no-op, a
+	// request deferred until the batch is applied) is true of the state only
+	// if this node still led when it was read: a deposed leader that has not
+	// yet heard of its successor would answer from a stale state. A command
+	// of the batch committed afterwards confirms it; without one, a round of
+	// heartbeats does (raft's VerifyLeader), as a linearizable read's.
+	confirmed := err == nil && anyCommitted(out)
+	var refused error
+	if !confirmed && len(s.noops)+len(s.deferred) > 0 {
+		if refused = s.node.VerifyLeader(ctx); refused == nil {
+			confirmed = true
+		} else if errors.Is(refused, replica.ErrNodeClosed) {
+			refused = ErrClosed
+		}
+	}
 	s.rw.RLock()
 	if len(s.logged) > 0 {
 		s.answerReplicated(out, err)
+	}
+	for _, r := range s.noops {
+		if !confirmed {
+			r.res, r.err = fsm.Result{}, refused
+		}
+		s.answer(r)
+	}
+	clear(s.noops)
+	if !confirmed {
+		for _, r := range s.deferred {
+			r.err = refused
+			s.answer(r)
+		}
+		clear(s.deferred)
+		s.deferred = s.deferred[:0]
 	}
 	s.rw.RUnlock()
 	s.settleDeferred()
@@ -288,6 +318,17 @@ func (s *Store) processReplicated(batch []*request, before func(now int64)) {
 	if s.obs != nil {
 		s.flushObserved()
 	}
+}
+
+// anyCommitted reports whether some command of a proposal committed (and so
+// this node led when it did).
+func anyCommitted(out []replica.Applied) bool {
+	for _, a := range out {
+		if a.Err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // encodeReplicated groups the logged requests into entries, as encodeLogged

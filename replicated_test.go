@@ -474,10 +474,19 @@ func TestALeaderCutOffFromTheMajorityFailsItsWritesAndStepsDown(t *testing.T) {
 	c.settled()
 	c.isolate(old)
 
+	// What it would answer from its state alone (here: no such execution)
+	// it answers only once it confirmed it still leads, which it cannot.
+	wctx, cancel := context.WithTimeout(ctx, patience)
+	_, err := old.s.RequestWake(wctx, "nobody", t0)
+	cancel()
+	if !errors.Is(err, execstore.ErrNotLeader) {
+		t.Fatalf("a no-op on the cut-off leader = %v, want ErrNotLeader", err)
+	}
+
 	// Its write cannot commit: it fails, and says so, once the leader sees
 	// it lost its quorum.
-	wctx, cancel := context.WithTimeout(ctx, patience)
-	_, err := old.s.Admit(wctx, execstore.AdmitRequest{ExecutionID: "cut-off", WorkflowID: "wf"})
+	wctx, cancel = context.WithTimeout(ctx, patience)
+	_, err = old.s.Admit(wctx, execstore.AdmitRequest{ExecutionID: "cut-off", WorkflowID: "wf"})
 	cancel()
 	if !errors.Is(err, execstore.ErrNotLeader) {
 		t.Fatalf("a write on the cut-off leader = %v, want ErrNotLeader", err)

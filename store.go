@@ -68,6 +68,7 @@ type Store struct {
 	encoded    []byte
 	logged     []*request  // this batch's requests that are logged
 	deferred   []*request  // this batch's requests answered after it is applied
+	noops      []*request  // a replica's requests that change nothing, answered once its leadership is confirmed
 	view       batchView   // what the logged requests will do
 	entries    []logEntry  // their WAL entries
 	mergedAcks []fsm.Ack   // backing store of merged acknowledge-batch commands
@@ -523,11 +524,13 @@ func (s *Store) processAt(batch []*request, now int64) {
 }
 
 // prepare stamps a batch's commands with now and prechecks each against the
-// applied state: it answers those that change nothing, and sorts the others
-// into s.logged (to be logged now) and s.deferred (to be answered once the
-// logged ones are applied, see batchView).
+// applied state: it answers those that change nothing (a replica holds them
+// in s.noops), and sorts the others into s.logged (to be logged now) and
+// s.deferred (to be answered once the logged ones are applied, see
+// batchView).
 func (s *Store) prepare(batch []*request, now int64) {
 	s.logged = s.logged[:0]
+	s.noops = s.noops[:0]
 	s.deferred = s.deferred[:0]
 	s.view.reset()
 	for _, r := range batch {
@@ -542,6 +545,9 @@ func (s *Store) prepare(batch []*request, now int64) {
 		}
 		res, mutates := s.state.Precheck(&r.cmd)
 		switch {
+		case !mutates && s.node != nil:
+			r.res = res
+			s.noops = append(s.noops, r) // answered once leadership is confirmed (replicated.go)
 		case !mutates:
 			r.res = res
 			s.answer(r)
@@ -666,6 +672,9 @@ func (s *Store) shrinkBuffers() {
 	}
 	if cap(s.deferred) > queueCapMax {
 		s.deferred = nil
+	}
+	if cap(s.noops) > queueCapMax {
+		s.noops = nil
 	}
 }
 

@@ -299,6 +299,10 @@ func (n *Node) voters() int {
 	return k
 }
 
+// VerifyLeader confirms that this node still leads: a quorum answers a round of heartbeats
+// in its term. It returns a *NotLeaderError when it does not (raft's VerifyLeader).
+func (n *Node) VerifyLeader(ctx context.Context) error { return n.wait(ctx, n.raft.VerifyLeader()) }
+
 // Snapshot asks raft for a snapshot now and returns once it is durable in the snapshot
 // store (and the log compacted behind it, keeping TrailingLogs). It returns an error
 // wrapping raft.ErrNothingNewToSnapshot when no log was applied since the last one.
