@@ -14,6 +14,11 @@ import (
 type Applied struct {
 	Result fsm.Result
 	Err    error
+	// Index is the raft log that holds the command, once the leader appended it: with Err
+	// nil, the committed log whose application gave Result; with an error, the log the
+	// command was appended at (it may still commit there, or be replaced under the next
+	// leader), or 0 when it never reached the leader's log or no answer came (ctx ended).
+	Index uint64
 }
 
 // Apply stamps cmd on the leader, commits it through raft and returns the state machine's
@@ -123,15 +128,19 @@ func (n *Node) stampTime() int64 {
 // await waits for one submitted command's result.
 func (n *Node) await(ctx context.Context, f raft.ApplyFuture) Applied {
 	if err := waitFuture(ctx, f); err != nil {
-		return Applied{Err: n.raftError(err, true)}
+		a := Applied{Err: n.raftError(err, true)}
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			a.Index = f.Index() // raft wrote it, if at all, before it answered
+		}
+		return a
 	}
 	switch r := f.Response().(type) {
 	case fsm.Result:
-		return Applied{Result: r}
+		return Applied{Result: r, Index: f.Index()}
 	case error:
-		return Applied{Err: r}
+		return Applied{Err: r, Index: f.Index()}
 	default:
-		return Applied{Err: fmt.Errorf("replica: log %d: unexpected response %T", f.Index(), r)}
+		return Applied{Err: fmt.Errorf("replica: log %d: unexpected response %T", f.Index(), r), Index: f.Index()}
 	}
 }
 

@@ -155,6 +155,8 @@
 // that loses its leadership after submitting returns one with Uncertain set: the command
 // may still commit under the next leader, exactly as after a timeout, so a client that
 // retries must make the command idempotent (an admission with its own ID is).
+// Applied.Index tells where the log put a command: the committed log that answered it, or
+// the one a lost leader appended it at.
 //
 // # Reads
 //

@@ -21,13 +21,17 @@ import (
 // The single-node store's admissions, for comparison: go test -run '^$' -bench
 // 'Admit/sync=true' . in the repository's root.
 
+// benchCluster runs three members over TCP with NodeOptions' defaults (but for the test
+// clocks, no timed snapshots and a 5s RaftTimeout).
+var benchCluster = clusterOptions{tcp: true, defaults: true}
+
 // BenchmarkNodeApplyAdmit measures admissions through the leader's Apply from 1 and 64
 // concurrent callers; raft gathers concurrent commands into one append (and one fsync on
 // each node) of up to MaxAppendEntries logs.
 func BenchmarkNodeApplyAdmit(b *testing.B) {
 	for _, callers := range []int{1, 64} {
 		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
-			c := newTClusterWith(b, 3, true)
+			c := newClusterWith(b, 3, benchCluster)
 			ld := c.leader().n
 			ctx := context.Background()
 			var next, failed atomic.Int64
@@ -66,7 +70,7 @@ func BenchmarkNodeFailover(b *testing.B) {
 	var took []time.Duration
 	for i := range b.N {
 		b.StopTimer()
-		c := newTClusterWith(b, 3, true)
+		c := newClusterWith(b, 3, benchCluster)
 		old := c.leader()
 		cmd := fsm.Command{Kind: fsm.KindAdmit, ExecutionID: "before", WorkflowID: "wf"}
 		if _, err := old.n.Apply(context.Background(), &cmd); err != nil {
