@@ -17,7 +17,8 @@ type Applied struct {
 	// Index is the raft log that holds the command, once the leader appended it: with Err
 	// nil, the committed log whose application gave Result; with an error, the log the
 	// command was appended at (it may still commit there, or be replaced under the next
-	// leader), or 0 when it never reached the leader's log or no answer came (ctx ended).
+	// leader), or 0 when it never reached the leader's log or no answer came (ctx ended,
+	// the node closed).
 	Index uint64
 }
 
@@ -26,8 +27,9 @@ type Applied struct {
 // copy). On a node that is not the leader it returns a *NotLeaderError naming the leader,
 // and submits nothing; an invalid command gets an error wrapping ErrInvalidCommand and
 // changes nothing, and so does a ctx already ended. When ctx ends after the command was
-// submitted, or the leader loses its leadership meanwhile (NotLeaderError.Uncertain), the
-// command's outcome is unknown: it may still commit.
+// submitted, the leader loses its leadership meanwhile (NotLeaderError.Uncertain), or the
+// node is closed meanwhile (ErrNodeClosed), the command's outcome is unknown: it may still
+// commit.
 func (n *Node) Apply(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
 	out, err := n.ApplyBatch(ctx, []*fsm.Command{cmd})
 	if err != nil {
@@ -107,7 +109,7 @@ func (n *Node) catchUp(ctx context.Context) error {
 	if term == n.readyTerm {
 		return nil
 	}
-	if err := waitFuture(ctx, n.raft.Barrier(n.enqueueTimeout(ctx))); err != nil {
+	if _, err := n.waitFuture(ctx, n.raft.Barrier(n.enqueueTimeout(ctx))); err != nil {
 		return n.raftError(err, false)
 	}
 	n.readyTerm = term
@@ -127,9 +129,9 @@ func (n *Node) stampTime() int64 {
 
 // await waits for one submitted command's result.
 func (n *Node) await(ctx context.Context, f raft.ApplyFuture) Applied {
-	if err := waitFuture(ctx, f); err != nil {
+	if answered, err := n.waitFuture(ctx, f); err != nil {
 		a := Applied{Err: n.raftError(err, true)}
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		if answered {
 			a.Index = f.Index() // raft wrote it, if at all, before it answered
 		}
 		return a
@@ -160,7 +162,7 @@ func (n *Node) Read(ctx context.Context, fn func(*fsm.State)) error {
 	if n.closed() {
 		return ErrNodeClosed
 	}
-	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+	if _, err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 		return n.raftError(err, false)
 	}
 	if err := n.fsm.waitApplied(ctx, n.readIndex(n.raft.LastIndex()), n.done); err != nil {

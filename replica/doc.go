@@ -114,7 +114,9 @@
 // decoder and checks read both. Bootstrap writes the first configuration of a new cluster;
 // a directory that holds raft state resumes it (Bootstrap then returns ErrBootstrapped, it
 // never bootstraps twice). Close shuts raft down, which closes the transport, then closes
-// the stores.
+// the stores. Callers still waiting get ErrNodeClosed at once: raft answers no request it
+// still holds in its queues when it shuts down (with BatchApplyCh its apply queue holds up
+// to MaxAppendEntries commands), so the node waits on its own closing as well as on raft.
 //
 // Default timeouts are for nodes on one network: heartbeat and election 500ms (raft's
 // defaults, 1s, are sized for WANs), leader lease 250ms, commit 10ms. A leader closed or
@@ -154,9 +156,10 @@
 // (wrapping ErrNotLeader) naming the leader this node knows, and submit nothing. A leader
 // that loses its leadership after submitting returns one with Uncertain set: the command
 // may still commit under the next leader, exactly as after a timeout, so a client that
-// retries must make the command idempotent (an admission with its own ID is).
-// Applied.Index tells where the log put a command: the committed log that answered it, or
-// the one a lost leader appended it at.
+// retries must make the command idempotent (an admission with its own ID is). So may a
+// command whose node was closed while it waited (ErrNodeClosed). Applied.Index tells where
+// the log put a command: the committed log that answered it, or the one a lost leader
+// appended it at.
 //
 // # Reads
 //

@@ -10,12 +10,14 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/wal"
 )
 
 // The node tests run Nodes over TCP on 127.0.0.1 (the cluster harness of cluster_test.go with
@@ -435,4 +437,102 @@ func TestWaitAppliedWakesWhenTheFSMAdvancesAndStopsWithItsContext(t *testing.T) 
 	if err := f.WaitApplied(ctx, 2); err != nil {
 		t.Fatalf("WaitApplied of an applied index = %v, want nil even with an ended context", err)
 	}
+}
+
+func TestCallersWaitingWhenTheNodeClosesGetErrNodeClosed(t *testing.T) {
+	// The leader's log write blocks while armed, holding raft's leader loop: commands
+	// submitted meanwhile wait in raft's apply queue, which raft does not answer when it
+	// shuts down.
+	var armed atomic.Bool
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	c := newClusterWith(t, 1, clusterOptions{tune: func(o *NodeOptions) {
+		o.WAL.Faults = &wal.Faults{BeforeWrite: func() error {
+			if armed.Load() {
+				select {
+				case entered <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+			return nil
+		}}
+	}})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	m := c.leader()
+	n := m.n
+	w := newWorkload(1)
+	first := w.admit()
+	if _, err := n.Apply(boundedCtx(t), &first); err != nil { // this term's barrier, before the write blocks
+		t.Fatal(err)
+	}
+	armed.Store(true)
+
+	// Callers without a deadline: one whose command is in the blocked write, then a batch
+	// queued behind it.
+	blockedErr, batchErr := make(chan error, 1), make(chan error, 1)
+	blocked := w.admit()
+	go func() {
+		_, err := n.Apply(context.Background(), &blocked)
+		blockedErr <- err
+	}()
+	select {
+	case <-entered:
+	case <-time.After(waitBound):
+		t.Fatal("the leader's log write never started")
+	}
+	var queued []*fsm.Command
+	for range 10 {
+		cmd := w.admit()
+		queued = append(queued, &cmd)
+	}
+	n.stampMu.Lock()
+	stamp := n.lastStamp
+	n.stampMu.Unlock()
+	var outs []Applied
+	go func() {
+		var err error
+		outs, err = n.ApplyBatch(context.Background(), queued)
+		batchErr <- err
+	}()
+	waitFor(t, "the batch submitted", func() bool {
+		n.stampMu.Lock()
+		defer n.stampMu.Unlock()
+		return n.lastStamp > stamp // set under the lock that covers the submission
+	})
+
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	for _, tc := range []struct {
+		name string
+		errc chan error
+		want error
+	}{
+		{"the caller of the blocked write", blockedErr, ErrNodeClosed},
+		{"the caller of the queued batch", batchErr, nil}, // each command's outcome below
+	} {
+		select {
+		case err := <-tc.errc:
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("%s got %v, want %v", tc.name, err, tc.want)
+			}
+		case <-time.After(waitBound):
+			t.Fatalf("%s still waits %v after Close", tc.name, waitBound)
+		}
+	}
+	for i, a := range outs {
+		if !errors.Is(a.Err, ErrNodeClosed) || a.Index != 0 {
+			t.Fatalf("queued command %d: %+v, want ErrNodeClosed with no index", i, a)
+		}
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	m.n = nil
 }
