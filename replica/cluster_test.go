@@ -89,6 +89,9 @@ type clusterOptions struct {
 	defaults bool
 	// tune, when non-nil, adjusts every member's options last.
 	tune func(*NodeOptions)
+	// quiet leaves the FSM's Applied hook unset: no record of applied commands (appliedLog),
+	// for runs too large to keep one.
+	quiet bool
 }
 
 // member is one node of a cluster, running or stopped, with what outlives its restarts: its
@@ -106,6 +109,8 @@ type member struct {
 	// snapshots installed from a leader. restoresAtOpen is the count when Open returned.
 	restores       atomic.Int64
 	restoresAtOpen int64
+	// applied records what the FSM applied since the member's last start.
+	applied *appliedLog
 }
 
 // installed returns how many snapshots the member restored since Open returned: those a
@@ -198,6 +203,9 @@ func (c *cluster) nodeOptions(m *member) NodeOptions {
 		o.WAL = wal.Options{SegmentSize: 64 << 10}
 	}
 	o.FSM.Restored = func(*fsm.State) { m.restores.Add(1) }
+	if !c.opts.quiet {
+		o.FSM.Applied = m.applied.record
+	}
 	if c.opts.tune != nil {
 		c.opts.tune(&o)
 	}
@@ -208,6 +216,7 @@ func (c *cluster) nodeOptions(m *member) NodeOptions {
 // member whose link is not cut.
 func (c *cluster) start(m *member) {
 	c.t.Helper()
+	m.applied = &appliedLog{}
 	opts := c.nodeOptions(m)
 	if !c.opts.tcp {
 		_, m.trans = raft.NewInmemTransport(raft.ServerAddress(m.addr))
@@ -406,6 +415,80 @@ func (c *cluster) identicalStates() []byte {
 		}
 	}
 	return want
+}
+
+// appliedLog records, through the FSM's Applied hook, every command a member's FSM applied
+// since its last start, in order, with what its result did to leases (leaseEvent).
+type appliedLog struct {
+	mu     sync.Mutex
+	events []leaseEvent
+}
+
+func (a *appliedLog) record(cmds []fsm.Command, results []fsm.Result) {
+	evs := make([]leaseEvent, len(cmds))
+	for i := range cmds {
+		evs[i] = newLeaseEvent(&cmds[i], &results[i])
+	}
+	a.mu.Lock()
+	a.events = append(a.events, evs...)
+	a.mu.Unlock()
+}
+
+// waitRecorded waits until the log recorded n commands: the hook runs after the FSM's
+// applied index moved, so a member settled on an index may not have recorded its last
+// batch yet.
+func (a *appliedLog) waitRecorded(t testing.TB, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d commands recorded", n), func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.events) >= n
+	})
+}
+
+func (a *appliedLog) all() []leaseEvent {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.events)
+}
+
+// leaseEvent is what one applied command did to leases, in the order of the log: the
+// leases it granted (a claim) or renewed, and the leases it ended (an acknowledgement or a
+// release of the current lease). data is the command's encoding, so that two members'
+// records compare whole.
+type leaseEvent struct {
+	data    []byte
+	kind    fsm.Kind
+	now     int64
+	granted []fsm.Lease
+	renewed bool
+	ended   []fsm.Lease // ExecutionID and Token
+}
+
+// newLeaseEvent copies what a leaseEvent needs from an applied command and its result (the
+// FSM's Applied hook must not keep them).
+func newLeaseEvent(c *fsm.Command, r *fsm.Result) leaseEvent {
+	ev := leaseEvent{data: fsm.AppendEncode(nil, c), kind: c.Kind, now: c.Now}
+	end := func(id string, token uint64, r *fsm.Result) {
+		if r.Code == fsm.CodeOK && !r.Unchanged {
+			ev.ended = append(ev.ended, fsm.Lease{ExecutionID: id, Token: token})
+		}
+	}
+	switch c.Kind {
+	case fsm.KindClaim:
+		ev.granted = slices.Clone(r.Leases)
+	case fsm.KindRenew:
+		if r.Code == fsm.CodeOK {
+			ev.granted, ev.renewed = []fsm.Lease{r.Lease}, true
+		}
+	case fsm.KindRelease, fsm.KindAcknowledge:
+		end(c.ExecutionID, c.Token, r)
+	case fsm.KindAcknowledgeBatch:
+		for i := range r.Acks {
+			end(c.Acks[i].ExecutionID, c.Acks[i].Token, &r.Acks[i])
+		}
+	}
+	return ev
 }
 
 // ackedCmd is a command a node answered without an error: its log index, the command as

@@ -22,8 +22,8 @@ import (
 // 'Admit/sync=true' . in the repository's root.
 
 // benchCluster runs three members over TCP with NodeOptions' defaults (but for the test
-// clocks, no timed snapshots and a 5s RaftTimeout).
-var benchCluster = clusterOptions{tcp: true, defaults: true}
+// clocks, no timed snapshots and a 5s RaftTimeout), recording nothing they apply.
+var benchCluster = clusterOptions{tcp: true, defaults: true, quiet: true}
 
 // BenchmarkNodeApplyAdmit measures admissions through the leader's Apply from 1 and 64
 // concurrent callers; raft gathers concurrent commands into one append (and one fsync on
