@@ -21,7 +21,8 @@ import (
 )
 
 // The node tests run Nodes over TCP on 127.0.0.1 (the cluster harness of cluster_test.go with
-// clusterOptions.tcp), and test what a Node refuses.
+// clusterOptions.tcp), and test what a Node refuses and how it answers its callers; a test
+// that blocks raft's log writes runs one node in memory.
 
 func TestOpenRefusesBadOptionsAndCreatesNothing(t *testing.T) {
 	for _, tc := range []struct {
