@@ -40,7 +40,7 @@ const MaxAttemptsLimit = fsm.MaxAttempts
 func (s *Store) Admit(ctx context.Context, req AdmitRequest) (string, error) {
 	var gen string
 	if req.ExecutionID == "" {
-		gen = newID(s.opts.Now(), s.opts.IDRand)
+		gen = newID(s.idTime(), s.opts.IDRand)
 	}
 	c, err := admitCommand(&req, &s.limits, gen)
 	if err != nil {

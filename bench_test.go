@@ -245,44 +245,52 @@ func BenchmarkClaimers(b *testing.B) {
 				if err := s.Snapshot(ctx); err != nil {
 					b.Fatal(err)
 				}
-				var done atomic.Int64
-				cpu := cpuTime()
-				b.ResetTimer()
-				parallel(cfg.claimers, cfg.claimers, func(int) {
-					acks := make([]execstore.Ack, 0, cfg.batch)
-					leases, err := s.ClaimDue(ctx, cfg.batch, time.Minute)
-					for err == nil && len(leases) > 0 {
-						acks = acks[:0]
-						for _, l := range leases {
-							acks = append(acks, execstore.Ack{Lease: l, Outcome: execstore.Completed(nil)})
-						}
-						var results []execstore.AckResult
-						if cfg.together && done.Load()+int64(len(leases)) < int64(b.N) {
-							results, leases, err = s.AcknowledgeAndClaim(ctx, acks, cfg.batch, time.Minute)
-						} else {
-							results, err = s.AcknowledgeBatch(ctx, acks)
-							leases = nil
-						}
-						for _, r := range results {
-							if r.Err != nil {
-								b.Error(r.Err)
-								return
-							}
-						}
-						if done.Add(int64(len(acks))) < int64(b.N) && err == nil && leases == nil {
-							leases, err = s.ClaimDue(ctx, cfg.batch, time.Minute)
-						}
-					}
-					if err != nil {
-						b.Error(err)
-					}
-				})
-				b.StopTimer()
-				b.ReportMetric(float64(done.Load())/b.Elapsed().Seconds(), "executions/s")
-				b.ReportMetric(float64(cpuTime()-cpu)/float64(done.Load()), "cpu-ns/execution")
+				claimLoop(b, s, cfg.claimers, cfg.batch, cfg.together)
 			})
 		}
 	}
+}
+
+// claimLoop runs claimers goroutines that each claim up to batch due
+// executions and acknowledge them (with together, acknowledge and claim the
+// next in one AcknowledgeAndClaim), until b.N are acknowledged, and reports
+// executions/s and the process's CPU time per execution.
+func claimLoop(b *testing.B, s *execstore.Store, claimers, batch int, together bool) {
+	var done atomic.Int64
+	cpu := cpuTime()
+	b.ResetTimer()
+	parallel(claimers, claimers, func(int) {
+		acks := make([]execstore.Ack, 0, batch)
+		leases, err := s.ClaimDue(ctx, batch, time.Minute)
+		for err == nil && len(leases) > 0 {
+			acks = acks[:0]
+			for _, l := range leases {
+				acks = append(acks, execstore.Ack{Lease: l, Outcome: execstore.Completed(nil)})
+			}
+			var results []execstore.AckResult
+			if together && done.Load()+int64(len(leases)) < int64(b.N) {
+				results, leases, err = s.AcknowledgeAndClaim(ctx, acks, batch, time.Minute)
+			} else {
+				results, err = s.AcknowledgeBatch(ctx, acks)
+				leases = nil
+			}
+			for _, r := range results {
+				if r.Err != nil {
+					b.Error(r.Err)
+					return
+				}
+			}
+			if done.Add(int64(len(acks))) < int64(b.N) && err == nil && leases == nil {
+				leases, err = s.ClaimDue(ctx, batch, time.Minute)
+			}
+		}
+		if err != nil {
+			b.Error(err)
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(done.Load())/b.Elapsed().Seconds(), "executions/s")
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(done.Load()), "cpu-ns/execution")
 }
 
 // cpuTime is the CPU time the process has used so far (user and system, all

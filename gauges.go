@@ -69,7 +69,7 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 	}
 	g := Gauges{Stats: st}
 	now, _ := nanosFromTime(st.Now)
-	err = s.read(ctx, func(state *fsm.State) {
+	err = s.readLocal(ctx, func(state *fsm.State) {
 		g.DueNow, g.Leases, g.LeasesExpired = state.Backlog(now) // O(log² n): the trees count their nodes
 		state.Upcoming(GaugesUpcoming, func(at int64, id string, leased bool) bool {
 			g.Upcoming = append(g.Upcoming, DueExecution{ExecutionID: id, At: timeFromNanos(at), Leased: leased})

@@ -368,10 +368,12 @@ func firstOccurrence(c *fsm.Command) {
 // schedule's next occurrence has come. It reports whether more may be due.
 // Writer goroutine only.
 func (s *Store) scheduleTick() bool {
-	if s.failed() != nil {
+	if s.failed() != nil || (s.node != nil && !s.isLeader()) {
 		return false
 	}
-	next, ok := s.state.NextOccurrence()
+	var next int64
+	ok := false
+	s.lockedRead(func() { next, ok = s.state.NextOccurrence() })
 	if !ok {
 		return false
 	}
@@ -379,17 +381,31 @@ func (s *Store) scheduleTick() bool {
 	if next > max(clock, s.last) {
 		return false
 	}
-	now := s.stamp()
-	fires := s.planFires(now)
-	if len(fires) == 0 {
+	r := newRequest()
+	r.cmd = fsm.Command{Kind: fsm.KindFireSchedules}
+	var now int64
+	if s.node != nil {
+		// The fires are planned at the time the node stamps the command with.
+		s.processReplicated([]*request{r}, func(at int64) {
+			now = at
+			r.cmd.Fires = s.planFires(at)
+		})
+	} else {
+		now = s.stamp()
+		if r.cmd.Fires = s.planFires(now); len(r.cmd.Fires) == 0 {
+			r.free()
+			return false
+		}
+		s.processAt([]*request{r}, now)
+	}
+	<-r.done
+	planned := len(r.cmd.Fires) > 0
+	r.free()
+	if !planned {
 		return false
 	}
-	r := newRequest()
-	r.cmd = fsm.Command{Kind: fsm.KindFireSchedules, Fires: fires}
-	s.processAt([]*request{r}, now)
-	<-r.done
-	r.free()
-	more, ok := s.state.NextOccurrence()
+	var more int64
+	s.lockedRead(func() { more, ok = s.state.NextOccurrence() })
 	return ok && more <= now
 }
 
@@ -456,7 +472,11 @@ type scheduleTimer struct {
 // (never ready) when no schedule has a next occurrence or the timer is off.
 func (s *Store) armScheduleTimer() <-chan time.Time {
 	st := &s.schedTimer
-	next, ok := s.state.NextOccurrence()
+	var next int64
+	ok := false
+	if s.node == nil || s.isLeader() {
+		s.lockedRead(func() { next, ok = s.state.NextOccurrence() })
+	}
 	if !ok || s.opts.ScheduleCheck < 0 {
 		if st.armed {
 			st.t.Stop()

@@ -73,6 +73,9 @@ func (s *Store) Snapshot(ctx context.Context) error {
 	if s.isClosed.Load() {
 		return ErrClosed
 	}
+	if s.node != nil {
+		return s.snapshotReplicated(ctx)
+	}
 	done := make(chan error, 1)
 	select {
 	case s.snaps.requests <- done:
@@ -92,6 +95,9 @@ func (s *Store) Snapshot(ctx context.Context) error {
 // snapshotTick starts a capture when one was asked for or the cadence is
 // reached, unless one is in flight. Writer goroutine only.
 func (s *Store) snapshotTick() {
+	if s.node != nil {
+		return // raft snapshots a replica (Node.SnapshotThreshold)
+	}
 	sn := &s.snaps
 	if err := s.failed(); err != nil && !sn.inFlight {
 		// A failed store takes no snapshot: its state may be ahead of no

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/replica"
 )
 
 // Stats is a point-in-time summary of the store, for monitoring and tests.
@@ -49,6 +50,12 @@ type Stats struct {
 	WorkflowsOmitted int
 	// LastChange is the latest position of the change feed (see Changes).
 	LastChange uint64
+
+	// Replica is a replicated store's raft state (its role, the leader it
+	// knows, its term and indexes); nil on a single node. There the WAL
+	// indexes are the raft log's and AppliedIndex the last raft log applied;
+	// WALBatches and SnapshotIndex stay zero (raft's snapshots are its own).
+	Replica *replica.Stats
 }
 
 // StatsWorkflowsMax bounds Stats.ByWorkflow, so that a store with many
@@ -61,7 +68,7 @@ const StatsWorkflowsMax = 1000
 // asks on every idle loop.
 func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
 	var next time.Time
-	err := s.read(ctx, func(state *fsm.State) {
+	err := s.readLocal(ctx, func(state *fsm.State) {
 		if at, ok := state.NextDue(); ok {
 			next = timeFromNanos(at)
 		}
@@ -69,10 +76,13 @@ func (s *Store) NextDue(ctx context.Context) (time.Time, error) {
 	return next, err
 }
 
-// Stats returns a summary of the applied state.
+// Stats returns a summary of the applied state. On a replicated store it
+// describes the node it is asked of, from its own applied state, on a
+// follower too (as do NextDue, Gauges and CheckInvariants): it never asks
+// the leader.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
-	err := s.read(ctx, func(state *fsm.State) {
+	err := s.readLocal(ctx, func(state *fsm.State) {
 		m := state.Meta()
 		st.Executions = state.Len()
 		st.Terminal = m.Terminal
@@ -96,12 +106,20 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		})
 		st.WorkflowsOmitted = state.WorkflowCount() - len(st.ByWorkflow)
 		st.LastChange = m.ChangeSeq
+		if s.node != nil {
+			return
+		}
 		st.WALFirstIndex = s.wal.FirstIndex()
 		st.WALLastIndex = s.wal.LastIndex()
 		st.WALBatches = s.batches.Load()
 		st.AppliedIndex = s.appliedIndex.Load()
 		st.SnapshotIndex = s.snapshotIndex.Load()
 	})
+	if s.node != nil {
+		ns := s.node.Stats()
+		st.WALFirstIndex, st.WALLastIndex, st.AppliedIndex = ns.FirstIndex, ns.LastIndex, ns.Applied
+		st.Replica = &ns
+	}
 	s.qmu.Lock()
 	st.Queued = len(s.queue)
 	s.qmu.Unlock()
@@ -118,7 +136,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 // lock: for tests, the simulator and operators' checks, not for hot paths.
 func (s *Store) CheckInvariants() error {
 	var err error
-	if rerr := s.read(context.Background(), func(st *fsm.State) { err = st.CheckInvariants() }); rerr != nil {
+	if rerr := s.readLocal(context.Background(), func(st *fsm.State) { err = st.CheckInvariants() }); rerr != nil {
 		return rerr
 	}
 	return err

@@ -161,7 +161,7 @@ func (s *Store) Start(ctx context.Context, lease Lease, stepKey, workflowID stri
 		Token:       lease.Token,
 		Key:         stepKey,
 		WorkflowID:  workflowID,
-		ChildID:     newID(s.opts.Now(), s.opts.IDRand),
+		ChildID:     newID(s.idTime(), s.opts.IDRand),
 	}
 	if params != nil {
 		c.Params, c.HasParams = string(params), true

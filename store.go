@@ -15,6 +15,7 @@ import (
 
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/replica"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -95,6 +96,12 @@ type Store struct {
 
 	fallback fallback      // what recovery would fall back on; checked in the background
 	checks   fallbackCheck // that check
+
+	// A replicated store's node (replicated.go); nil on a single node, where
+	// the writer logs to wal and applies itself.
+	node       *replica.Node
+	stale      bool   // ReplicaOptions.StaleReads
+	changeSeen uint64 // the change feed's position at the FSM's last batch; FSM goroutine only
 }
 
 // request is one queued command and, once done is signalled, its answer.
@@ -115,6 +122,23 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan st
 // Open opens (creating if needed) the store kept in dir and recovers its
 // state: newest valid snapshot, then every WAL entry after it.
 func Open(dir string, opts Options) (*Store, error) {
+	s, err := newStore(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.recover(); err != nil {
+		s.releaseDir()
+		return nil, err
+	}
+	go s.run()
+	s.checks.start(s)
+	return s, nil
+}
+
+// newStore checks the options, fills in their defaults, and makes and locks
+// the directory: what a single-node and a replicated store share before
+// their state is loaded.
+func newStore(dir string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -171,12 +195,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.lockf = lockf
-	if err := s.recover(); err != nil {
-		s.releaseDir()
-		return nil, err
-	}
-	go s.run()
-	s.checks.start(s)
 	return s, nil
 }
 
@@ -199,9 +217,14 @@ func (s *Store) releaseDir() {
 		s.wal.Close()
 	}
 	if s.lockf != nil {
-		syscall.Flock(int(s.lockf.Fd()), syscall.LOCK_UN)
-		s.lockf.Close()
+		unlockDir(s.lockf)
 	}
+}
+
+// unlockDir releases and closes the directory's lock file.
+func unlockDir(f *os.File) error {
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return f.Close()
 }
 
 // recover rebuilds the state: the newest valid snapshot, then every later
@@ -260,12 +283,14 @@ func (s *Store) Close() error {
 	s.qmu.Unlock()
 	s.signal()
 	<-s.stopped
+	if s.node != nil {
+		return s.closeReplicated()
+	}
 	s.checks.stop()
 	s.awaits.closeAll()
 	err := s.wal.Close()
 	if s.lockf != nil {
-		syscall.Flock(int(s.lockf.Fd()), syscall.LOCK_UN)
-		if cerr := s.lockf.Close(); err == nil {
+		if cerr := unlockDir(s.lockf); err == nil {
 			err = cerr
 		}
 	}
@@ -476,10 +501,32 @@ func (s *Store) run() {
 const queueCapMax = 1 << 14
 
 // process runs one batch through precheck, the log, and apply.
-func (s *Store) process(batch []*request) { s.processAt(batch, s.stamp()) }
+func (s *Store) process(batch []*request) {
+	if s.node != nil {
+		s.processReplicated(batch, nil)
+		return
+	}
+	s.processAt(batch, s.stamp())
+}
 
 // processAt is process with the batch's time already stamped.
 func (s *Store) processAt(batch []*request, now int64) {
+	s.prepare(batch, now)
+	if len(s.logged) > 0 {
+		s.writeLogged(now)
+	}
+	s.settleDeferred()
+	s.shrinkBuffers()
+	if s.obs != nil {
+		s.flushObserved()
+	}
+}
+
+// prepare stamps a batch's commands with now and prechecks each against the
+// applied state: it answers those that change nothing, and sorts the others
+// into s.logged (to be logged now) and s.deferred (to be answered once the
+// logged ones are applied, see batchView).
+func (s *Store) prepare(batch []*request, now int64) {
 	s.logged = s.logged[:0]
 	s.deferred = s.deferred[:0]
 	s.view.reset()
@@ -504,14 +551,6 @@ func (s *Store) processAt(batch []*request, now int64) {
 			s.view.note(&r.cmd, s.state)
 			s.logged = append(s.logged, r)
 		}
-	}
-	if len(s.logged) > 0 {
-		s.writeLogged(now)
-	}
-	s.settleDeferred()
-	s.shrinkBuffers()
-	if s.obs != nil {
-		s.flushObserved()
 	}
 }
 
@@ -575,7 +614,13 @@ func (s *Store) writeLogged(now int64) {
 // settleDeferred answers the batch's deferred requests from the applied
 // state, or queues again, at the front, those that turn out to change it.
 func (s *Store) settleDeferred() {
+	if len(s.deferred) == 0 {
+		return
+	}
 	var again []*request
+	if s.node != nil {
+		s.rw.RLock()
+	}
 	for _, r := range s.deferred {
 		if err := s.failed(); err != nil {
 			r.err = err
@@ -590,6 +635,9 @@ func (s *Store) settleDeferred() {
 		}
 		r.logNext = true
 		again = append(again, r)
+	}
+	if s.node != nil {
+		s.rw.RUnlock()
 	}
 	clear(s.deferred)
 	if len(again) > 0 {
@@ -632,6 +680,16 @@ const reusedBytesMax = 4 << 20
 type logEntry struct {
 	reqs   []*request  // the requests it answers, in order
 	merged fsm.Command // the acknowledge-batch command, when len(reqs) > 1
+}
+
+// size is an upper bound of the entry's encoded length: its requests'
+// (a merged acknowledge-batch takes less).
+func (e *logEntry) size() int {
+	n := 0
+	for _, r := range e.reqs {
+		n += r.size
+	}
+	return n
 }
 
 func (e *logEntry) command() *fsm.Command {
@@ -705,28 +763,45 @@ func (s *Store) applyLogged() {
 	}
 	changed := s.state.Meta().ChangeSeq != changesBefore
 	s.rw.Unlock()
+	s.wake(became, changed, func(yield func(*fsm.Command, *fsm.Result)) {
+		for _, r := range s.logged {
+			yield(&r.cmd, &r.res)
+		}
+	})
+	for _, r := range s.logged {
+		s.answer(r)
+	}
+	clear(s.mergedAcks) // drop references to the callers' data
+	clear(s.mergedBuf.Acks)
+}
+
+// wake tells those waiting what a batch of applied commands did: the change
+// feed's readers when it changed, the Await-ers of executions that ended, the
+// dispatchers when some execution became due. each yields the batch's
+// commands with their results. It reads the state unlocked: only from the
+// goroutine that changes it (the writer, or a replica's FSM goroutine).
+func (s *Store) wake(became fsm.Transitions, changed bool, each func(yield func(*fsm.Command, *fsm.Result))) {
 	if changed {
 		s.changed.notify() // after the unlock: a woken Changes reads at once
 	}
 	if became.Terminal {
 		ended := false
-		for _, r := range s.logged {
+		each(func(c *fsm.Command, res *fsm.Result) {
 			switch {
-			case !r.res.Became.Terminal:
-			case r.cmd.Kind == fsm.KindAcknowledgeBatch:
-				for i := range r.res.Acks {
-					if a := &r.res.Acks[i]; a.Became.Terminal {
+			case !res.Became.Terminal:
+			case c.Kind == fsm.KindAcknowledgeBatch:
+				for i := range res.Acks {
+					if a := &res.Acks[i]; a.Became.Terminal {
 						s.awaits.notify(a.Exec.ID)
 					}
 				}
-			case r.cmd.Kind == fsm.KindAcknowledge:
-				s.awaits.notify(r.res.Exec.ID)
+			case c.Kind == fsm.KindAcknowledge:
+				s.awaits.notify(res.Exec.ID)
 			default: // cancel, claim, release: which ones, the state says
 				ended = true
 			}
-		}
+		})
 		if ended {
-			// Only the writer changes the state, so it reads it unlocked.
 			s.awaits.notifyTerminal(func(id string) bool {
 				e, ok := s.state.Get(id)
 				return ok && e.Terminal()
@@ -736,11 +811,6 @@ func (s *Store) applyLogged() {
 	if became.Due {
 		s.due.notify()
 	}
-	for _, r := range s.logged {
-		s.answer(r)
-	}
-	clear(s.mergedAcks) // drop references to the callers' data
-	clear(s.mergedBuf.Acks)
 }
 
 // stamp returns the time for the next batch: the clock, but never earlier
@@ -763,13 +833,37 @@ func (s *Store) failStop(cause error) {
 	}
 }
 
-// read runs fn against the applied state under the read lock.
+// readLocal runs fn against this node's applied state under the read lock:
+// on a replica, without asking the leader (Stats, Gauges and the like
+// describe the node they are asked of).
+func (s *Store) readLocal(ctx context.Context, fn func(st *fsm.State)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.isClosed.Load() {
+		return ErrClosed
+	}
+	s.rw.RLock()
+	fn(s.state)
+	s.rw.RUnlock()
+	return nil
+}
+
+// read runs fn against the applied state under the read lock; on a replica,
+// linearizably unless ReplicaOptions.StaleReads (see replicated.go).
 func (s *Store) read(ctx context.Context, fn func(st *fsm.State)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if s.isClosed.Load() {
 		return ErrClosed
+	}
+	if s.node != nil && !s.stale {
+		err := s.node.Read(ctx, fn)
+		if errors.Is(err, replica.ErrNodeClosed) {
+			err = ErrClosed
+		}
+		return err
 	}
 	s.rw.RLock()
 	fn(s.state)
@@ -921,28 +1015,42 @@ const retireLimit = 1024
 // is older than the retention. It reports whether more may remain. Writer
 // goroutine only.
 func (s *Store) retireTick() bool {
-	if s.opts.Retention <= 0 || s.failed() != nil {
+	if s.opts.Retention <= 0 || s.failed() != nil || (s.node != nil && !s.isLeader()) {
 		return false
 	}
-	oldest, ok := s.state.NextRetirable()
+	var oldest int64
+	ok := false
+	s.lockedRead(func() { oldest, ok = s.state.NextRetirable() })
 	if !ok {
 		return false
 	}
 	now, _ := nanosFromTime(s.opts.Now())
-	cutoff := max(now, s.last) - int64(s.opts.Retention)
-	if mutant.RetireAtCutoff {
-		cutoff++
-	}
+	cutoff := s.retireCutoff(max(now, s.last))
 	if oldest >= cutoff {
 		return false
 	}
 	r := newRequest()
 	r.cmd = fsm.Command{Kind: fsm.KindRetire, At: cutoff, Limit: retireLimit}
-	s.process([]*request{r})
+	if s.node != nil {
+		// The cutoff follows the time the node stamps the command with.
+		s.processReplicated([]*request{r}, func(now int64) { r.cmd.At = s.retireCutoff(now) })
+	} else {
+		s.process([]*request{r})
+	}
 	<-r.done
 	more := r.err == nil && r.res.Count == retireLimit
 	r.free()
 	return more
+}
+
+// retireCutoff is the time before which a terminal execution is retired, at
+// the store's time now.
+func (s *Store) retireCutoff(now int64) int64 {
+	cutoff := now - int64(s.opts.Retention)
+	if mutant.RetireAtCutoff {
+		cutoff++
+	}
+	return cutoff
 }
 
 func fsyncDir(dir string) error {

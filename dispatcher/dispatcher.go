@@ -2,8 +2,11 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/execstore/execstore"
 )
 
 // Dispatcher claims due executions from a store and delivers each to an
@@ -142,7 +145,7 @@ func (d *Dispatcher) freeSlot() {
 // is closed.
 func (d *Dispatcher) loop(stop, done chan struct{}) {
 	defer close(done)
-	failing := false
+	failing, following := false, false
 	for !closed(stop) {
 		free := d.freeSlots()
 		if free <= 0 {
@@ -159,7 +162,19 @@ func (d *Dispatcher) loop(stop, done chan struct{}) {
 		// the time anyone can observe the claim.
 		poll := d.opts.Clock.Now().Add(d.opts.PollInterval)
 		n, err := d.claim(free)
+		if !errors.Is(err, execstore.ErrNotLeader) {
+			following = false
+		}
 		switch {
+		case errors.Is(err, execstore.ErrNotLeader):
+			// A replica that does not lead: the leader's dispatchers
+			// deliver. Its due signal fires when its raft state changes,
+			// so it claims as soon as it is elected.
+			if !following {
+				d.opts.logger.Info("dispatcher: this node is not the leader; claiming once it is", "err", err)
+			}
+			following = true
+			d.wait(stop, poll, due, time.Time{})
 		case err != nil:
 			if !failing {
 				d.opts.logger.Error("dispatcher: failed to claim due executions; retrying at the poll interval", "err", err)

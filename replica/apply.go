@@ -201,3 +201,115 @@ func (n *Node) readIndex(last uint64) uint64 {
 func (n *Node) ReadStale(fn func(*fsm.State)) {
 	n.fsm.View(func(st *fsm.State, _ uint64) { fn(st) })
 }
+
+// Propose is the submission path of an owner that stamps, prechecks and encodes commands
+// itself (the replicated execstore.Store's writer): on the leader, once it has applied
+// every log committed before its term, it calls prepare with the time of the next commands
+// — max(the clock, the last time stamped, the applied state's time), as Apply stamps —
+// and submits the encoded commands prepare returns, in order, as few raft logs as the
+// envelope's bounds allow (one for a batch of up to MaxEnvelopeCommands commands and
+// MaxEnvelopeBytes bytes; a lone command is a plain log). prepare runs under the lock that
+// orders stamping, so that no other submission on this node comes between; it may read
+// the state under the FSM's lock and must not call the node. Propose then waits for the
+// logs' outcomes and returns each command's at its position; nil when prepare returned
+// nothing. The commands' encoded bytes become raft's: prepare must not reuse them.
+//
+// The error is for the call as a whole, with nothing submitted and prepare not called: not
+// the leader (a *NotLeaderError naming the leader), the node is closed, ctx ended, or the
+// leader could not catch up.
+func (n *Node) Propose(ctx context.Context, prepare func(now int64) [][]byte) ([]Applied, error) {
+	futures, counts, err := n.propose(ctx, prepare)
+	if err != nil || len(futures) == 0 {
+		return nil, err
+	}
+	var out []Applied
+	for i, f := range futures {
+		out = appendOutcomes(out, n.awaitEach(ctx, f, counts[i]), counts[i])
+	}
+	return out, nil
+}
+
+// appendOutcomes appends the outcomes of one log of count commands: each's, or one error
+// for all.
+func appendOutcomes(out, each []Applied, count int) []Applied {
+	if len(each) == count {
+		return append(out, each...)
+	}
+	for range count {
+		out = append(out, each[0])
+	}
+	return out
+}
+
+// awaitEach waits for a log of count commands: it returns their outcomes, or a single
+// outcome holding the error that befell them all.
+func (n *Node) awaitEach(ctx context.Context, f raft.ApplyFuture, count int) []Applied {
+	if count == 1 {
+		return []Applied{n.await(ctx, f)}
+	}
+	if answered, err := n.waitFuture(ctx, f); err != nil {
+		a := Applied{Err: n.raftError(err, true)}
+		if answered {
+			a.Index = f.Index() // raft wrote it, if at all, before it answered
+		}
+		return []Applied{a}
+	}
+	switch r := f.Response().(type) {
+	case []Applied:
+		if len(r) == count {
+			for i := range r {
+				r[i].Index = f.Index()
+			}
+			return r
+		}
+		return []Applied{{Err: fmt.Errorf("replica: log %d: %d outcomes for %d commands", f.Index(), len(r), count), Index: f.Index()}}
+	case error:
+		return []Applied{{Err: r, Index: f.Index()}}
+	default:
+		return []Applied{{Err: fmt.Errorf("replica: log %d: unexpected response %T", f.Index(), r), Index: f.Index()}}
+	}
+}
+
+func (n *Node) propose(ctx context.Context, prepare func(now int64) [][]byte) ([]raft.ApplyFuture, []int, error) {
+	if n.closed() {
+		return nil, nil, ErrNodeClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("replica: %w (nothing was submitted)", err)
+	}
+	n.stampMu.Lock()
+	defer n.stampMu.Unlock()
+	if n.raft.State() != raft.Leader {
+		return nil, nil, n.notLeader()
+	}
+	if err := n.catchUp(ctx); err != nil {
+		return nil, nil, err
+	}
+	now := n.stampTime()
+	n.lastStamp = now
+	datas := prepare(now)
+	if len(datas) == 0 {
+		return nil, nil, nil
+	}
+	timeout := n.enqueueTimeout(ctx)
+	var futures []raft.ApplyFuture
+	var counts []int
+	for len(datas) > 0 {
+		k, size := 1, envelopeLen(datas[:1])
+		for k < len(datas) && k < MaxEnvelopeCommands {
+			next := size + uvarintLen(uint64(len(datas[k]))) + len(datas[k]) + 1 // the count may grow a byte
+			if next > MaxEnvelopeBytes {
+				break
+			}
+			size, k = next, k+1
+		}
+		data := datas[0]
+		if k > 1 {
+			data = appendEnvelope(make([]byte, 0, size), datas[:k])
+		}
+		futures = append(futures, n.raft.Apply(data, timeout))
+		counts = append(counts, k)
+		datas = datas[k:]
+	}
+	return futures, counts, nil
+}

@@ -234,19 +234,16 @@
 // (fsynced) and decodes it whole; no log followed it here. The test process
 // peaked at about 2.9 GB resident (three states of 10^6 records in one process).
 //
-// # What phase 3 wires into the root package
+// # Behind the public API
 //
-// execstore.OpenReplicated(dir, ReplicaOptions) builds a Store on a Node. Its writer, on the
-// leader, does what it does now up to the log: validate, precheck against the state (to
-// answer no-ops without logging them), then ApplyBatch instead of the wal, taking results
-// from the futures; stamping moves into the Node as above, and generated IDs and schedule
-// occurrences are computed from the stamped time. ErrNotLeader becomes part of the public
-// API (with the leader's address, from NotLeaderError); serve forwards a write to the
-// leader or redirects with 307. Reads use Read by default and ReadStale when the caller
-// asks for stale reads. Awaiters and the dispatcher are woken from FSM's applied results on
-// every node (a hook phase 3 adds to FSM, called with each applied result). Retention calls
-// fsm.State.TrackRetirement, through NodeOptions.FSM.Restored, on the first state and on
-// every restored one. The CLI gains serve --node-id --raft-addr --join (or --peers) and
-// membership commands (add, remove) on top of AddVoter and RemoveServer, and a
-// three-node cluster on 127.0.0.1 for local trials.
+// execstore.OpenReplicated builds a Store on a Node. Its writer, on the leader, does what it
+// does on one node up to the log: validate, precheck against the state (answering no-ops
+// without logging them), group acknowledgements; then Propose, which catches up and stamps
+// under the node's stamping lock, calls back for the encoded commands and submits them as one
+// raft log, an envelope of the batch's commands (envelope.go), so that raft's work per log is
+// paid once per batch as the single-node store pays one wal batch. FSMOptions carries the store's hooks: Lock (the store reads the state under the
+// FSM's lock), Adopted (the store follows a restored state), Applied (Await-ers, the change
+// feed and dispatchers are woken on every node from what was applied). NodeOptions.Meta is
+// told over the node's raft port (meta.go: every connection names its service in its first
+// byte), which serve uses to find the leader's API.
 package replica

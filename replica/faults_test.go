@@ -390,7 +390,7 @@ func TestNoExecutionIsDeliveredUnderTwoLiveLeasesAcrossALeaderKill(t *testing.T)
 		}
 	}
 	killed.Store(true)
-	c.stop(old)
+	c.kill(old)
 	tokensAtKill := map[string]uint64{}
 	survivor.n.ReadStale(func(st *fsm.State) {
 		for _, id := range leasedIDs(survivor.applied.all()) {

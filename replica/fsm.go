@@ -19,9 +19,11 @@ import (
 // from counters in the state.
 
 // FSM is the state machine (package fsm) behind raft: raft.BatchingFSM over one *fsm.State.
-// Each command log's data is one command in fsm's codec (fsm.AppendEncode); its response is
-// the command's fsm.Result (a value), or a *CommandError when the data does not decode.
-// Other logs (configuration changes) get a nil response and change nothing.
+// A command log's data is one command in fsm's codec (fsm.AppendEncode), whose response is
+// the command's fsm.Result (a value) or a *CommandError when the data does not decode; or an
+// envelope of several (envelope.go), whose response is a []Applied, one per command in
+// order, or a *CommandError when its framing is bad (then none applied). Other logs
+// (configuration changes) get a nil response and change nothing.
 //
 // raft calls Apply, ApplyBatch, Snapshot and Restore from one goroutine; View may run
 // concurrently with them.
@@ -95,12 +97,39 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	}
 	f.mu.Lock()
 	for i, l := range logs {
-		var c fsm.Command
-		out[i] = f.apply(l, &c)
-		if res, ok := out[i].(fsm.Result); ok && f.opts.Applied != nil {
-			cmds = append(cmds, c)
-			results = append(results, res)
+		f.applied = l.Index
+		if l.Type != raft.LogCommand {
+			continue
 		}
+		if !isEnvelope(l.Data) {
+			var c fsm.Command
+			out[i] = f.apply(l.Index, l.Data, &c)
+			if res, ok := out[i].(fsm.Result); ok && f.opts.Applied != nil {
+				cmds = append(cmds, c)
+				results = append(results, res)
+			}
+			continue
+		}
+		datas, err := splitEnvelope(l.Data)
+		if err != nil {
+			out[i] = &CommandError{Index: l.Index, Err: err}
+			continue
+		}
+		each := make([]Applied, len(datas))
+		for k, d := range datas {
+			var c fsm.Command
+			switch r := f.apply(l.Index, d, &c).(type) {
+			case fsm.Result:
+				each[k].Result = r
+				if f.opts.Applied != nil {
+					cmds = append(cmds, c)
+					results = append(results, r)
+				}
+			case error:
+				each[k].Err = r
+			}
+		}
+		out[i] = each
 	}
 	f.signal()
 	f.mu.Unlock()
@@ -110,14 +139,12 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 	return out
 }
 
-// apply applies one log, decoding a command into c; the caller holds f.mu.
-func (f *FSM) apply(l *raft.Log, c *fsm.Command) any {
-	f.applied = l.Index
-	if l.Type != raft.LogCommand {
-		return nil
-	}
-	if err := fsm.DecodeInto(c, l.Data); err != nil {
-		return &CommandError{Index: l.Index, Err: err}
+// apply applies the command encoded in data, decoding it into c, and returns its
+// fsm.Result, or a *CommandError naming the log at index when it does not decode. The
+// caller holds f.mu.
+func (f *FSM) apply(index uint64, data []byte, c *fsm.Command) any {
+	if err := fsm.DecodeInto(c, data); err != nil {
+		return &CommandError{Index: index, Err: err}
 	}
 	// Apply, never a variant that builds results in reused buffers: a response reaches
 	// its future's reader after later logs were applied, so it must own its slices.

@@ -295,3 +295,84 @@ func TestTheOwnerHooksSeeEveryStateAndEveryAppliedCommand(t *testing.T) {
 		}
 	})
 }
+
+func TestAnEnvelopeAppliesEachCommandAsItsOwnLog(t *testing.T) {
+	ref := fsm.New()
+	logs, want := commandLogs(t, 4, 300, ref)
+	f := NewFSM(fsm.New(), 0, FSMOptions{})
+	var datas [][]byte
+	for _, l := range logs {
+		datas = append(datas, l.Data)
+	}
+	// 300 commands in envelopes of 1 (a plain log), 2, 97 and 200.
+	var got []Applied
+	index := uint64(0)
+	for _, part := range [][][]byte{datas[:1], datas[1:3], datas[3:100], datas[100:]} {
+		index++
+		data := part[0]
+		if len(part) > 1 {
+			data = appendEnvelope(nil, part)
+			if len(data) != envelopeLen(part) {
+				t.Fatalf("envelopeLen = %d, the envelope has %d bytes", envelopeLen(part), len(data))
+			}
+		}
+		switch r := f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data}).(type) {
+		case fsm.Result:
+			got = append(got, Applied{Result: r})
+		case []Applied:
+			got = append(got, r...)
+		default:
+			t.Fatalf("log %d: response %T %v", index, r, r)
+		}
+	}
+	for i := range want {
+		if got[i].Err != nil || !reflect.DeepEqual(got[i].Result, want[i]) {
+			t.Fatalf("command %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	f.View(func(st *fsm.State, applied uint64) {
+		if !bytes.Equal(stateBytes(t, st), stateBytes(t, ref)) || applied != index {
+			t.Fatalf("the state differs from the state machine's, or applied = %d (want %d)", applied, index)
+		}
+	})
+}
+
+func TestAnEnvelopeWithBadFramingAppliesNothingAndABadCommandOnlyItself(t *testing.T) {
+	admit := func(id string) []byte {
+		return encodeCommand(t, &fsm.Command{Kind: fsm.KindAdmit, Now: 5, ExecutionID: id, WorkflowID: "w"})
+	}
+	good := appendEnvelope(nil, [][]byte{admit("a"), admit("b")})
+	for name, data := range map[string][]byte{
+		"count of one":        append([]byte{envelopeMagic, 1, byte(len(admit("a")))}, admit("a")...),
+		"count past the data": append([]byte{envelopeMagic, 9}, good[2:]...),
+		"length past the end": good[:len(good)-1],
+		"bytes left over":     append(slices.Clone(good), 0),
+		"zero length":         append(slices.Clone(good[:2]), 0, 0),
+		"varint not minimal":  append([]byte{envelopeMagic, 0x82, 0x00}, good[2:]...),
+		"nothing but magic":   {envelopeMagic},
+	} {
+		f := NewFSM(fsm.New(), 0, FSMOptions{})
+		res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+		if err, ok := res.(*CommandError); !ok || !errors.Is(err, ErrBadCommand) || !errors.Is(err, fsm.ErrDecode) {
+			t.Errorf("%s: response %T %v, want a *CommandError", name, res, res)
+		}
+		f.View(func(st *fsm.State, applied uint64) {
+			if st.Len() != 0 || applied != 1 {
+				t.Errorf("%s: %d records after it (applied %d), want none", name, st.Len(), applied)
+			}
+		})
+	}
+
+	// A command that does not decode is its own outcome; the others apply.
+	f := NewFSM(fsm.New(), 0, FSMOptions{})
+	res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: appendEnvelope(nil, [][]byte{admit("a"), {fsm.CodecVersion + 1, 1}, admit("b")})})
+	each, ok := res.([]Applied)
+	if !ok || len(each) != 3 || each[0].Err != nil || each[2].Err != nil || !errors.Is(each[1].Err, ErrBadCommand) {
+		t.Fatalf("response %T %+v, want the middle command's error alone", res, res)
+	}
+	f.View(func(st *fsm.State, _ uint64) {
+		if st.Len() != 2 {
+			t.Fatalf("%d records, want the two good admissions", st.Len())
+		}
+	})
+}

@@ -29,6 +29,12 @@ type NodeOptions struct {
 	// then be a specific IP (not 0.0.0.0).
 	AdvertiseAddr string
 
+	// Meta is a short text (at most MaxMetaBytes) this node tells any peer that asks,
+	// over its raft port (PeerMeta, LeaderMeta): a replicated store's serve puts its
+	// HTTP API's URL here, so that a follower can send clients to the leader's. Not
+	// available with Transport. Default empty.
+	Meta string
+
 	// Clock stamps the commands this node writes while it is leader. Default time.Now.
 	Clock func() time.Time
 	// Logger receives raft's messages (transport and snapshot store included), each with
@@ -86,6 +92,9 @@ func (o NodeOptions) withDefaults() (NodeOptions, error) {
 	}
 	if o.BindAddr == "" && o.Transport == nil {
 		return bad("BindAddr is required")
+	}
+	if len(o.Meta) > MaxMetaBytes {
+		return bad("Meta of %d bytes, more than %d", len(o.Meta), MaxMetaBytes)
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -174,6 +183,10 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// The leader's Meta, cached for the leader it was asked of (LeaderMeta).
+	metaMu                    sync.Mutex
+	metaID, metaAddr, metaVal string
 }
 
 // Open opens (or creates) the node's directory and starts raft on it: dir/wal holds the raft
@@ -219,10 +232,11 @@ func Open(dir string, opts NodeOptions) (_ *Node, err error) {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}
 	if n.trans = opts.Transport; n.trans == nil {
-		if n.trans, err = raft.NewTCPTransportWithLogger(opts.BindAddr, advertise, 3, opts.RaftTimeout,
-			hl.Named("transport")); err != nil {
+		layer, err := newMuxLayer(opts.BindAddr, advertise, opts.Meta, opts.RaftTimeout)
+		if err != nil {
 			return nil, fmt.Errorf("replica: open node: transport: %w", err)
 		}
+		n.trans = raft.NewNetworkTransportWithLogger(layer, 3, opts.RaftTimeout, hl.Named("transport"))
 	}
 	first := fsm.New()
 	if opts.FSM.Restored != nil {
@@ -262,11 +276,71 @@ func (n *Node) changes() <-chan struct{} {
 	return n.changed
 }
 
-// Close shuts raft down (a leader stops replicating at once; the others elect a new one),
-// closes the transport and the stores. The directory keeps everything for Open. Close is
-// idempotent.
+// Changed returns a channel that is closed on the node's next raft observation: a change
+// of its state (follower, candidate, leader), of the leader it knows, or of its peers.
+// Read State or Leader after it closes, then ask again.
+func (n *Node) Changed() <-chan struct{} { return n.changes() }
+
+// Done returns a channel closed when Close begins.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// voters counts the voting members of the latest configuration; 0 when unknown.
+func (n *Node) voters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	k := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			k++
+		}
+	}
+	return k
+}
+
+// Snapshot asks raft for a snapshot now and returns once it is durable in the snapshot
+// store (and the log compacted behind it, keeping TrailingLogs). It returns an error
+// wrapping raft.ErrNothingNewToSnapshot when no log was applied since the last one.
+func (n *Node) Snapshot(ctx context.Context) error { return n.wait(ctx, n.raft.Snapshot()) }
+
+// Stats is what a node reports of its raft: its state, the leader it knows, its term, and
+// its log's and state machine's indexes.
+type Stats struct {
+	State       raft.RaftState
+	LeaderID    string
+	LeaderAddr  string
+	Term        uint64
+	LastIndex   uint64 // the last log stored
+	CommitIndex uint64
+	Applied     uint64 // the last log given to the FSM
+	FirstIndex  uint64 // the first log stored (0: none)
+}
+
+// Stats returns the node's raft state and indexes, read without waiting for raft.
+func (n *Node) Stats() Stats {
+	id, addr := n.Leader()
+	first, _ := n.logs.FirstIndex()
+	return Stats{State: n.raft.State(), LeaderID: id, LeaderAddr: addr, Term: n.raft.CurrentTerm(),
+		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), Applied: n.fsm.Applied(), FirstIndex: first}
+}
+
+// Close shuts raft down, closes the transport and the stores. A leader first hands its
+// leadership to the most up-to-date follower (raft's leadership transfer, bounded by
+// ElectionTimeout), so that the cluster takes writes again within a round trip rather
+// than after a heartbeat timeout and an election; if the transfer fails, it shuts down
+// anyway and the others elect a new leader. The directory keeps everything for Open. Close
+// is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		if n.raft.State() == raft.Leader && n.voters() > 1 {
+			f := n.raft.LeadershipTransfer()
+			ctx, cancel := context.WithTimeout(context.Background(), n.opts.ElectionTimeout)
+			if _, err := n.waitFuture(ctx, f); err != nil {
+				n.opts.Logger.Info("replica: leadership transfer on close failed; shutting down anyway", "node", n.opts.ID, "err", err)
+			}
+			cancel()
+		}
 		close(n.done)
 		n.raft.DeregisterObserver(n.observer)
 		if err := n.raft.Shutdown().Error(); err != nil {

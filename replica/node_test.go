@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -536,4 +538,105 @@ func TestCallersWaitingWhenTheNodeClosesGetErrNodeClosed(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	m.n = nil
+}
+
+func TestEveryNodeTellsItsMetaOnItsRaftPortAndFollowersFindTheLeaders(t *testing.T) {
+	c := newTCluster(t, 3)
+	ld := c.leader()
+	ctx := boundedCtx(t)
+	for _, m := range c.nodes {
+		meta, err := PeerMeta(ctx, m.addr)
+		if err != nil || meta != "http://api-of-"+m.id {
+			t.Fatalf("PeerMeta(%s) = %q, %v", m.id, meta, err)
+		}
+		var id string
+		for {
+			if id, meta, err = m.n.LeaderMeta(ctx); err == nil {
+				break
+			}
+			if !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("LeaderMeta on %s: %v", m.id, err)
+			}
+			select {
+			case <-m.n.Changed():
+			case <-ctx.Done():
+				t.Fatalf("%s never learnt the leader", m.id)
+			}
+		}
+		if id != ld.id || meta != "http://api-of-"+ld.id {
+			t.Fatalf("LeaderMeta on %s = %q, %q; want %s's", m.id, id, meta, ld.id)
+		}
+	}
+	// A connection that names no service is closed, and raft goes on.
+	conn, err := net.Dial("tcp", ld.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte{'X'})
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := conn.Read(make([]byte, 1)); n != 0 || err == nil {
+		t.Fatalf("an unknown service got %d bytes, %v; want the connection closed", n, err)
+	}
+	conn.Close()
+	d := newDriver(c, 21)
+	d.run(20)
+	d.checkWorkloadDidSomething()
+}
+
+func TestOpenRefusesMetaPastItsLimit(t *testing.T) {
+	_, err := Open(t.TempDir(), NodeOptions{ID: "a", BindAddr: "127.0.0.1:0", Meta: strings.Repeat("m", MaxMetaBytes+1)})
+	if !errors.Is(err, ErrNodeOptions) {
+		t.Fatalf("Open with a %d-byte Meta = %v, want ErrNodeOptions", MaxMetaBytes+1, err)
+	}
+}
+
+func TestProposeAnswersEachCommandInOrderAcrossEnvelopes(t *testing.T) {
+	c := newTCluster(t, 3)
+	ld := c.leader()
+	n := MaxEnvelopeCommands + 904 // two envelopes
+	var stamped int64
+	out, err := ld.n.Propose(boundedCtx(t), func(now int64) [][]byte {
+		stamped = now
+		datas := make([][]byte, n)
+		for i := range datas {
+			c := fsm.Command{Kind: fsm.KindAdmit, Now: now, ExecutionID: fmt.Sprint("e", i), WorkflowID: "w"}
+			if i == 7 {
+				c.ExecutionID = "e0" // a conflict, the command's own answer
+			}
+			datas[i] = fsm.AppendEncode(nil, &c)
+		}
+		return datas
+	})
+	if err != nil || len(out) != n {
+		t.Fatalf("Propose = %d outcomes, %v; want %d", len(out), err, n)
+	}
+	for i, a := range out {
+		want := fsm.CodeOK
+		if i == 7 {
+			want = fsm.CodeConflict
+		}
+		if a.Err != nil || a.Result.Code != want {
+			t.Fatalf("outcome %d = %+v, want code %v", i, a, want)
+		}
+	}
+	ld.n.ReadStale(func(st *fsm.State) {
+		if st.Len() != n-1 || st.Meta().Now != stamped {
+			t.Fatalf("%d records at time %d, want %d at the stamp %d", st.Len(), st.Meta().Now, n-1, stamped)
+		}
+	})
+	// Nothing to propose submits nothing.
+	if out, err := ld.n.Propose(boundedCtx(t), func(int64) [][]byte { return nil }); out != nil || err != nil {
+		t.Fatalf("an empty proposal = %v, %v", out, err)
+	}
+	// A follower calls nothing and refuses.
+	for _, m := range c.running() {
+		if m == ld {
+			continue
+		}
+		called := false
+		_, err := m.n.Propose(boundedCtx(t), func(int64) [][]byte { called = true; return nil })
+		if !errors.Is(err, ErrNotLeader) || called {
+			t.Fatalf("Propose on a follower = %v (prepare called %v), want ErrNotLeader", err, called)
+		}
+	}
 }

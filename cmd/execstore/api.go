@@ -50,6 +50,7 @@ func newAPI(store *execstore.Store, logger *slog.Logger) http.Handler {
 	mux.HandleFunc("POST /v1/executions/{id}/cancel", a.cancel)
 	a.scheduleRoutes(mux) // schedules.go
 	a.answerRoutes(mux)   // answers.go
+	a.clusterRoutes(mux)  // cluster.go
 	return jsonFallback(mux)
 }
 

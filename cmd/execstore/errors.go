@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/replica"
 )
 
 // Every answer is JSON; an error is {"code": "...", "message": "..."} (a
@@ -41,6 +42,7 @@ var errorCodes = map[string][]int{
 	"START_REQUEST_MISMATCH":  {http.StatusConflict},
 	"TIMEOUT":                 {http.StatusRequestTimeout},
 	"CLOSED":                  {http.StatusServiceUnavailable},
+	"NOT_LEADER":              {http.StatusServiceUnavailable},
 	"STORAGE_FAILED":          {http.StatusServiceUnavailable},
 	"CANCELLED":               {http.StatusServiceUnavailable},
 	"INTERNAL":                {http.StatusInternalServerError},
@@ -54,6 +56,8 @@ type errorJSONBody struct {
 	// existing execution was admitted with the request's workflow, params
 	// (compared in canonical form), context and maxAttempts.
 	SameEvent *bool `json:"sameEvent,omitempty"`
+	// Leader, on NOT_LEADER: the leader's API URL when the node knows it.
+	Leader string `json:"leader,omitempty"`
 }
 
 // statusOf returns the code and status an error from the store answers
@@ -68,6 +72,10 @@ func statusOf(err error) (string, int) {
 		code = "EXECUTION_NOT_FOUND"
 	case errors.Is(err, execstore.ErrLimitExceeded):
 		code = "LIMIT_EXCEEDED"
+	case errors.Is(err, execstore.ErrNotLeader):
+		return "NOT_LEADER", http.StatusServiceUnavailable
+	case errors.Is(err, replica.ErrNodeOptions):
+		return "INVALID_ARGUMENT", http.StatusBadRequest
 	}
 	switch code {
 	case "INVALID_EXECUTION_EVENT", "INVALID_ARGUMENT":

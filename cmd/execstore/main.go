@@ -3,6 +3,8 @@
 //
 //	execstore serve [--data DIR] [--addr HOST:PORT] [--nosync]
 //	                [--token-file FILE] [--insecure] [--tls-cert FILE --tls-key FILE]
+//	                [--node-id ID --raft-addr HOST:PORT [--peers ID=HOST:PORT,...]
+//	                 [--join URL] [--api-url URL] [--raft-advertise HOST:PORT] [--stale-reads]]
 //
 // serve opens the store kept in DIR (default ./execstore-data) and serves
 // its HTTP API on HOST:PORT (default 127.0.0.1:7070) until SIGINT or SIGTERM,
@@ -12,6 +14,17 @@
 // loopback address unless --insecure is given. The routes are described
 // by openapi.yaml at the repository root, which serve answers as JSON at
 // GET /v1/openapi.json, and listed in the README.
+//
+// With --node-id, serve runs one node of a replicated cluster (see the
+// README's "Running a cluster" and cluster.go): raft on --raft-addr,
+// bootstrapped with --peers on the first start or added to a running
+// cluster with --join; a follower forwards what needs the leader.
+//
+//	execstore cluster start --nodes 3 [--data DIR] [--port 7070] [--raft-port 7000]
+//	execstore cluster status|add|remove --api URL ...
+//
+// cluster start runs a local cluster in one process for trials; the other
+// cluster commands ask a running cluster's API.
 package main
 
 import (
@@ -42,6 +55,7 @@ commands:
   inspect   look inside a copy of a data directory: summary, get, list, wal dump, verify
   demo      run the shop's charge-order story on an embedded store
   sim       run the deterministic crash simulator over many seeds
+  cluster   run a local cluster of replicated nodes, or show and change a cluster's members
 
 run "execstore <command> -h" for a command's flags.
 `
@@ -67,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return demoCommand(args[1:], stdout, stderr)
 	case "sim":
 		return simCommand(args[1:], stdout, stderr)
+	case "cluster":
+		return clusterCommand(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -86,8 +102,13 @@ func serve(args []string, stderr io.Writer) error {
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the private key file of --tls-cert (PEM)")
 	logLevel := fs.String("log-level", "info", "the least level logged (JSON lines on stderr): debug, info, warn or error")
+	var rf replicaFlags
+	rf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if err := rf.check(); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return errors.New("serve: --tls-cert and --tls-key go together")
@@ -114,7 +135,17 @@ func serve(args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	m := metrics.New()
-	store, err := execstore.Open(*data, execstore.Options{NoSync: *noSync, Logger: logger, Metrics: m})
+	opts := execstore.Options{NoSync: *noSync, Logger: logger, Metrics: m}
+	var store *execstore.Store
+	if rf.nodeID != "" {
+		scheme := "http"
+		if *tlsCert != "" {
+			scheme = "https"
+		}
+		store, err = rf.open(*data, opts, scheme+"://"+ln.Addr().String())
+	} else {
+		store, err = execstore.Open(*data, opts)
+	}
 	if err != nil {
 		ln.Close()
 		return err
@@ -122,7 +153,11 @@ func serve(args []string, stderr io.Writer) error {
 	m.Watch(store)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serveHTTP(ctx, ln, store, logger, serveConfig{token: token, tlsCert: *tlsCert, tlsKey: *tlsKey, metrics: newRegistry(m)})
+	if rf.join != "" {
+		go joinCluster(ctx, rf.join, token, store, logger)
+	}
+	return serveHTTP(ctx, ln, store, logger, serveConfig{token: token, tlsCert: *tlsCert, tlsKey: *tlsKey,
+		metrics: newRegistry(m), staleReads: rf.stale})
 }
 
 // serveUntil serves the API on ln until ctx ends, without a token or TLS
@@ -136,6 +171,7 @@ type serveConfig struct {
 	token           string              // "" for none
 	tlsCert, tlsKey string              // both or neither
 	metrics         prometheus.Gatherer // what /metrics exports; nil: the store's gauges alone
+	staleReads      bool                // a replica answers GETs from its own state (cluster.go)
 }
 
 // serveHTTP serves the API on ln until ctx ends, then shuts down: it stops

@@ -26,6 +26,7 @@ var routeBodies = map[string]reflect.Type{
 	"POST /v1/leases/acknowledge-batch":     reflect.TypeFor[acknowledgeBatchBody](),
 	"POST /v1/leases/acknowledge-and-claim": reflect.TypeFor[acknowledgeAndClaimBody](),
 	"POST /v1/outcomes/check":               reflect.TypeFor[checkOutcomeBody](),
+	"POST /v1/cluster/members":              reflect.TypeFor[addMemberBody](),
 }
 
 // docField is a field as the README spells a body: "name", "name"? (may be

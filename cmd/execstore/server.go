@@ -20,7 +20,8 @@ func newHandler(store *execstore.Store, logger *slog.Logger, cfg serveConfig) ht
 	mux.Handle("/", newAPI(store, logger))
 	mux.Handle("GET /metrics", metricsHandler(store, cfg.metrics))
 	uiRoutes(mux, store, logger) // ui.go
-	return logRequests(logger, requireToken(cfg.token, isPublic, mux))
+	// After the token check: a follower forwards only requests it accepted.
+	return logRequests(logger, requireToken(cfg.token, isPublic, forwardToLeader(store, cfg.staleReads, mux)))
 }
 
 // isPublic says which requests need no token: the health check, which a

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/dispatcher"
 	"github.com/execstore/execstore/dispatcher/dispatchertest"
+	"github.com/execstore/execstore/replica"
 	"github.com/execstore/execstore/workflow"
 )
 
@@ -30,6 +34,11 @@ type DemoOptions struct {
 	// Logger receives the store's and the dispatcher's logs. Nil discards
 	// them.
 	Logger *slog.Logger
+	// Replicas, when more than 1, tells the story on a cluster of that many
+	// replicated stores on loopback TCP (each in Dir/node-I, a dispatcher and
+	// a worker on every node), and stops the leader once order 42 waits: a
+	// new leader is elected, and its dispatcher charges the card, once.
+	Replicas int
 }
 
 // RunDemo tells the shop's story with a real store in opts.Dir and a
@@ -72,34 +81,141 @@ type demo struct {
 	shop          *Shop
 	dispatcher    *dispatcher.Dispatcher
 	client        *workflow.Client
+	// The cluster's nodes, with Replicas; store, dispatcher and client are
+	// then the leader's.
+	nodes []*demoNode
+}
+
+// demoNode is one node of the story's cluster.
+type demoNode struct {
+	store      *execstore.Store
+	dispatcher *dispatcher.Dispatcher
 }
 
 func openDemo(opts DemoOptions) (*demo, error) {
-	now, clock := time.Now, dispatcher.SystemClock()
-	if opts.Clock != nil {
-		now, clock = opts.Clock.Now, opts.Clock
-	}
-	store, err := execstore.Open(opts.Dir, execstore.Options{Now: now, Logger: opts.Logger})
-	if err != nil {
-		return nil, err
-	}
 	out := opts.Out
 	if out == nil {
 		out = io.Discard
 	}
-	d := &demo{opts: opts, out: out, store: store, shop: NewShop(), client: workflow.NewClient(store)}
-	worker := workflow.NewWorker(store, workflow.Options{Logger: opts.Logger})
-	Register(worker, d.shop, Config{Wait: opts.Wait, Out: &d.workflowLines})
-	d.dispatcher, err = dispatcher.New(store, worker, dispatcher.Options{Clock: clock, Logger: opts.Logger})
+	d := &demo{opts: opts, out: out, shop: NewShop()}
+	if opts.Replicas > 1 {
+		if err := d.openCluster(); err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
+	n, err := d.openNode(func(o execstore.Options) (*execstore.Store, error) { return execstore.Open(opts.Dir, o) })
+	if err != nil {
+		return nil, err
+	}
+	d.store, d.dispatcher, d.client = n.store, n.dispatcher, workflow.NewClient(n.store)
+	return d, nil
+}
+
+// openNode opens a store with open and starts a worker for charge-order
+// behind a dispatcher on it.
+func (d *demo) openNode(open func(execstore.Options) (*execstore.Store, error)) (*demoNode, error) {
+	now, clock := time.Now, dispatcher.SystemClock()
+	if d.opts.Clock != nil {
+		now, clock = d.opts.Clock.Now, d.opts.Clock
+	}
+	store, err := open(execstore.Options{Now: now, Logger: d.opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	worker := workflow.NewWorker(store, workflow.Options{Logger: d.opts.Logger})
+	Register(worker, d.shop, Config{Wait: d.opts.Wait, Out: &d.workflowLines})
+	disp, err := dispatcher.New(store, worker, dispatcher.Options{Clock: clock, Logger: d.opts.Logger})
 	if err != nil {
 		store.Close()
 		return nil, err
 	}
-	d.dispatcher.Start()
-	return d, nil
+	disp.Start()
+	return &demoNode{store: store, dispatcher: disp}, nil
+}
+
+// openCluster opens Replicas replicated stores on loopback TCP, bootstraps
+// them as one cluster, and makes the leader's the story's store.
+func (d *demo) openCluster() error {
+	var peers []execstore.Peer
+	for i := range d.opts.Replicas {
+		id := fmt.Sprintf("node-%d", i)
+		n, err := d.openNode(func(o execstore.Options) (*execstore.Store, error) {
+			return execstore.OpenReplicated(filepath.Join(d.opts.Dir, id), execstore.ReplicaOptions{
+				Options: o, Node: replica.NodeOptions{ID: id, BindAddr: "127.0.0.1:0"}})
+		})
+		if err != nil {
+			d.close(context.Background())
+			return err
+		}
+		d.nodes = append(d.nodes, n)
+		peers = append(peers, execstore.Peer{ID: id, Addr: n.store.Node().Addr(), Voter: true})
+	}
+	for _, n := range d.nodes {
+		if err := n.store.Node().Bootstrap(peers); err != nil && !errors.Is(err, replica.ErrBootstrapped) {
+			d.close(context.Background())
+			return err
+		}
+	}
+	if _, err := d.followLeader(context.Background()); err != nil {
+		d.close(context.Background())
+		return err
+	}
+	return nil
+}
+
+// followLeader waits until a running node leads, and makes its store,
+// dispatcher and a client on it the story's.
+func (d *demo) followLeader(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		for _, n := range d.nodes {
+			if n.store != nil && n.store.Node().State() == raft.Leader {
+				d.store, d.dispatcher, d.client = n.store, n.dispatcher, workflow.NewClient(n.store)
+				return n.store.Node().ID(), nil
+			}
+		}
+		select {
+		case <-time.After(10 * time.Millisecond): // an election takes a few hundred
+		case <-ctx.Done():
+			return "", fmt.Errorf("no node of the cluster was elected leader: %w", ctx.Err())
+		}
+	}
+}
+
+// failover, on a cluster, stops the leader while order 42 waits; the
+// others elect a new one, whose dispatcher delivers the wake.
+func (d *demo) failover(ctx context.Context) error {
+	if len(d.nodes) == 0 {
+		return nil
+	}
+	old := d.store.Node().ID()
+	for _, n := range d.nodes {
+		if n.store == d.store {
+			n.dispatcher.Stop(ctx)
+			n.store.Close()
+			n.store, n.dispatcher = nil, nil
+		}
+	}
+	id, err := d.followLeader(ctx)
+	if err != nil {
+		return err
+	}
+	d.say("   The leader, %s, stops. The other nodes elect %s, which holds every record %s held.", old, id, old)
+	return nil
 }
 
 func (d *demo) close(ctx context.Context) {
+	if len(d.nodes) > 0 {
+		for _, n := range d.nodes {
+			if n.store != nil {
+				n.dispatcher.Stop(ctx)
+				n.store.Close()
+			}
+		}
+		return
+	}
 	d.dispatcher.Stop(ctx)
 	d.store.Close()
 }
@@ -124,6 +240,9 @@ func (d *demo) firstOrder(ctx context.Context) error {
 	d.say("2. The shop's request timed out, so it sends the same trigger again.")
 	if err := d.trigger(ctx, "order-42"); !errors.Is(err, execstore.ErrExecutionIDConflict) {
 		return fmt.Errorf("the repeated trigger was not refused: %v", err)
+	}
+	if err := d.failover(ctx); err != nil {
+		return err
 	}
 	d.say("3. %v later, the wake falls due and order-42 runs again from the top.", d.opts.Wait)
 	return d.finish(ctx, "order-42")

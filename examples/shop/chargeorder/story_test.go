@@ -481,3 +481,29 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// The story on a cluster of three replicated nodes whose leader stops while
+// order 42 waits: the new leader's dispatcher charges the card once, and
+// the rest of the story is the single store's.
+func TestTheStoryOnAClusterWhoseLeaderStopsChargesOnce(t *testing.T) {
+	var out bytes.Buffer
+	err := RunDemo(context.Background(), DemoOptions{
+		Dir: t.TempDir(), Out: &out, Replicas: 3,
+		Clock: dispatchertest.NewClock(time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)),
+	})
+	if err != nil {
+		t.Fatalf("RunDemo: %v\n%s", err, out.String())
+	}
+	story := out.String()
+	for _, want := range []string{
+		"trigger order-42: refused with EXECUTION_ID_CONFLICT",
+		"stops. The other nodes elect node-",
+		"order-42: completed, charged 25.00 (receipt r-1)",
+		"order-42-2: completed, charged 7.00 (receipt r-2)",
+		"charged 2 times, 32.00 in all, 2 gateway requests\n",
+	} {
+		if !strings.Contains(story, want) {
+			t.Fatalf("the story lacks %q:\n%s", want, story)
+		}
+	}
+}

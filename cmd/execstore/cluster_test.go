@@ -1,0 +1,173 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/replica"
+)
+
+func TestHTTPClusterRoutesOnASingleNodeStore(t *testing.T) {
+	s := newServer(t)
+	out := s.expect("GET", "/v1/cluster", "", http.StatusOK, "")
+	if out["replicated"] != false || len(out) != 1 {
+		t.Fatalf("GET /v1/cluster on a single node = %v", out)
+	}
+	s.expect("POST", "/v1/cluster/members", `{"id":"n1","raftAddr":"127.0.0.1:7001"}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+	s.expect("DELETE", "/v1/cluster/members/n1", "", http.StatusBadRequest, "INVALID_ARGUMENT")
+}
+
+// httpNode is one in-process node of a replicated cluster behind the whole
+// handler serve runs.
+type httpNode struct {
+	store *execstore.Store
+	srv   *server
+}
+
+// newHTTPCluster opens n replicated stores on loopback TCP, each served by
+// serve's handler, and bootstraps them together; bootstrap false leaves the
+// nodes outside any cluster (for one to be added).
+func newHTTPCluster(t *testing.T, n int, bootstrap bool) []*httpNode {
+	t.Helper()
+	var nodes []*httpNode
+	var peers []execstore.Peer
+	for i := range n {
+		ts := httptest.NewUnstartedServer(nil)
+		url := "http://" + ts.Listener.Addr().String()
+		id := fmt.Sprintf("n%d-%p", i, ts)
+		store, err := execstore.OpenReplicated(t.TempDir(), execstore.ReplicaOptions{
+			Options: execstore.Options{NoSync: true},
+			Node:    replica.NodeOptions{ID: id, BindAddr: "127.0.0.1:0", Meta: url},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts.Config.Handler = newHandler(store, slog.New(slog.DiscardHandler), serveConfig{})
+		ts.Start()
+		t.Cleanup(func() { ts.Close(); store.Close() })
+		nodes = append(nodes, &httpNode{store: store, srv: &server{t: t, url: url, store: store}})
+		peers = append(peers, execstore.Peer{ID: id, Addr: store.Node().Addr(), Voter: true})
+	}
+	if bootstrap {
+		for _, nd := range nodes {
+			if err := nd.store.Node().Bootstrap(peers); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return nodes
+}
+
+// leaderOf waits until every node knows the same leader and returns it and
+// a follower.
+func leaderOf(t *testing.T, nodes []*httpNode) (leader, follower *httpNode) {
+	t.Helper()
+	eventually(t, "every node knows the leader", func() bool {
+		leader, follower = nil, nil
+		id := ""
+		for _, nd := range nodes {
+			lid, _ := nd.store.Node().Leader()
+			if lid == "" || (id != "" && lid != id) {
+				return false
+			}
+			id = lid
+			if lid == nd.store.Node().ID() {
+				leader = nd
+			} else {
+				follower = nd
+			}
+		}
+		return leader != nil && follower != nil
+	})
+	return leader, follower
+}
+
+func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
+	nodes := newHTTPCluster(t, 3, true)
+	leader, follower := leaderOf(t, nodes)
+	f := follower.srv
+
+	// Any node takes any request.
+	f.expect("POST", "/v1/executions", `{"executionId":"order-1","workflowId":"w"}`, http.StatusCreated, "")
+	f.expect("POST", "/v1/executions", `{"executionId":"order-1","workflowId":"w"}`, http.StatusConflict, "EXECUTION_ID_CONFLICT")
+	if out := f.expect("GET", "/v1/executions/order-1", "", http.StatusOK, ""); out["status"] != "admitted" {
+		t.Fatalf("GET through the follower = %v", out)
+	}
+	if _, err := leader.store.Get(context.Background(), "order-1"); err != nil {
+		t.Fatalf("the admission through the follower is not on the leader: %v", err)
+	}
+
+	// The follower answers its own view, and its own health.
+	f.expect("GET", "/healthz", "", http.StatusOK, "")
+	out := f.expect("GET", "/v1/cluster", "", http.StatusOK, "")
+	if out["state"] != "Follower" || out["leaderId"] != leader.store.Node().ID() || out["leaderApi"] != leader.srv.url {
+		t.Fatalf("GET /v1/cluster on the follower = %v", out)
+	}
+	if members, _ := out["members"].([]any); len(members) != 3 {
+		t.Fatalf("members = %v", out["members"])
+	}
+
+	// A request another node forwarded is never forwarded again.
+	req, _ := http.NewRequest("GET", f.url+"/v1/executions/order-1", nil)
+	req.Header.Set(forwardedHeader, "elsewhere")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	checkAnswer(t, "GET", "/v1/executions/order-1", resp.StatusCode, resp.Header, body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"NOT_LEADER"`) || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a forwarded request on a follower = %d %s (Retry-After %q), want 503 NOT_LEADER", resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	}
+
+	// Membership through a follower: a fourth node is added, then removed.
+	extra := newHTTPCluster(t, 1, false)[0]
+	f.expect("POST", "/v1/cluster/members", `{"id":"has space","raftAddr":"127.0.0.1:1"}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+	f.expect("POST", "/v1/cluster/members", `{"id":"x","raftAddr":"no-port"}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+	body4 := fmt.Sprintf(`{"id":%q,"raftAddr":%q}`, extra.store.Node().ID(), extra.store.Node().Addr())
+	out = f.expect("POST", "/v1/cluster/members", body4, http.StatusOK, "")
+	if members, _ := out["members"].([]any); len(members) != 4 {
+		t.Fatalf("after adding a fourth: members = %v", out["members"])
+	}
+	eventually(t, "the fourth node applies the admission", func() bool {
+		var found bool
+		extra.store.Node().ReadStale(func(st *fsm.State) { _, found = st.Get("order-1") })
+		return found
+	})
+	f.expect("DELETE", "/v1/cluster/members/"+extra.store.Node().ID(), "", http.StatusOK, "")
+	out = f.expect("GET", "/v1/cluster", "", http.StatusOK, "")
+	if members, _ := out["members"].([]any); len(members) != 3 {
+		t.Fatalf("after removing it: members = %v", out["members"])
+	}
+}
+
+func TestServeRefusesReplicaFlagsThatDoNotGoTogether(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--raft-addr", "127.0.0.1:7000"}, "need --node-id"},
+		{[]string{"--stale-reads"}, "need --node-id"},
+		{[]string{"--node-id", "n0"}, "needs --raft-addr"},
+		{[]string{"--node-id", "a b", "--raft-addr", "127.0.0.1:7000"}, "without spaces"},
+		{[]string{"--node-id", "n0", "--raft-addr", "127.0.0.1:7000", "--peers", "n0=127.0.0.1:7000", "--join", "http://x"}, "give one"},
+		{[]string{"--node-id", "n0", "--raft-addr", "127.0.0.1:7000", "--peers", "n0"}, "is not ID=HOST:PORT"},
+		{[]string{"--node-id", "n0", "--raft-addr", "127.0.0.1:7000", "--peers", "n0=127.0.0.1:7000,n0=127.0.0.1:7001"}, "given twice"},
+		{[]string{"--node-id", "n0", "--raft-addr", "127.0.0.1:7000", "--peers", "n0=nowhere"}, "raftAddr"},
+	} {
+		dir := t.TempDir()
+		err := serve(append([]string{"--data", dir + "/data", "--addr", "127.0.0.1:0"}, tc.args...), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serve %v = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,364 @@
+package execstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/replica"
+)
+
+// The replicated store: the same Store, its writer submitting through raft.
+//
+// OpenReplicated returns a *Store whose state machine is a replica.Node's:
+// every node of a cluster applies the same commands, in the same order, to
+// its own copy of the state. The writer goroutine does on the leader what it
+// does on a single node up to the log — takes the queued commands, prechecks
+// each against the applied state (a duplicate admission, an idle claim or a
+// lost lease is answered at once and never logged), groups acknowledgements
+// into one command — and then, instead of writing the WAL and applying,
+// proposes the encoded commands to raft (replica.Node.Propose): each is a raft
+// log, committed once a majority of the nodes stored it durably, then applied
+// by every node's FSM. The writer answers each caller with the result its
+// command got from the leader's FSM.
+//
+// Stamping moves into the node: the commands of a batch carry the leader's
+// time, max(its clock, the last time it stamped, the applied state's time),
+// taken after the leader applied every log committed before its term, so the
+// store's time never goes backwards across a leader change, even when the new
+// leader's clock is behind. Lease tokens come from counters in the state, as
+// on one node, so they never repeat; generated IDs are made from the store's
+// time and random bits on the node that takes the call (the leader), and the
+// state machine derives another if one ever collided, as on one node.
+//
+// Only the FSM's goroutine changes the state; the Store shares the FSM's lock
+// (replica.FSMOptions.Lock) and reads the state under it. Await-ers, the
+// change feed and dispatchers are woken on every node from what the FSM
+// applied (replica.FSMOptions.Applied), and after a snapshot is restored.
+//
+// A node that is not the leader refuses writes with an error wrapping
+// ErrNotLeader (a *NotLeaderError naming the leader when it knows one).
+// Reads are linearizable by default: a read confirms with a quorum that this
+// node is still the leader, then waits until its state includes every log
+// committed before the read began (the read index of the raft paper,
+// replica.Node.Read), so a read sees every write that returned before it; on
+// a follower they return ErrNotLeader. ReplicaOptions.StaleReads reads this
+// node's applied state as it is, on any node, without asking the leader:
+// faster, and possibly behind the cluster.
+
+// ErrNotLeader is wrapped by the error of a write, or a linearizable read, on
+// a node of a replicated store that is not the leader: the leader's address,
+// when this node knows it, is in the *NotLeaderError (errors.As). Nothing was
+// done, unless NotLeaderError.Uncertain: the command was submitted and the
+// leadership lost before it committed, so it may still have taken effect;
+// repeat it on the new leader (an admission repeated gets
+// ErrExecutionIDConflict when the first one took effect).
+var ErrNotLeader = replica.ErrNotLeader
+
+// NotLeaderError is the error of a write or a linearizable read on a node
+// that is not the leader. It wraps ErrNotLeader.
+type NotLeaderError = replica.NotLeaderError
+
+// Peer is a member of a replicated store's cluster: its node ID and the
+// address its raft transport listens on.
+type Peer = replica.Server
+
+// ReplicaOptions configures OpenReplicated.
+type ReplicaOptions struct {
+	// Options are the store's own. Now stamps the commands while this node
+	// leads (it is also the node's clock), NoSync applies to the raft log.
+	// The snapshot cadence, SegmentSize and the fault hooks of the
+	// single-node log are not used: raft decides when to snapshot
+	// (Node.SnapshotThreshold) and the log store is Node.WAL's.
+	Options
+	// Node configures this node: ID and BindAddr (or Transport) are
+	// required. Its Clock and Logger default to Options.Now and
+	// Options.Logger, its MaxAppendEntries to 1024 (raft's most: the largest
+	// group commit), its WAL.NoSync to Options.NoSync. Its FSM hooks are the
+	// store's: leave them unset.
+	Node replica.NodeOptions
+	// Peers, when set, bootstrap a new cluster with these members (this node
+	// among them) the first time the directory is opened; a directory that
+	// already holds raft state ignores them. Leave it empty on a node that
+	// joins an existing cluster: the leader adds it (Node().AddVoter).
+	Peers []Peer
+	// StaleReads lets reads run on any node against its applied state, as
+	// it is, without asking the leader: possibly behind the cluster (never
+	// ahead of it: no uncommitted write is ever applied). Default:
+	// linearizable reads, on the leader only.
+	StaleReads bool
+}
+
+// OpenReplicated opens (creating if needed) one node of a replicated store
+// kept in dir: raft's log in dir/wal, its term and vote in dir/raft, its
+// snapshots (in the snapshot package's format) in dir/snapshots. A directory
+// that holds raft state resumes it: the node restores its latest snapshot,
+// applies the log the leader commits and rejoins its cluster. The returned
+// Store has the single-node Store's API; see ErrNotLeader for what a
+// follower refuses.
+func OpenReplicated(dir string, opts ReplicaOptions) (*Store, error) {
+	s, err := newStore(dir, opts.Options)
+	if err != nil {
+		return nil, err
+	}
+	s.stale = opts.StaleReads
+	no := opts.Node
+	if no.Clock == nil {
+		no.Clock = s.opts.Now
+	}
+	if no.Logger == nil {
+		no.Logger = s.logger
+	}
+	if no.MaxAppendEntries == 0 {
+		no.MaxAppendEntries = 1024
+	}
+	no.WAL.NoSync = no.WAL.NoSync || s.opts.NoSync
+	if f := no.FSM; f.Restored != nil || f.Lock != nil || f.Adopted != nil || f.Applied != nil {
+		s.releaseDir()
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, invalidArg("ReplicaOptions.Node.FSM is the store's own; leave it unset"))
+	}
+	no.FSM = replica.FSMOptions{
+		Lock:     &s.rw,
+		Restored: s.restored,
+		Adopted:  s.adopted,
+		Applied:  s.appliedOnNode,
+	}
+	node, err := replica.Open(dir, no)
+	if err != nil {
+		s.releaseDir()
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
+	}
+	s.node = node
+	if len(opts.Peers) > 0 {
+		if err := node.Bootstrap(opts.Peers); err != nil && !errors.Is(err, replica.ErrBootstrapped) {
+			node.Close()
+			s.releaseDir()
+			return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
+		}
+	}
+	s.rw.RLock()
+	s.last = s.state.Meta().Now
+	s.rw.RUnlock()
+	s.logger.Info("execstore: opened a replica", "dir", dir, "node", no.ID, "addr", node.Addr())
+	go s.run()
+	go s.followNode()
+	return s, nil
+}
+
+// Node returns the raft node of a replicated store (membership, leadership,
+// raft's state), or nil for a single-node store.
+func (s *Store) Node() *replica.Node { return s.node }
+
+// restored prepares a state the FSM decoded from a snapshot, or its first
+// one, before it is adopted.
+func (s *Store) restored(st *fsm.State) {
+	if s.opts.Retention > 0 {
+		st.TrackRetirement()
+	}
+}
+
+// adopted makes st the store's state. The FSM calls it holding s.rw for
+// writing: with its first state, and with each one a snapshot restores. A
+// restored state may have ended awaited executions, made some due and moved
+// the change feed: everyone waiting is woken to look again.
+func (s *Store) adopted(st *fsm.State) {
+	first := s.state == nil
+	s.state = st
+	s.changeSeen = st.Meta().ChangeSeq
+	if first {
+		return
+	}
+	s.awaits.notifyTerminal(func(id string) bool {
+		e, ok := st.Get(id)
+		return ok && e.Terminal()
+	})
+	s.due.notify()
+	s.changed.notify()
+}
+
+// appliedOnNode wakes, on every node, those waiting for what a batch of logs
+// the FSM applied did. It runs in the FSM's goroutine, which alone changes
+// the state: it reads the state without the lock.
+func (s *Store) appliedOnNode(cmds []fsm.Command, results []fsm.Result) {
+	seq := s.state.Meta().ChangeSeq
+	changed := seq != s.changeSeen
+	s.changeSeen = seq
+	var became fsm.Transitions
+	for i := range results {
+		became.Due = became.Due || results[i].Became.Due
+		became.Terminal = became.Terminal || results[i].Became.Terminal
+	}
+	s.wake(became, changed, func(yield func(*fsm.Command, *fsm.Result)) {
+		for i := range cmds {
+			yield(&cmds[i], &results[i])
+		}
+	})
+}
+
+// followNode wakes the writer and the dispatchers on every change of the
+// node's raft state: a new leader's writer has schedules to fire and
+// retention to apply, and its dispatchers have executions to claim.
+func (s *Store) followNode() {
+	for {
+		ch := s.node.Changed()
+		select {
+		case <-ch:
+			s.due.notify()
+			s.changed.notify()
+			s.signal()
+		case <-s.node.Done():
+			return
+		}
+	}
+}
+
+// isLeader reports whether this node of a replicated store is raft's leader.
+func (s *Store) isLeader() bool { return s.node.State() == raft.Leader }
+
+// lockedRead runs fn with the state as the writer reads it: unlocked on a
+// single node (the writer alone changes it), under the read lock on a
+// replica (the FSM's goroutine changes it). Writer goroutine only, and never
+// while it holds the read lock already.
+func (s *Store) lockedRead(fn func()) {
+	if s.node == nil {
+		fn()
+		return
+	}
+	s.rw.RLock()
+	defer s.rw.RUnlock()
+	fn()
+}
+
+// proposeTimeout bounds how long the writer waits for raft to take a batch
+// and commit it. A leader that cannot reach a quorum steps down within its
+// LeaderLeaseTimeout, which fails the batch's futures long before this.
+const proposeTimeout = time.Minute
+
+// processReplicated is process on a replica: the batch is stamped by the
+// node, prechecked and encoded under its stamping lock, proposed to raft,
+// and each caller answered with its command's result once the leader's FSM
+// applied it. before, when not nil, runs first with the batch's time, under
+// the read lock, to fill in commands that depend on it (the retire and
+// fire-schedules commands the writer makes itself).
+func (s *Store) processReplicated(batch []*request, before func(now int64)) {
+	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
+	defer cancel()
+	prepared := false
+	out, err := s.node.Propose(ctx, func(now int64) [][]byte {
+		prepared = true
+		s.rw.RLock()
+		defer s.rw.RUnlock()
+		clock, ok := nanosFromTime(s.opts.Now())
+		s.last = max(s.last, s.state.Meta().Now)
+		s.watchClock(clock, ok)
+		s.last = now
+		if before != nil {
+			before(now)
+		}
+		s.prepare(batch, now)
+		if len(s.logged) == 0 {
+			return nil
+		}
+		return s.encodeReplicated(now)
+	})
+	if !prepared {
+		// Nothing was submitted: not the leader, closed, or no catch-up.
+		if errors.Is(err, replica.ErrNodeClosed) {
+			err = ErrClosed
+		}
+		s.rw.RLock()
+		for _, r := range batch {
+			r.err = err
+			s.answer(r)
+		}
+		s.rw.RUnlock()
+		return
+	}
+	s.rw.RLock()
+	if len(s.logged) > 0 {
+		s.answerReplicated(out, err)
+	}
+	s.rw.RUnlock()
+	s.settleDeferred()
+	s.shrinkBuffers()
+	if s.obs != nil {
+		s.flushObserved()
+	}
+}
+
+// encodeReplicated groups the logged requests into entries, as encodeLogged
+// does, and returns each entry's command encoded in a slice of its own (raft
+// keeps it).
+func (s *Store) encodeReplicated(now int64) [][]byte {
+	s.encodeLogged(now)
+	datas := make([][]byte, len(s.entries))
+	for i := range s.entries {
+		datas[i] = fsm.AppendEncode(make([]byte, 0, s.entries[i].size()), s.entries[i].command())
+	}
+	return datas
+}
+
+// answerReplicated answers the logged requests from their entries'
+// outcomes. The caller holds the read lock.
+func (s *Store) answerReplicated(out []replica.Applied, err error) {
+	for k := range s.entries {
+		e := &s.entries[k]
+		var a replica.Applied
+		switch {
+		case err != nil:
+			a.Err = err
+		case k < len(out):
+			a = out[k]
+		default:
+			a.Err = fmt.Errorf("execstore: raft answered %d of %d commands", len(out), len(s.entries))
+		}
+		if errors.Is(a.Err, replica.ErrNodeClosed) {
+			a.Err = ErrClosed
+		}
+		for i, r := range e.reqs {
+			switch {
+			case a.Err != nil:
+				r.err = a.Err
+			case len(e.reqs) == 1:
+				r.res = a.Result
+			default:
+				r.res = a.Result.Acks[i]
+			}
+		}
+	}
+	for _, r := range s.logged {
+		s.answer(r)
+	}
+	clear(s.mergedAcks)
+}
+
+// snapshotReplicated is Snapshot on a replica: raft snapshots the state
+// (replica.Node.Snapshot). Nothing applied since the last snapshot is not an
+// error: the last one holds the state.
+func (s *Store) snapshotReplicated(ctx context.Context) error {
+	err := s.node.Snapshot(ctx)
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return nil
+	}
+	return err
+}
+
+// closeReplicated stops a replica's node (a leader hands its leadership over
+// first) and releases the directory. The writer has exited.
+func (s *Store) closeReplicated() error {
+	err := s.node.Close()
+	s.awaits.closeAll()
+	if s.lockf != nil {
+		if uerr := unlockDir(s.lockf); err == nil {
+			err = uerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("execstore: close: %w", err)
+	}
+	return nil
+}
