@@ -73,11 +73,18 @@ func BenchmarkNodeApplyAdmit(b *testing.B) {
 // and of 64 from 16 callers, with MaxAppendEntries 64 (the default) and 1,024: raft's
 // pipelined replication sends a follower one append of at most MaxAppendEntries logs per
 // batch the leader appends or per CommitTimeout, so a call much larger than
-// MaxAppendEntries replicates at about MaxAppendEntries logs per CommitTimeout.
+// MaxAppendEntries replicates at about MaxAppendEntries logs per CommitTimeout. For
+// comparison, Propose calls of 1,024 from one caller: each call is one log (an envelope).
 func BenchmarkNodeApplyBatch(b *testing.B) {
 	for _, maxAppend := range []int{64, 1024} {
-		for _, shape := range []struct{ callers, batch int }{{1, 1024}, {16, 64}} {
+		for _, shape := range []struct {
+			callers, batch int
+			propose        bool
+		}{{1, 1024, false}, {16, 64, false}, {1, 1024, true}} {
 			name := fmt.Sprintf("max-append=%d/callers=%d/batch=%d", maxAppend, shape.callers, shape.batch)
+			if shape.propose {
+				name = fmt.Sprintf("max-append=%d/propose/callers=%d/batch=%d", maxAppend, shape.callers, shape.batch)
+			}
 			b.Run(name, func(b *testing.B) {
 				opts := benchCluster
 				opts.tune = func(o *NodeOptions) { o.MaxAppendEntries = maxAppend }
@@ -101,7 +108,13 @@ func BenchmarkNodeApplyBatch(b *testing.B) {
 								cmds = append(cmds, &fsm.Command{Kind: fsm.KindAdmit, ExecutionID: fmt.Sprintf("g%d-%d", g, i),
 									WorkflowID: "wf", Params: `{"n":1}`, HasParams: true})
 							}
-							out, err := ld.ApplyBatch(context.Background(), cmds)
+							var out []Applied
+							var err error
+							if shape.propose {
+								out, err = ld.Propose(context.Background(), func(now int64) [][]byte { return encodeStamped(cmds, now) })
+							} else {
+								out, err = ld.ApplyBatch(context.Background(), cmds)
+							}
 							if err != nil {
 								failed.Add(int64(len(cmds)))
 								continue
@@ -175,11 +188,12 @@ func BenchmarkNodeFailover(b *testing.B) {
 // BenchmarkReplacedDiskCatchUp measures how long a follower whose disk was replaced takes to
 // catch up with a leader holding many executions (10^6; REPLICA_CATCHUP_RECORDS changes
 // it): three members over TCP, durable, with NodeOptions' defaults (timed snapshots
-// included); the leader is filled with admissions by large ApplyBatch calls (the fill rate
-// is reported too), takes a snapshot, then a follower is stopped, its directory emptied, and
-// it is restarted with the same ID and address. The timer runs from that restart until the
-// follower's FSM applied the leader's last log: the leader notices it, sends its snapshot,
-// the follower stores and restores it, then applies the logs after it. It takes minutes:
+// included). The leader is filled with admissions by Propose calls of 4,096, one envelope
+// each (the fill rate is reported too), and takes a snapshot; then a follower is stopped,
+// its directory emptied, and it is restarted with the same ID and address. The timer runs
+// from that restart until the follower's FSM applied the leader's last log: the leader
+// notices it, sends its snapshot, the follower stores and restores it, then applies the
+// logs after it. It takes a minute or more:
 //
 //	go test -run '^$' -bench ReplacedDiskCatchUp -benchtime 1x -timeout 1h -v ./replica
 func BenchmarkReplacedDiskCatchUp(b *testing.B) {
@@ -194,87 +208,104 @@ func BenchmarkReplacedDiskCatchUp(b *testing.B) {
 		}
 		records = n
 	}
-	for range b.N {
-		b.StopTimer()
-		var restoredMu sync.Mutex
-		restoredAt := map[string]time.Time{}
-		opts := benchCluster
-		opts.tune = func(o *NodeOptions) {
-			o.SnapshotInterval = 0 // raft's timed snapshots, as deployed
-			counted := o.FSM.Restored
-			o.FSM.Restored = func(st *fsm.State) {
-				counted(st)
-				restoredMu.Lock()
-				restoredAt[o.ID] = time.Now()
-				restoredMu.Unlock()
+	// With envelopes, 10^6 admissions are a few hundred logs, fewer than TrailingLogs
+	// (10,240) keeps behind a snapshot: with the defaults, the replaced disk replays the
+	// leader's log. Keeping 8 logs makes it install the snapshot instead.
+	for _, tc := range []struct {
+		from     string
+		trailing uint64
+	}{{"log", 0}, {"snapshot", 8}} {
+		b.Run("from="+tc.from, func(b *testing.B) {
+			for range b.N {
+				replaceADiskAndCatchUp(b, records, tc.trailing)
 			}
-		}
-		c := newClusterWith(b, 3, opts)
-		fillRate := fillCluster(b, c, records)
-		ld := c.settle()
-		if err := ld.n.raft.Snapshot().Error(); err != nil {
-			b.Fatalf("snapshot: %v", err)
-		}
-		metas, err := ld.n.snaps.List()
-		if err != nil || len(metas) == 0 {
-			b.Fatalf("the leader lists no snapshot (%v)", err)
-		}
-		first, _ := ld.n.logs.FirstIndex()
-		target := ld.n.fsm.Applied()
-		b.Logf("leader %s: applied index %d, log from %d, snapshot of %d bytes at index %d",
-			ld.id, target, first, metas[0].Size, metas[0].Index)
-
-		f := c.follower()
-		c.stop(f)
-		if err := os.RemoveAll(f.dir); err != nil {
-			b.Fatal(err)
-		}
-		if err := os.Mkdir(f.dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
-		start := time.Now()
-		c.start(f)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-		err = f.n.fsm.WaitApplied(ctx, target)
-		cancel()
-		took := time.Since(start)
-		b.StopTimer()
-		if err != nil {
-			b.Fatalf("the replaced disk did not catch up: %v", err)
-		}
-		if f.installed() == 0 {
-			b.Fatal("the replaced disk caught up without a snapshot: the benchmark measured the log")
-		}
-		restoredMu.Lock()
-		restored := restoredAt[f.id].Sub(start)
-		restoredMu.Unlock()
-		b.Logf("caught up in %v (its FSM got the snapshot's state %v after the restart)", took, restored)
-		c.settle()
-		c.identicalStates()
-		b.ReportMetric(took.Seconds(), "catchup-s")
-		b.ReportMetric(restored.Seconds(), "restored-s")
-		b.ReportMetric(float64(metas[0].Size)/(1<<20), "snapshot-MiB")
-		b.ReportMetric(float64(records)/took.Seconds(), "records/s")
-		b.ReportMetric(fillRate, "fill-records/s")
-		for _, m := range c.running() {
-			c.stop(m)
-		}
+		})
 	}
 }
 
-// fillCluster admits records executions through the leader of the moment, in ApplyBatch
-// calls of 64 commands (MaxAppendEntries) from 16 callers, retrying the commands of a failed
-// call (an admission conflicting with itself, after an uncertain answer, counts as done); it
-// logs its progress every 100,000 and returns the admissions per second.
-//
-// Larger calls fill more slowly with the default MaxAppendEntries: raft's pipelined
-// replication sends a follower one append of at most MaxAppendEntries logs per new batch
-// on the leader or per CommitTimeout (10-20ms), so a leader whose log runs ahead of its
-// followers by more than one append replicates at about MaxAppendEntries logs per
-// CommitTimeout (see the package documentation's measurements).
+// replaceADiskAndCatchUp is one run of BenchmarkReplacedDiskCatchUp; trailing, when not
+// zero, is the members' TrailingLogs, and then the replaced disk must catch up from a
+// snapshot (from the log otherwise).
+func replaceADiskAndCatchUp(b *testing.B, records int, trailing uint64) {
+	b.StopTimer()
+	var restoredMu sync.Mutex
+	restoredAt := map[string]time.Time{}
+	opts := benchCluster
+	opts.tune = func(o *NodeOptions) {
+		o.SnapshotInterval = 0 // raft's timed snapshots, as deployed
+		o.TrailingLogs = trailing
+		counted := o.FSM.Restored
+		o.FSM.Restored = func(st *fsm.State) {
+			counted(st)
+			restoredMu.Lock()
+			restoredAt[o.ID] = time.Now()
+			restoredMu.Unlock()
+		}
+	}
+	c := newClusterWith(b, 3, opts)
+	fillRate := fillCluster(b, c, records)
+	ld := c.settle()
+	if err := ld.n.raft.Snapshot().Error(); err != nil {
+		b.Fatalf("snapshot: %v", err)
+	}
+	metas, err := ld.n.snaps.List()
+	if err != nil || len(metas) == 0 {
+		b.Fatalf("the leader lists no snapshot (%v)", err)
+	}
+	first, _ := ld.n.logs.FirstIndex()
+	target := ld.n.fsm.Applied()
+	b.Logf("leader %s: applied index %d, log from %d, snapshot of %d bytes at index %d",
+		ld.id, target, first, metas[0].Size, metas[0].Index)
+
+	f := c.follower()
+	c.stop(f)
+	if err := os.RemoveAll(f.dir); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Mkdir(f.dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	start := time.Now()
+	c.start(f)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	err = f.n.fsm.WaitApplied(ctx, target)
+	cancel()
+	took := time.Since(start)
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("the replaced disk did not catch up: %v", err)
+	}
+	if snapshot := f.installed() > 0; snapshot != (trailing != 0) {
+		b.Fatalf("the replaced disk installed %d snapshots: not the path the benchmark measures", f.installed())
+	}
+	how := "from the log"
+	if trailing != 0 {
+		restoredMu.Lock()
+		restored := restoredAt[f.id].Sub(start)
+		restoredMu.Unlock()
+		how = fmt.Sprintf("from the snapshot (its FSM got the snapshot's state %v after the restart)", restored)
+		b.ReportMetric(restored.Seconds(), "restored-s")
+	}
+	b.Logf("caught up in %v %s", took, how)
+	c.settle()
+	c.identicalStates()
+	b.ReportMetric(took.Seconds(), "catchup-s")
+	b.ReportMetric(float64(metas[0].Size)/(1<<20), "snapshot-MiB")
+	b.ReportMetric(float64(records)/took.Seconds(), "records/s")
+	b.ReportMetric(fillRate, "fill-records/s")
+	for _, m := range c.running() {
+		c.stop(m)
+	}
+}
+
+// fillCluster admits records executions through the leader of the moment, with Propose,
+// the replicated store's path: calls of 4,096 commands, each one raft log (an envelope),
+// from two callers, retrying the commands of a failed call (an admission conflicting with
+// itself, after an uncertain answer, counts as done); it logs its progress every 100,000
+// and returns the admissions per second.
 func fillCluster(b *testing.B, c *cluster, records int) float64 {
-	const batch, callers, every = 64, 16, 100_000
+	const batch, callers, every = MaxEnvelopeCommands, 2, 100_000
 	var nodes []*Node
 	for _, m := range c.running() {
 		nodes = append(nodes, m.n)
@@ -315,8 +346,8 @@ func fillCluster(b *testing.B, c *cluster, records int) float64 {
 	return rate
 }
 
-// admitAll applies the admissions through the leader of the moment until each is admitted,
-// within waitBound of the last progress.
+// admitAll proposes the admissions through the leader of the moment until each is
+// admitted, within waitBound of the last progress.
 func admitAll(nodes []*Node, cmds []*fsm.Command) error {
 	deadline := time.Now().Add(waitBound)
 	for len(cmds) > 0 {
@@ -333,7 +364,7 @@ func admitAll(nodes []*Node, cmds []*fsm.Command) error {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		out, err := ld.ApplyBatch(context.Background(), cmds)
+		out, err := ld.Propose(context.Background(), func(now int64) [][]byte { return encodeStamped(cmds, now) })
 		if err != nil {
 			continue
 		}
@@ -352,4 +383,15 @@ func admitAll(nodes []*Node, cmds []*fsm.Command) error {
 		cmds = failed
 	}
 	return nil
+}
+
+// encodeStamped encodes the commands stamped with now, as Propose's prepare returns them.
+func encodeStamped(cmds []*fsm.Command, now int64) [][]byte {
+	datas := make([][]byte, len(cmds))
+	for i, c := range cmds {
+		stamped := *c
+		stamped.Now = now
+		datas[i] = fsm.AppendEncode(nil, &stamped)
+	}
+	return datas
 }
