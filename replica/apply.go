@@ -15,6 +15,12 @@ import (
 type Applied struct {
 	Result fsm.Result
 	Err    error
+	// Index is the raft log that holds the command, once the leader appended it: with Err
+	// nil, the committed log whose application gave Result; with an error, the log the
+	// command was appended at (it may still commit there, or be replaced under the next
+	// leader), or 0 when it never reached the leader's log or no answer came (ctx ended,
+	// the node closed).
+	Index uint64
 }
 
 // Apply stamps cmd on the leader, commits it through raft and returns the state machine's
@@ -22,8 +28,9 @@ type Applied struct {
 // copy). On a node that is not the leader it returns a *NotLeaderError naming the leader,
 // and submits nothing; an invalid command gets an error wrapping ErrInvalidCommand and
 // changes nothing, and so does a ctx already ended. When ctx ends after the command was
-// submitted, or the leader loses its leadership meanwhile (NotLeaderError.Uncertain), the
-// command's outcome is unknown: it may still commit.
+// submitted, the leader loses its leadership meanwhile (NotLeaderError.Uncertain), or the
+// node is closed meanwhile (ErrNodeClosed), the command's outcome is unknown: it may still
+// commit.
 func (n *Node) Apply(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
 	out, err := n.ApplyBatch(ctx, []*fsm.Command{cmd})
 	if err != nil {
@@ -103,7 +110,7 @@ func (n *Node) catchUp(ctx context.Context) error {
 	if term == n.readyTerm {
 		return nil
 	}
-	if err := waitFuture(ctx, n.raft.Barrier(n.enqueueTimeout(ctx))); err != nil {
+	if _, err := n.waitFuture(ctx, n.raft.Barrier(n.enqueueTimeout(ctx))); err != nil {
 		return n.raftError(err, false)
 	}
 	n.readyTerm = term
@@ -126,16 +133,20 @@ func (n *Node) stampTime() int64 {
 
 // await waits for one submitted command's result.
 func (n *Node) await(ctx context.Context, f raft.ApplyFuture) Applied {
-	if err := waitFuture(ctx, f); err != nil {
-		return Applied{Err: n.raftError(err, true)}
+	if answered, err := n.waitFuture(ctx, f); err != nil {
+		a := Applied{Err: n.raftError(err, true)}
+		if answered {
+			a.Index = f.Index() // raft wrote it, if at all, before it answered
+		}
+		return a
 	}
 	switch r := f.Response().(type) {
 	case fsm.Result:
-		return Applied{Result: r}
+		return Applied{Result: r, Index: f.Index()}
 	case error:
-		return Applied{Err: r}
+		return Applied{Err: r, Index: f.Index()}
 	default:
-		return Applied{Err: fmt.Errorf("replica: log %d: unexpected response %T", f.Index(), r)}
+		return Applied{Err: fmt.Errorf("replica: log %d: unexpected response %T", f.Index(), r), Index: f.Index()}
 	}
 }
 
@@ -155,7 +166,7 @@ func (n *Node) Read(ctx context.Context, fn func(*fsm.State)) error {
 	if n.closed() {
 		return ErrNodeClosed
 	}
-	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+	if _, err := n.waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 		return n.raftError(err, false)
 	}
 	if err := n.fsm.waitApplied(ctx, n.readIndex(n.raft.LastIndex()), n.done); err != nil {
@@ -240,19 +251,26 @@ func (n *Node) awaitEach(ctx context.Context, f raft.ApplyFuture, count int) []A
 	if count == 1 {
 		return []Applied{n.await(ctx, f)}
 	}
-	if err := waitFuture(ctx, f); err != nil {
-		return []Applied{{Err: n.raftError(err, true)}}
+	if answered, err := n.waitFuture(ctx, f); err != nil {
+		a := Applied{Err: n.raftError(err, true)}
+		if answered {
+			a.Index = f.Index() // raft wrote it, if at all, before it answered
+		}
+		return []Applied{a}
 	}
 	switch r := f.Response().(type) {
 	case []Applied:
 		if len(r) == count {
+			for i := range r {
+				r[i].Index = f.Index()
+			}
 			return r
 		}
-		return []Applied{{Err: fmt.Errorf("replica: log %d: %d outcomes for %d commands", f.Index(), len(r), count)}}
+		return []Applied{{Err: fmt.Errorf("replica: log %d: %d outcomes for %d commands", f.Index(), len(r), count), Index: f.Index()}}
 	case error:
-		return []Applied{{Err: r}}
+		return []Applied{{Err: r, Index: f.Index()}}
 	default:
-		return []Applied{{Err: fmt.Errorf("replica: log %d: unexpected response %T", f.Index(), r)}}
+		return []Applied{{Err: fmt.Errorf("replica: log %d: unexpected response %T", f.Index(), r), Index: f.Index()}}
 	}
 }
 

@@ -77,7 +77,9 @@ var (
 	// the state machine would refuse to log (fsm.Command.Check); nothing is submitted.
 	ErrInvalidCommand = errors.New("replica: invalid command")
 
-	// ErrNodeClosed is returned by a Node's methods after Close.
+	// ErrNodeClosed is returned by a Node's methods after Close, and by those waiting
+	// when Close is called: a command submitted before then may still commit (its outcome
+	// is unknown, as after a timeout).
 	ErrNodeClosed = errors.New("replica: node closed")
 )
 

@@ -340,7 +340,7 @@ func (n *Node) Close() error {
 		if n.raft.State() == raft.Leader && n.voters() > 1 {
 			f := n.raft.LeadershipTransfer()
 			ctx, cancel := context.WithTimeout(context.Background(), n.opts.ElectionTimeout)
-			if err := waitFuture(ctx, f); err != nil {
+			if _, err := n.waitFuture(ctx, f); err != nil {
 				n.opts.Logger.Info("replica: leadership transfer on close failed; shutting down anyway", "node", n.opts.ID, "err", err)
 			}
 			cancel()
@@ -507,25 +507,33 @@ func (n *Node) wait(ctx context.Context, f raft.Future) error {
 	if n.closed() {
 		return ErrNodeClosed
 	}
-	if err := waitFuture(ctx, f); err != nil {
+	if _, err := n.waitFuture(ctx, f); err != nil {
 		return n.raftError(err, false)
 	}
 	return nil
 }
 
-// waitFuture returns f's error, or ctx's if it ends first (the future's outcome is then
-// unknown to the caller).
-func waitFuture(ctx context.Context, f raft.Future) error {
-	if ctx.Done() == nil {
-		return f.Error()
-	}
+// waitFuture returns f's error, with answered true; or, when ctx ends or the node closes
+// first, answered false with ctx's error or ErrNodeClosed (the future's outcome is then
+// unknown to the caller). Waiting on the node matters: raft answers no future it still
+// holds in its apply or verify queue when it shuts down, so a caller without a deadline
+// would wait for ever. The goroutine waiting on such a future stays blocked; there are at
+// most MaxAppendEntries of them, and a few, per closed node.
+func (n *Node) waitFuture(ctx context.Context, f raft.Future) (answered bool, err error) {
 	errc := make(chan error, 1)
 	go func() { errc <- f.Error() }()
 	select {
 	case err := <-errc:
-		return err
+		return true, err
+	case <-n.done:
+		select {
+		case err := <-errc: // answered as the node closed
+			return true, err
+		default:
+			return false, ErrNodeClosed
+		}
 	case <-ctx.Done():
-		return fmt.Errorf("replica: %w (the outcome is unknown)", ctx.Err())
+		return false, fmt.Errorf("replica: %w (the outcome is unknown)", ctx.Err())
 	}
 }
 
@@ -539,7 +547,7 @@ func (n *Node) raftError(err error, submitted bool) error {
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
 		id, addr := n.Leader()
 		return &NotLeaderError{LeaderID: id, LeaderAddr: addr, Uncertain: submitted}
-	case errors.Is(err, raft.ErrRaftShutdown):
+	case errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, ErrNodeClosed):
 		return ErrNodeClosed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err // waitFuture's, already explained
