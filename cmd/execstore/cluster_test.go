@@ -133,10 +133,19 @@ func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
 	extra := newHTTPCluster(t, 1, false)[0]
 	f.expect("POST", "/v1/cluster/members", `{"id":"has space","raftAddr":"127.0.0.1:1"}`, http.StatusBadRequest, "INVALID_ARGUMENT")
 	f.expect("POST", "/v1/cluster/members", `{"id":"x","raftAddr":"no-port"}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+	// serve --join asks through the follower, which forwards to the leader.
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	joinCluster(ctx, f.url, "", extra.store, slog.New(slog.DiscardHandler))
+	cancel()
+	out = f.expect("GET", "/v1/cluster", "", http.StatusOK, "")
+	if members, _ := out["members"].([]any); len(members) != 4 {
+		t.Fatalf("after the fourth joined: members = %v", out["members"])
+	}
+	// Adding a member again changes nothing.
 	body4 := fmt.Sprintf(`{"id":%q,"raftAddr":%q}`, extra.store.Node().ID(), extra.store.Node().Addr())
 	out = f.expect("POST", "/v1/cluster/members", body4, http.StatusOK, "")
 	if members, _ := out["members"].([]any); len(members) != 4 {
-		t.Fatalf("after adding a fourth: members = %v", out["members"])
+		t.Fatalf("after adding the fourth again: members = %v", out["members"])
 	}
 	eventually(t, "the fourth node applies the admission", func() bool {
 		var found bool
