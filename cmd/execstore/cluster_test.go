@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/execstore/execstore"
@@ -178,5 +181,79 @@ func TestServeRefusesReplicaFlagsThatDoNotGoTogether(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("serve %v = %v, want an error with %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader in two
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// cluster start runs three nodes that elect a leader and take requests on
+// any node; cluster status, add and remove ask them; the nodes stop when
+// the command's context ends.
+func TestClusterStartRunsANodeClusterThatTheOtherClusterCommandsManage(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- clusterStart(ctx, []string{"--nodes", "3", "--data", t.TempDir(), "--port", "0", "--raft-port", "0", "--nosync"}, &out, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("cluster start: %v", err)
+		}
+	}()
+	apiOf := regexp.MustCompile(`node-(\d)  api (http://\S+)  raft`)
+	eventually(t, "cluster start names a leader", func() bool { return strings.Contains(out.String(), "leader: node-") })
+	apis := apiOf.FindAllStringSubmatch(out.String(), -1)
+	if len(apis) != 3 {
+		t.Fatalf("cluster start printed:\n%s", out.String())
+	}
+	var status bytes.Buffer
+	if err := run([]string{"cluster", "status", "--api", apis[2][2]}, &status, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(status.String(), "node node-2: ") || strings.Count(status.String(), "\nmember node-") != 3 {
+		t.Fatalf("cluster status printed:\n%s", status.String())
+	}
+	// A write through any node.
+	s := &server{t: t, url: apis[1][2]}
+	s.expect("POST", "/v1/executions", `{"executionId":"a","workflowId":"w"}`, http.StatusCreated, "")
+
+	// A fourth node, outside the cluster, is added and removed by the commands.
+	extra := newHTTPCluster(t, 1, false)[0]
+	id, addr := extra.store.Node().ID(), extra.store.Node().Addr()
+	var added bytes.Buffer
+	if err := run([]string{"cluster", "add", "--api", apis[0][2], "--node-id", id, "--raft-addr", addr}, &added, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(added.String(), "member "+id+" "+addr+" voter") {
+		t.Fatalf("cluster add printed:\n%s", added.String())
+	}
+	var removed bytes.Buffer
+	if err := run([]string{"cluster", "remove", "--api", apis[0][2], "--node-id", id}, &removed, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(removed.String(), "member "+id) {
+		t.Fatalf("cluster remove printed:\n%s", removed.String())
+	}
+	if err := run([]string{"cluster", "add", "--api", apis[0][2], "--node-id", "bad id", "--raft-addr", addr}, io.Discard, io.Discard); err == nil {
+		t.Fatal("cluster add of a bad ID succeeded")
 	}
 }

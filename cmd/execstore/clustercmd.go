@@ -201,7 +201,9 @@ func clusterCommand(args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "start":
-		return clusterStart(args[1:], stdout, stderr)
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return clusterStart(ctx, args[1:], stdout, stderr)
 	case "status", "add", "remove":
 		return clusterAdmin(args[0], args[1:], stdout, stderr)
 	case "-h", "--help", "help":
@@ -280,9 +282,9 @@ func printCluster(w io.Writer, c *clusterJSON) {
 // clusterStart runs a local cluster for trials: N replicated stores in one
 // process, each with its data directory (DIR/node-I), raft on 127.0.0.1
 // raft-port+I and its API on 127.0.0.1 port+I, bootstrapped together, until
-// SIGINT or SIGTERM. Any node's API takes any request (followers forward to
-// the leader).
-func clusterStart(args []string, stdout, stderr io.Writer) error {
+// SIGINT or SIGTERM (ctx ends). Any node's API takes any request (followers
+// forward to the leader).
+func clusterStart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("cluster start", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	nodes := fs.Int("nodes", 3, "nodes in the cluster (1 to 9)")
@@ -354,8 +356,6 @@ func clusterStart(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("cluster start: %s: %w", peers[i].ID, err)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	first := ms[0].store.Node()
 	apis := make([]string, len(ms))
 	errc := make(chan error, len(ms))
