@@ -10,6 +10,7 @@ import (
 
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/replica"
+	"github.com/execstore/execstore/wal"
 )
 
 // The replicated store: the same Store, its writer submitting through raft.
@@ -77,9 +78,11 @@ type ReplicaOptions struct {
 	Options
 	// Node configures this node: ID and BindAddr (or Transport) are
 	// required. Its Clock and Logger default to Options.Now and
-	// Options.Logger, its MaxAppendEntries to 1024 (raft's most: the largest
-	// group commit), its WAL.NoSync to Options.NoSync. Its FSM hooks are the
-	// store's: leave them unset.
+	// Options.Logger, its WAL.NoSync to Options.NoSync. Its FSM hooks are the
+	// store's: leave them unset. (The writer sends each batch as one raft
+	// log of up to replica.MaxEnvelopeCommands commands, so the default
+	// MaxAppendEntries, 64 logs of at most replica.MaxEnvelopeBytes each,
+	// bounds an append to 256 MiB.)
 	Node replica.NodeOptions
 	// Peers, when set, bootstrap a new cluster with these members (this node
 	// among them) the first time the directory is opened; a directory that
@@ -106,15 +109,17 @@ func OpenReplicated(dir string, opts ReplicaOptions) (*Store, error) {
 		return nil, err
 	}
 	s.stale = opts.StaleReads
+	if s.maxCommand > wal.MaxPayloadBytes-raftEntryOverhead {
+		s.releaseDir()
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, invalidArg(
+			"a command may encode to %d bytes, more than the %d a raft log entry holds: lower Limits or MaxBatchBytes", s.maxCommand, wal.MaxPayloadBytes-raftEntryOverhead))
+	}
 	no := opts.Node
 	if no.Clock == nil {
 		no.Clock = s.opts.Now
 	}
 	if no.Logger == nil {
 		no.Logger = s.logger
-	}
-	if no.MaxAppendEntries == 0 {
-		no.MaxAppendEntries = 1024
 	}
 	no.WAL.NoSync = no.WAL.NoSync || s.opts.NoSync
 	if f := no.FSM; f.Restored != nil || f.Lock != nil || f.Adopted != nil || f.Applied != nil {
@@ -148,6 +153,10 @@ func OpenReplicated(dir string, opts ReplicaOptions) (*Store, error) {
 	go s.followNode()
 	return s, nil
 }
+
+// raftEntryOverhead bounds what a raft log's stored entry adds to its data
+// (replica's entry codec: version, type, flags, term, time, lengths).
+const raftEntryOverhead = 64
 
 // Node returns the raft node of a replicated store (membership, leadership,
 // raft's state), or nil for a single-node store.

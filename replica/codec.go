@@ -45,6 +45,17 @@ func appendEntry(dst []byte, l *raft.Log) []byte {
 	return append(dst, l.Extensions...)
 }
 
+// entryLen is len(appendEntry(nil, l)).
+func entryLen(l *raft.Log) int {
+	n := 3 + uvarintLen(l.Term)
+	if !l.AppendedAt.IsZero() {
+		var b [binary.MaxVarintLen64]byte
+		n += binary.PutVarint(b[:], l.AppendedAt.UnixNano())
+	}
+	n += uvarintLen(uint64(len(l.Data))) + len(l.Data)
+	return n + uvarintLen(uint64(len(l.Extensions))) + len(l.Extensions)
+}
+
 // decodeEntry fills l from the payload b of the wal entry at index. Data and Extensions are
 // copied out of b (nil when empty). A payload that does not decode gives an error wrapping
 // ErrCorruptEntry and leaves l zeroed but for its Index.

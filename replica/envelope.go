@@ -27,7 +27,7 @@ const envelopeMagic byte = 0xE5
 // either would be passed.
 const (
 	MaxEnvelopeCommands = 4096
-	MaxEnvelopeBytes    = 16 << 20
+	MaxEnvelopeBytes    = 4 << 20
 )
 
 // appendEnvelope appends the envelope of cmds (at least two) to dst.

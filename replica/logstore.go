@@ -111,11 +111,12 @@ func (s *LogStore) StoreLog(l *raft.Log) error {
 }
 
 // StoreLogs appends logs, which must be consecutive and follow LastIndex, with one wal Write:
-// one write and one fsync, durable when it returns. On an empty log the first may have any
-// index: after raft installed a snapshot (and removed every log), the log restarts at the
-// snapshot's index + 1, by a wal Reset before the Write. Logs that do not continue the log
-// are refused with ErrNotContiguous, and a log past the wal's limits with wal.ErrTooLarge;
-// nothing is written. A storage error fail-stops the wal: every later change fails until
+// one write and one fsync, durable when it returns (an append of more than storeBatchBytes
+// is written as several, each durable before the next). On an empty log the first may have
+// any index: after raft installed a snapshot (and removed every log), the log restarts at
+// the snapshot's index + 1, by a wal Reset before the Write. Logs that do not continue the
+// log are refused with ErrNotContiguous, and a log past the wal's limits with
+// wal.ErrTooLarge; nothing is written. A storage error fail-stops the wal: every later change fails until
 // the store is reopened.
 func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 	if len(logs) == 0 {
@@ -126,37 +127,70 @@ func (s *LogStore) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("%w: log %d follows log %d", ErrNotContiguous, l.Index, logs[i].Index)
 		}
 	}
+	for _, l := range logs {
+		if n := entryLen(l); n > wal.MaxPayloadBytes {
+			return fmt.Errorf("replica: store log %d: %w: an entry of %d bytes, more than %d", l.Index, wal.ErrTooLarge, n, wal.MaxPayloadBytes)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.batch.Reset()
-	for _, l := range logs {
-		s.buf = appendEntry(s.buf[:0], l)
-		s.batch.Add(s.buf)
-	}
-	if err := s.batch.Err(); err != nil {
-		return fmt.Errorf("replica: store logs %d to %d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
-	}
-	empty := s.log.FirstIndex() > s.log.LastIndex()
-	switch next := s.log.LastIndex() + 1; {
-	case logs[0].Index == next:
-	case empty:
-		if err := s.log.Reset(logs[0].Index); err != nil {
-			return fmt.Errorf("replica: start the log at %d: %w", logs[0].Index, err)
+	// An append larger than one wal batch holds (raft sends up to MaxAppendEntries logs,
+	// each up to a wal entry) is written as several batches, each durable before the next:
+	// a crash between them leaves a prefix of the append, which raft repairs as it repairs
+	// any follower behind.
+	for len(logs) > 0 {
+		n, err := s.storeSome(logs)
+		if err != nil {
+			return err
 		}
-	default:
-		return fmt.Errorf("%w: log %d after last index %d", ErrNotContiguous, logs[0].Index, next-1)
-	}
-	if empty {
-		s.first.Store(logs[0].Index)
-	}
-	if _, err := s.log.Write(&s.batch); err != nil {
-		return fmt.Errorf("replica: store logs %d to %d: %w", logs[0].Index, logs[len(logs)-1].Index, err)
+		logs = logs[n:]
 	}
 	if cap(s.buf) > 1<<20 {
 		s.buf = nil // one large log does not pin its buffer
 	}
 	return nil
 }
+
+// storeSome writes as many of logs as one wal batch holds (at least one) and returns how
+// many. The caller holds s.mu.
+func (s *LogStore) storeSome(logs []*raft.Log) (int, error) {
+	s.batch.Reset()
+	n, size := 0, 0
+	for _, l := range logs {
+		s.buf = appendEntry(s.buf[:0], l)
+		if n > 0 && (n == wal.MaxBatchEntries || size+len(s.buf) > storeBatchBytes) {
+			break
+		}
+		s.batch.Add(s.buf)
+		size += len(s.buf)
+		n++
+	}
+	part := logs[:n]
+	if err := s.batch.Err(); err != nil {
+		return 0, fmt.Errorf("replica: store logs %d to %d: %w", part[0].Index, part[n-1].Index, err)
+	}
+	empty := s.log.FirstIndex() > s.log.LastIndex()
+	switch next := s.log.LastIndex() + 1; {
+	case part[0].Index == next:
+	case empty:
+		if err := s.log.Reset(part[0].Index); err != nil {
+			return 0, fmt.Errorf("replica: start the log at %d: %w", part[0].Index, err)
+		}
+	default:
+		return 0, fmt.Errorf("%w: log %d after last index %d", ErrNotContiguous, part[0].Index, next-1)
+	}
+	if empty {
+		s.first.Store(part[0].Index)
+	}
+	if _, err := s.log.Write(&s.batch); err != nil {
+		return 0, fmt.Errorf("replica: store logs %d to %d: %w", part[0].Index, part[n-1].Index, err)
+	}
+	return n, nil
+}
+
+// storeBatchBytes bounds the payload of one wal batch StoreLogs writes: a quarter of what a
+// wal batch holds, so that a large append is written in parts of bounded size.
+const storeBatchBytes = wal.MaxBatchBytes / 4
 
 // DeleteRange deletes the logs from min to max, inclusive. raft deletes a prefix after a
 // snapshot (compaction: the wal removes the whole segment files the prefix covers, in the

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"sync"
@@ -320,5 +321,39 @@ func TestLogStoreUnderConcurrentCalls(t *testing.T) {
 	}
 	if last, _ := s.LastIndex(); last != 1200 {
 		t.Fatalf("LastIndex = %d, want 1200", last)
+	}
+}
+
+func TestLogStoreWritesAnAppendLargerThanOneWALBatchInParts(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenLogStore(dir, wal.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// 80 logs of 4 MiB: 320 MiB, more than a wal batch's 256 MiB.
+	data := bytes.Repeat([]byte{7}, 4<<20)
+	var logs []*raft.Log
+	for i := range 80 {
+		logs = append(logs, &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: data})
+	}
+	if err := s.StoreLogs(logs); err != nil {
+		t.Fatalf("StoreLogs of 320 MiB: %v", err)
+	}
+	if last, _ := s.LastIndex(); last != 80 {
+		t.Fatalf("LastIndex = %d, want 80", last)
+	}
+	var l raft.Log
+	if err := s.GetLog(80, &l); err != nil || !bytes.Equal(l.Data, data) {
+		t.Fatalf("GetLog(80): %v", err)
+	}
+	// A log past the wal's entry limit writes nothing, even behind logs that fit.
+	big := &raft.Log{Index: 82, Term: 1, Type: raft.LogCommand, Data: make([]byte, wal.MaxPayloadBytes)}
+	err = s.StoreLogs([]*raft.Log{{Index: 81, Term: 1, Type: raft.LogCommand, Data: data}, big})
+	if !errors.Is(err, wal.ErrTooLarge) {
+		t.Fatalf("StoreLogs with an entry past the limit = %v, want wal.ErrTooLarge", err)
+	}
+	if last, _ := s.LastIndex(); last != 80 {
+		t.Fatalf("LastIndex after the refusal = %d, want 80", last)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -42,21 +41,37 @@ type muxLayer struct {
 	ln        net.Listener
 	advertise net.Addr
 	meta      string
-	timeout   time.Duration
 
 	conns chan net.Conn
 	done  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // accepted, service byte not read yet
 }
 
-func newMuxLayer(bind string, advertise net.Addr, meta string, timeout time.Duration) (*muxLayer, error) {
+// Bounds on connections that have not named their service: a peer's raft
+// dial names it at once, so a connection that does not within
+// firstByteTimeout, or one past maxPending such, is closed. An idle flood
+// thus costs at most maxPending descriptors for a moment.
+const (
+	firstByteTimeout = 2 * time.Second
+	maxPending       = 128
+)
+
+func newMuxLayer(bind string, advertise net.Addr, meta string) (*muxLayer, error) {
 	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, err
 	}
-	m := &muxLayer{ln: ln, advertise: advertise, meta: meta, timeout: timeout,
-		conns: make(chan net.Conn), done: make(chan struct{})}
+	return newMuxLayerOn(ln, advertise, meta)
+}
+
+// newMuxLayerOn is newMuxLayer on a listener already bound.
+func newMuxLayerOn(ln net.Listener, advertise net.Addr, meta string) (*muxLayer, error) {
+	m := &muxLayer{ln: ln, advertise: advertise, meta: meta,
+		conns: make(chan net.Conn), done: make(chan struct{}), pending: map[net.Conn]struct{}{}}
 	addr, ok := m.Addr().(*net.TCPAddr)
 	if !ok || addr.IP == nil || addr.IP.IsUnspecified() {
 		ln.Close()
@@ -67,8 +82,13 @@ func newMuxLayer(bind string, advertise net.Addr, meta string, timeout time.Dura
 	return m, nil
 }
 
+// acceptLoop accepts until Close. An accept that fails (out of file
+// descriptors, a connection reset before it was taken) is tried again after a
+// pause that doubles up to a second, as net/http's server does: a passing
+// shortage never closes the node's port for good.
 func (m *muxLayer) acceptLoop() {
 	defer m.wg.Done()
+	var pause time.Duration
 	for {
 		c, err := m.ln.Accept()
 		if err != nil {
@@ -77,13 +97,24 @@ func (m *muxLayer) acceptLoop() {
 				return
 			default:
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(pause):
+			case <-m.done:
+				return
 			}
-			// A listener that failed for good: raft's Accept reports it.
-			m.Close()
-			return
+			continue
+		}
+		pause = 0
+		m.mu.Lock()
+		full := len(m.pending) >= maxPending
+		if !full {
+			m.pending[c] = struct{}{}
+		}
+		m.mu.Unlock()
+		if full {
+			c.Close()
+			continue
 		}
 		m.wg.Add(1)
 		go func() {
@@ -95,9 +126,13 @@ func (m *muxLayer) acceptLoop() {
 
 // route reads a connection's service byte and serves it or hands it to raft.
 func (m *muxLayer) route(c net.Conn) {
-	c.SetReadDeadline(time.Now().Add(m.timeout))
+	c.SetReadDeadline(time.Now().Add(firstByteTimeout))
 	var b [1]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
+	_, err := io.ReadFull(c, b[:])
+	m.mu.Lock()
+	delete(m.pending, c)
+	m.mu.Unlock()
+	if err != nil {
 		c.Close()
 		return
 	}
@@ -110,7 +145,7 @@ func (m *muxLayer) route(c net.Conn) {
 			c.Close()
 		}
 	case serviceMeta:
-		c.SetWriteDeadline(time.Now().Add(m.timeout))
+		c.SetWriteDeadline(time.Now().Add(firstByteTimeout))
 		out := binary.AppendUvarint(nil, uint64(len(m.meta)))
 		c.Write(append(out, m.meta...))
 		c.Close()
@@ -129,12 +164,20 @@ func (m *muxLayer) Accept() (net.Conn, error) {
 	}
 }
 
-// Close stops listening; connections already handed to raft are raft's.
+// Close stops listening, closes the connections that have not named their
+// service, and waits for the goroutines that route them; connections already
+// handed to raft are raft's.
 func (m *muxLayer) Close() error {
 	var err error
 	m.once.Do(func() {
 		close(m.done)
 		err = m.ln.Close()
+		m.mu.Lock()
+		for c := range m.pending {
+			c.Close()
+		}
+		m.mu.Unlock()
+		m.wg.Wait()
 	})
 	return err
 }

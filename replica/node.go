@@ -232,7 +232,7 @@ func Open(dir string, opts NodeOptions) (_ *Node, err error) {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}
 	if n.trans = opts.Transport; n.trans == nil {
-		layer, err := newMuxLayer(opts.BindAddr, advertise, opts.Meta, opts.RaftTimeout)
+		layer, err := newMuxLayer(opts.BindAddr, advertise, opts.Meta)
 		if err != nil {
 			return nil, fmt.Errorf("replica: open node: transport: %w", err)
 		}

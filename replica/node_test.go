@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -639,5 +640,75 @@ func TestProposeAnswersEachCommandInOrderAcrossEnvelopes(t *testing.T) {
 		if !errors.Is(err, ErrNotLeader) || called {
 			t.Fatalf("Propose on a follower = %v (prepare called %v), want ErrNotLeader", err, called)
 		}
+	}
+}
+
+func TestAFloodOfIdleConnectionsNeitherStopsRaftNorTheMetaService(t *testing.T) {
+	c := newTCluster(t, 3)
+	ld := c.leader()
+	var idle []net.Conn
+	for range 2 * maxPending {
+		conn, err := net.Dial("tcp", ld.addr)
+		if err != nil {
+			break // the system's own limit; what was opened is flood enough
+		}
+		idle = append(idle, conn)
+	}
+	defer func() {
+		for _, conn := range idle {
+			conn.Close()
+		}
+	}()
+	ctx := boundedCtx(t)
+	var meta string
+	var err error
+	// Connections past maxPending are closed at once, and the idle ones
+	// within firstByteTimeout: the service answers within a bound.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if meta, err = PeerMeta(ctx, ld.addr); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // poll, within the bound above
+	}
+	if err != nil || meta != "http://api-of-"+ld.id {
+		t.Fatalf("PeerMeta during a flood of %d idle connections = %q, %v", len(idle), meta, err)
+	}
+	d := newDriver(c, 22)
+	d.run(20)
+	d.checkWorkloadDidSomething()
+}
+
+// failingListener fails its first Accepts as a process out of file
+// descriptors does.
+type failingListener struct {
+	net.Listener
+	failures atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.failures.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: syscall.EMFILE}
+	}
+	return l.Listener.Accept()
+}
+
+func TestThePortKeepsAcceptingAfterAcceptFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: ln}
+	fl.failures.Store(5)
+	m, err := newMuxLayerOn(fl, nil, "still here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if meta, err := PeerMeta(boundedCtx(t), ln.Addr().String()); err != nil || meta != "still here" {
+		t.Fatalf("PeerMeta after five failed accepts = %q, %v", meta, err)
+	}
+	if fl.failures.Load() >= 0 {
+		t.Fatal("the failing accepts were never tried: the test proves nothing")
 	}
 }
