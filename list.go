@@ -231,7 +231,7 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) (ChangesPa
 	}
 	for {
 		wake := s.changed.channel() // before reading, so no change is missed in between
-		page, err := s.changesAfter(after, limit)
+		page, err := s.changesAfter(ctx, after, limit)
 		if err != nil || len(page.Changes) > 0 {
 			return page, err
 		}
@@ -249,11 +249,18 @@ func (s *Store) Changes(ctx context.Context, after uint64, limit int) (ChangesPa
 // superseded entries until the writer sweeps them; a read skips them,
 // examining at most changesScanMax entries under the read lock at a time,
 // and goes on until it has a change or reaches the feed's head.
-func (s *Store) changesAfter(after uint64, limit int) (ChangesPage, error) {
+func (s *Store) changesAfter(ctx context.Context, after uint64, limit int) (ChangesPage, error) {
 	page := ChangesPage{Next: after}
+	// On one node a read never waits: changes already there are returned
+	// even to a caller whose context ended. On a replica a linearizable read
+	// may wait for the leader (a partition), and stops with ctx.
+	readCtx := ctx
+	if s.node == nil {
+		readCtx = context.Background()
+	}
 	for {
 		from := page.Next
-		err := s.read(context.Background(), func(st *fsm.State) {
+		err := s.read(readCtx, func(st *fsm.State) {
 			page.Last = st.Meta().ChangeSeq
 			page.Next = st.Changes(from, limit, changesScanMax, func(c fsm.Change) {
 				page.Changes = append(page.Changes, Change{

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -108,12 +110,14 @@ func OpenReplicated(dir string, opts ReplicaOptions) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.stale = opts.StaleReads
-	if s.maxCommand > wal.MaxPayloadBytes-raftEntryOverhead {
+	if err := checkReplicaDir(dir); err != nil {
 		s.releaseDir()
-		return nil, fmt.Errorf("execstore: open %s: %w", dir, invalidArg(
-			"a command may encode to %d bytes, more than the %d a raft log entry holds: lower Limits or MaxBatchBytes", s.maxCommand, wal.MaxPayloadBytes-raftEntryOverhead))
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
 	}
+	s.stale = opts.StaleReads
+	// A command is one raft log's data, whose stored entry adds a header:
+	// larger ones are refused in their caller's goroutine (submit).
+	s.maxCommand = min(s.maxCommand, wal.MaxPayloadBytes-raftEntryOverhead)
 	no := opts.Node
 	if no.Clock == nil {
 		no.Clock = s.opts.Now
@@ -152,6 +156,31 @@ func OpenReplicated(dir string, opts ReplicaOptions) (*Store, error) {
 	go s.run()
 	go s.followNode()
 	return s, nil
+}
+
+// checkReplicaDir refuses a directory that holds a single-node store: its
+// log would be read as raft's, and its snapshots ignored. A replica's
+// directory holds raft/ (its term and vote) once it opened; a single-node
+// store's, log entries or snapshots without it.
+func checkReplicaDir(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "raft")); err == nil {
+		return nil
+	}
+	single := false
+	if entries, err := os.ReadDir(filepath.Join(dir, "wal")); err == nil {
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.Size() > 0 {
+				single = true
+			}
+		}
+	}
+	if matches, _ := filepath.Glob(filepath.Join(dir, "snapshots", "snapshot-*.snap")); len(matches) > 0 {
+		single = true
+	}
+	if single {
+		return invalidArg("the directory holds a single-node store (a log or snapshots, no raft/): open it with Open")
+	}
+	return nil
 }
 
 // raftEntryOverhead bounds what a raft log's stored entry adds to its data
@@ -201,6 +230,9 @@ func (s *Store) appliedOnNode(cmds []fsm.Command, results []fsm.Result) {
 		became.Due = became.Due || results[i].Became.Due
 		became.Terminal = became.Terminal || results[i].Became.Terminal
 	}
+	// Only the leader's dispatchers can claim: a follower's hear of its
+	// election instead (followNode), rather than failing a claim per batch.
+	became.Due = became.Due && s.isLeader()
 	s.wake(became, changed, func(yield func(*fsm.Command, *fsm.Result)) {
 		for i := range cmds {
 			yield(&cmds[i], &results[i])

@@ -613,3 +613,35 @@ func TestStatsAndHealthOfAFollowerDescribeItWithoutTheLeader(t *testing.T) {
 		}
 	}
 }
+
+func TestASingleNodeDirectoryAndAReplicasAreNotOpenedAsEachOther(t *testing.T) {
+	single := t.TempDir()
+	s, err := execstore.Open(single, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admit(context.Background(), execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "wf"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, trans := raft.NewInmemTransport("mem-x")
+	opts := execstore.ReplicaOptions{Options: execstore.Options{NoSync: true}, Node: replica.NodeOptions{ID: "x", Transport: trans}}
+	if _, err := execstore.OpenReplicated(single, opts); !errors.Is(err, execstore.ErrInvalidArgument) {
+		t.Fatalf("OpenReplicated of a single-node store's directory = %v, want ErrInvalidArgument", err)
+	}
+	if s, err := execstore.Open(single, execstore.Options{NoSync: true}); err != nil {
+		t.Fatalf("the single-node store after the refusal: %v", err)
+	} else {
+		s.Close()
+	}
+
+	c := newReplicas(t, 1, false)
+	nd := c.nodes[0]
+	c.leader()
+	c.stop(nd)
+	if _, err := execstore.Open(nd.dir, execstore.Options{NoSync: true}); !errors.Is(err, execstore.ErrInvalidArgument) {
+		t.Fatalf("Open of a replica's directory = %v, want ErrInvalidArgument", err)
+	}
+	c.start(nd) // and it still opens as what it is
+	c.leader()
+}

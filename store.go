@@ -127,6 +127,10 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := os.Stat(filepath.Join(dir, "raft")); err == nil {
+		s.releaseDir()
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, invalidArg("the directory holds a node of a replicated store (raft/): open it with OpenReplicated"))
+	}
 	if err := s.recover(); err != nil {
 		s.releaseDir()
 		return nil, err

@@ -266,3 +266,11 @@ func (n *Node) LeaderMeta(ctx context.Context) (id, meta string, err error) {
 	n.metaMu.Unlock()
 	return id, meta, nil
 }
+
+// ForgetLeaderMeta drops the leader's Meta LeaderMeta keeps, so that the next call asks the
+// leader again (its Meta may have changed across a restart).
+func (n *Node) ForgetLeaderMeta() {
+	n.metaMu.Lock()
+	n.metaID, n.metaAddr, n.metaVal = "", "", ""
+	n.metaMu.Unlock()
+}

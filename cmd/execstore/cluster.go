@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/replica"
 )
@@ -29,8 +31,15 @@ import (
 //
 // Routes that answer from the node itself are never forwarded: /healthz,
 // /metrics, the OpenAPI document, the web view's shell and static files (its
-// fragments, which read the store, are), and GET /v1/cluster (this node's
-// view of the cluster).
+// fragments, which read the store, are), GET /v1/cluster (this node's view
+// of the cluster) and GET /v1/stats (this node's state, as Stats reads it).
+//
+// A forwarded request that fails on its way is NOT_LEADER only when it could
+// not have reached the leader (the connection was never made); otherwise its
+// outcome is unknown (OUTCOME_UNKNOWN, no Retry-After), as it is for a write
+// the leader submitted and then lost its leadership over: repeating it may
+// do it twice (an admission with an ID is safe to repeat: a second one is a
+// conflict).
 
 // forwardedHeader marks a request one node forwarded to another; its value
 // is the forwarding node's ID.
@@ -60,7 +69,7 @@ func answeredHere(r *http.Request, stale bool) bool {
 	switch {
 	case r.URL.Path == "/healthz", r.URL.Path == "/v1/openapi.json", r.URL.Path == "/metrics", isUIShell(r):
 		return true
-	case r.Method == http.MethodGet && r.URL.Path == "/v1/cluster":
+	case r.Method == http.MethodGet && (r.URL.Path == "/v1/cluster" || r.URL.Path == "/v1/stats"):
 		return true
 	case stale && (r.Method == http.MethodGet || r.Method == http.MethodHead):
 		return true
@@ -70,7 +79,7 @@ func answeredHere(r *http.Request, stale bool) bool {
 
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	node := f.store.Node()
-	if answeredHere(r, f.stale) || node.Stats().State.String() == "Leader" {
+	if answeredHere(r, f.stale) || node.State() == raft.Leader {
 		f.next.ServeHTTP(w, r)
 		return
 	}
@@ -94,7 +103,6 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeNotLeader(w, fmt.Sprintf("execstore: the leader's API address %q: %v", leaderURL, err), "")
 		return
 	}
-	r.Header.Set(forwardedHeader, node.ID())
 	proxy.ServeHTTP(w, r)
 }
 
@@ -112,16 +120,28 @@ func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("not an http(s) URL")
 	}
+	node := f.store.Node()
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(u)
 			pr.Out.Host = pr.In.Host
+			// Set on the outgoing request, after the proxy dropped the
+			// hop-by-hop headers: a client cannot have it removed.
+			pr.Out.Header.Set(forwardedHeader, node.ID())
 		},
+		Transport: forwardTransport,
 		// The change feed and await answer after up to a minute: flush as
 		// the leader writes.
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeNotLeader(w, fmt.Sprintf("execstore: forwarding to the leader at %s failed: %v", target, err), target)
+			node.ForgetLeaderMeta() // the leader may have moved, or its API
+			var op *net.OpError
+			if errors.As(err, &op) && op.Op == "dial" {
+				writeNotLeader(w, fmt.Sprintf("execstore: the leader's API at %s cannot be reached: %v", target, err), target)
+				return
+			}
+			writeJSON(w, http.StatusServiceUnavailable, errorJSONBody{Code: "OUTCOME_UNKNOWN",
+				Message: fmt.Sprintf("execstore: forwarding to the leader at %s failed after the request was sent (%v): it may have taken effect", target, err)})
 		},
 	}
 	if len(f.proxies) > 16 {
@@ -129,6 +149,16 @@ func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
 	}
 	f.proxies[target] = p
 	return p, nil
+}
+
+// forwardTransport carries forwarded requests: many may be in flight to one
+// leader, so it keeps more idle connections to it than the default's two.
+var forwardTransport = &http.Transport{
+	Proxy:               nil,
+	DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	MaxIdleConns:        256,
+	MaxIdleConnsPerHost: 64,
+	IdleConnTimeout:     90 * time.Second,
 }
 
 // writeNotLeader answers 503 NOT_LEADER, with Retry-After: an election

@@ -108,8 +108,16 @@ func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
 		t.Fatalf("the admission through the follower is not on the leader: %v", err)
 	}
 
-	// The follower answers its own view, and its own health.
+	// The follower answers its own view, its own health and its own stats,
+	// even to a request forwarded to it.
 	f.expect("GET", "/healthz", "", http.StatusOK, "")
+	statsReq, _ := http.NewRequest("GET", f.url+"/v1/stats", nil)
+	statsReq.Header.Set(forwardedHeader, "elsewhere")
+	if resp, err := http.DefaultClient.Do(statsReq); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/stats on a follower = %v, %v; want it answered there", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	out := f.expect("GET", "/v1/cluster", "", http.StatusOK, "")
 	if out["state"] != "Follower" || out["leaderId"] != leader.store.Node().ID() || out["leaderApi"] != leader.srv.url {
 		t.Fatalf("GET /v1/cluster on the follower = %v", out)
@@ -175,6 +183,7 @@ func TestServeRefusesReplicaFlagsThatDoNotGoTogether(t *testing.T) {
 		{[]string{"--node-id", "n0", "--raft-addr", "127.0.0.1:7000", "--peers", "n0"}, "is not ID=HOST:PORT"},
 		{[]string{"--node-id", "n0", "--raft-addr", "127.0.0.1:7000", "--peers", "n0=127.0.0.1:7000,n0=127.0.0.1:7001"}, "given twice"},
 		{[]string{"--node-id", "n0", "--raft-addr", "127.0.0.1:7000", "--peers", "n0=nowhere"}, "raftAddr"},
+		{[]string{"--node-id", "n0", "--raft-addr", "127.0.0.1:0", "--addr", "0.0.0.0:0", "--insecure"}, "give --api-url"},
 	} {
 		dir := t.TempDir()
 		err := serve(append([]string{"--data", dir + "/data", "--addr", "127.0.0.1:0"}, tc.args...), io.Discard)
@@ -255,5 +264,22 @@ func TestClusterStartRunsANodeClusterThatTheOtherClusterCommandsManage(t *testin
 	}
 	if err := run([]string{"cluster", "add", "--api", apis[0][2], "--node-id", "bad id", "--raft-addr", addr}, io.Discard, io.Discard); err == nil {
 		t.Fatal("cluster add of a bad ID succeeded")
+	}
+}
+
+func TestAReplicasErrorsAnswerWhetherTheWriteMayHaveHappened(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		code   string
+		status int
+	}{
+		{&execstore.NotLeaderError{LeaderID: "n1"}, "NOT_LEADER", http.StatusServiceUnavailable},
+		{fmt.Errorf("admit: %w", &execstore.NotLeaderError{}), "NOT_LEADER", http.StatusServiceUnavailable},
+		{&execstore.NotLeaderError{LeaderID: "n1", Uncertain: true}, "OUTCOME_UNKNOWN", http.StatusServiceUnavailable},
+		{fmt.Errorf("%w: bad peer", replica.ErrNodeOptions), "INVALID_ARGUMENT", http.StatusBadRequest},
+	} {
+		if code, status := statusOf(tc.err); code != tc.code || status != tc.status {
+			t.Errorf("statusOf(%v) = %s %d, want %s %d", tc.err, code, status, tc.code, tc.status)
+		}
 	}
 }

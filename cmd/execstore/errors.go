@@ -43,6 +43,7 @@ var errorCodes = map[string][]int{
 	"TIMEOUT":                 {http.StatusRequestTimeout},
 	"CLOSED":                  {http.StatusServiceUnavailable},
 	"NOT_LEADER":              {http.StatusServiceUnavailable},
+	"OUTCOME_UNKNOWN":         {http.StatusServiceUnavailable},
 	"STORAGE_FAILED":          {http.StatusServiceUnavailable},
 	"CANCELLED":               {http.StatusServiceUnavailable},
 	"INTERNAL":                {http.StatusInternalServerError},
@@ -73,6 +74,10 @@ func statusOf(err error) (string, int) {
 	case errors.Is(err, execstore.ErrLimitExceeded):
 		code = "LIMIT_EXCEEDED"
 	case errors.Is(err, execstore.ErrNotLeader):
+		var nl *execstore.NotLeaderError
+		if errors.As(err, &nl) && nl.Uncertain {
+			return "OUTCOME_UNKNOWN", http.StatusServiceUnavailable
+		}
 		return "NOT_LEADER", http.StatusServiceUnavailable
 	case errors.Is(err, replica.ErrNodeOptions):
 		return "INVALID_ARGUMENT", http.StatusBadRequest
@@ -98,6 +103,9 @@ func statusOf(err error) (string, int) {
 // fail answers with the error's code and the HTTP status that fits it.
 func (a *api) fail(w http.ResponseWriter, err error) {
 	code, status := statusOf(err)
+	if code == "NOT_LEADER" {
+		w.Header().Set("Retry-After", "1") // an election takes about a second
+	}
 	if code == "INTERNAL" {
 		a.logger.Error("execstore: request failed", "err", err)
 	}

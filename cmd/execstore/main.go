@@ -142,6 +142,10 @@ func serve(args []string, stderr io.Writer) error {
 		if *tlsCert != "" {
 			scheme = "https"
 		}
+		if ta, ok := ln.Addr().(*net.TCPAddr); ok && ta.IP.IsUnspecified() && rf.apiURL == "" {
+			ln.Close()
+			return fmt.Errorf("serve: --addr %s listens on every address; give --api-url, the URL other nodes forward to", *addr)
+		}
 		store, err = rf.open(*data, opts, scheme+"://"+ln.Addr().String())
 	} else {
 		store, err = execstore.Open(*data, opts)
