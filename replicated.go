@@ -105,14 +105,22 @@ type ReplicaOptions struct {
 // applies the log the leader commits and rejoins its cluster. The returned
 // Store has the single-node Store's API; see ErrNotLeader for what a
 // follower refuses.
-func OpenReplicated(dir string, opts ReplicaOptions) (*Store, error) {
+func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 	s, err := newStore(dir, opts.Options)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			if s.node != nil {
+				s.node.Close()
+			}
+			s.releaseDir()
+			err = fmt.Errorf("execstore: open %s: %w", dir, err)
+		}
+	}()
 	if err := checkReplicaDir(dir); err != nil {
-		s.releaseDir()
-		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
+		return nil, err
 	}
 	s.stale = opts.StaleReads
 	// A command is one raft log's data, whose stored entry adds a header:
@@ -127,8 +135,7 @@ func OpenReplicated(dir string, opts ReplicaOptions) (*Store, error) {
 	}
 	no.WAL.NoSync = no.WAL.NoSync || s.opts.NoSync
 	if f := no.FSM; f.Restored != nil || f.Lock != nil || f.Adopted != nil || f.Applied != nil {
-		s.releaseDir()
-		return nil, fmt.Errorf("execstore: open %s: %w", dir, invalidArg("ReplicaOptions.Node.FSM is the store's own; leave it unset"))
+		return nil, invalidArg("ReplicaOptions.Node.FSM is the store's own; leave it unset")
 	}
 	no.FSM = replica.FSMOptions{
 		Lock:     &s.rw,
@@ -136,23 +143,18 @@ func OpenReplicated(dir string, opts ReplicaOptions) (*Store, error) {
 		Adopted:  s.adopted,
 		Applied:  s.appliedOnNode,
 	}
-	node, err := replica.Open(dir, no)
-	if err != nil {
-		s.releaseDir()
-		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
+	if s.node, err = replica.Open(dir, no); err != nil {
+		return nil, err
 	}
-	s.node = node
 	if len(opts.Peers) > 0 {
-		if err := node.Bootstrap(opts.Peers); err != nil && !errors.Is(err, replica.ErrBootstrapped) {
-			node.Close()
-			s.releaseDir()
-			return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
+		if err := s.node.Bootstrap(opts.Peers); err != nil && !errors.Is(err, replica.ErrBootstrapped) {
+			return nil, err
 		}
 	}
 	s.rw.RLock()
 	s.last = s.state.Meta().Now
 	s.rw.RUnlock()
-	s.logger.Info("execstore: opened a replica", "dir", dir, "node", no.ID, "addr", node.Addr())
+	s.logger.Info("execstore: opened a replica", "dir", dir, "node", no.ID, "addr", s.node.Addr())
 	go s.run()
 	go s.followNode()
 	return s, nil

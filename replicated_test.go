@@ -645,3 +645,27 @@ func TestASingleNodeDirectoryAndAReplicasAreNotOpenedAsEachOther(t *testing.T) {
 	c.start(nd) // and it still opens as what it is
 	c.leader()
 }
+
+func TestOpenReplicatedRefusesBadOptionsAndReleasesTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	_, trans := raft.NewInmemTransport("mem-b")
+	for name, opts := range map[string]execstore.ReplicaOptions{
+		"peers without this node": {Node: replica.NodeOptions{ID: "b", Transport: trans},
+			Peers: []execstore.Peer{{ID: "other", Addr: "mem-o", Voter: true}}},
+		"FSM hooks of its own": {Node: replica.NodeOptions{ID: "b", Transport: trans,
+			FSM: replica.FSMOptions{Restored: func(*fsm.State) {}}}},
+		"no node ID": {Node: replica.NodeOptions{Transport: trans}},
+	} {
+		if _, err := execstore.OpenReplicated(dir, opts); err == nil {
+			t.Fatalf("%s: OpenReplicated succeeded", name)
+		}
+	}
+	// Nothing holds the directory: it opens.
+	_, trans = raft.NewInmemTransport("mem-b")
+	s, err := execstore.OpenReplicated(dir, execstore.ReplicaOptions{Node: replica.NodeOptions{ID: "b", Transport: trans},
+		Peers: []execstore.Peer{{ID: "b", Addr: "mem-b", Voter: true}}})
+	if err != nil {
+		t.Fatalf("OpenReplicated after the refusals: %v", err)
+	}
+	s.Close()
+}
