@@ -815,34 +815,45 @@ func TestLeaderKilledMidWorkloadLosesNoAcknowledgedCommand(t *testing.T) {
 }
 
 func TestEveryReplicaRestartedFromItsDirectoryHasTheSameState(t *testing.T) {
-	c := newCluster(t, 3)
-	d := newDriver(c, 3)
-	d.run(200)
-	// A snapshot on every node, then more commands: a restart restores the snapshot and
-	// replays the log after it.
-	for _, m := range c.running() {
-		if err := m.n.raft.Snapshot().Error(); err != nil {
-			t.Fatalf("snapshot on %s: %v", m.id, err)
-		}
-	}
-	d.run(60)
-	c.settle()
-	before := c.identicalStates()
+	for _, tc := range []struct {
+		name  string
+		start func(testing.TB, int) *cluster
+		seed  uint64
+	}{{"in memory", newCluster, 3}, {"over TCP", newTCluster, 14}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.start(t, 3)
+			d := newDriver(c, tc.seed)
+			d.run(200)
+			// A snapshot on every node, then more commands: a restart restores the
+			// snapshot and replays the log after it.
+			for _, m := range c.running() {
+				if err := m.n.raft.Snapshot().Error(); err != nil {
+					t.Fatalf("snapshot on %s: %v", m.id, err)
+				}
+			}
+			d.run(60)
+			c.settle()
+			before := c.identicalStates()
 
-	for _, m := range c.running() {
-		c.stop(m)
+			for _, m := range c.running() {
+				c.stop(m)
+			}
+			for _, m := range c.nodes {
+				c.start(m)
+				if err := m.n.Bootstrap([]Server{{ID: m.id, Addr: m.addr, Voter: true}}); !errors.Is(err, ErrBootstrapped) {
+					t.Fatalf("Bootstrap on a reopened %s = %v, want ErrBootstrapped", m.id, err)
+				}
+			}
+			c.settle()
+			if after := c.identicalStates(); !bytes.Equal(after, before) {
+				t.Fatalf("after restarting every node the state (%d bytes) differs from before (%d bytes)", len(after), len(before))
+			}
+			d.checkAcknowledgedPresent()
+			d.run(30) // and the cluster goes on
+			c.settle()
+			c.identicalStates()
+		})
 	}
-	for _, m := range c.nodes {
-		c.start(m)
-	}
-	c.settle()
-	if after := c.identicalStates(); !bytes.Equal(after, before) {
-		t.Fatalf("after restarting every node the state (%d bytes) differs from before (%d bytes)", len(after), len(before))
-	}
-	d.checkAcknowledgedPresent()
-	d.run(30) // and the cluster goes on
-	c.settle()
-	c.identicalStates()
 }
 
 func TestANodeWithAnEmptyDirectoryCatchesUpFromASnapshot(t *testing.T) {

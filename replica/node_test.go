@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -341,37 +340,6 @@ func TestMembershipAddsAFourthNodeAndRemovesOne(t *testing.T) {
 			t.Fatalf("%s = %v, want ErrNodeOptions", tc.name, tc.err)
 		}
 	}
-}
-
-func TestEveryNodeRestartedFromItsDirectoryHasTheSameState(t *testing.T) {
-	c := newTCluster(t, 3)
-	d := newDriver(c, 14)
-	d.run(150)
-	for _, m := range c.running() {
-		if err := m.n.raft.Snapshot().Error(); err != nil {
-			t.Fatalf("snapshot on %s: %v", m.id, err)
-		}
-	}
-	d.run(50)
-	c.settle()
-	before := c.identicalStates()
-	for _, m := range c.running() {
-		c.stop(m)
-	}
-	for _, m := range c.nodes {
-		c.start(m)
-		if err := m.n.Bootstrap([]Server{{ID: m.id, Addr: m.addr, Voter: true}}); !errors.Is(err, ErrBootstrapped) {
-			t.Fatalf("Bootstrap on a reopened %s = %v, want ErrBootstrapped", m.id, err)
-		}
-	}
-	c.settle()
-	if after := c.identicalStates(); !bytes.Equal(after, before) {
-		t.Fatalf("after restarting every node the state (%d bytes) differs from before (%d bytes)", len(after), len(before))
-	}
-	d.checkAcknowledgedPresent()
-	d.run(30)
-	c.settle()
-	c.identicalStates()
 }
 
 func TestAClosedNodeRefusesEverything(t *testing.T) {
