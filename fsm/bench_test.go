@@ -45,6 +45,48 @@ func BenchmarkApplyClaimAcknowledge(b *testing.B) {
 	}
 }
 
+// BenchmarkApplyClaimAcknowledgeBatch is BenchmarkApplyClaimAcknowledge
+// with the acknowledgements of each claim in one acknowledge-batch command,
+// as a store's AcknowledgeBatch logs them, and with the records shared with
+// a copy of the state, as they are after a snapshot's capture: each claim
+// replaces the record it leases.
+func BenchmarkApplyClaimAcknowledgeBatch(b *testing.B) {
+	s := New()
+	now := int64(1_000)
+	admitted := 0
+	admit := func(n int) {
+		for i := 0; i < n; i++ {
+			id := "01KDZ98CG031KHGDK8P" + strconv.Itoa(10_000_000+admitted)
+			s.Apply(&Command{Kind: KindAdmit, Now: now, ExecutionID: id, WorkflowID: "charge-order", Params: `{"order":42}`, HasParams: true})
+			admitted++
+		}
+	}
+	admit(100_000)
+	s.Copy()
+	acks := Command{Kind: KindAcknowledgeBatch}
+	claim := Command{Kind: KindClaim, Limit: 64, Duration: 60e9}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		now++
+		claim.Now = now
+		claim.Limit = min(64, b.N-done)
+		r := s.Apply(&claim)
+		acks.Now, acks.Acks = now, acks.Acks[:0]
+		for _, l := range r.Leases {
+			acks.Acks = append(acks.Acks, Ack{ExecutionID: l.ExecutionID, Token: l.Token, Outcome: Outcome{Status: StatusCompleted}})
+		}
+		s.Apply(&acks)
+		done += len(r.Leases)
+		if admitted-done < 99_000 {
+			b.StopTimer()
+			admit(1000)
+			s.Copy()
+			b.StartTimer()
+		}
+	}
+}
+
 func BenchmarkApplyAdmit(b *testing.B) {
 	s := New()
 	c := Command{Kind: KindAdmit, Now: 1, WorkflowID: "charge-order", Params: `{"order":42}`, HasParams: true}

@@ -18,13 +18,20 @@
 //
 // # Layout
 //
-// Records are stored by value in a tidwall/btree keyed by execution ID, so
+// Records live in the admission table's slots (list.go: chunks of 256 by
+// admission number, copied a chunk at a time after a copy of the state), and
+// a tidwall/btree keyed by execution ID maps each ID to its admission number.
 // State.Copy is O(1) and yields a consistent point-in-time state (the trees
-// are copy-on-write) that a snapshot writer can encode while Apply continues.
-// Fields that point to data (params, context, outcome, parent) point to
-// values that are never changed after they are recorded.
+// and chunks are copy-on-write, and a record a copy can see is replaced in
+// its slot, never changed) that a snapshot writer can encode while Apply
+// continues. Replacing a record writes its slot only: the ID tree changes at
+// admissions and retirements. The applying goroutine's lookups try the item
+// after the previous one before they search, so the executions of one
+// acknowledge-batch, mostly neighbours, are found in O(1) each. Fields that
+// point to data (params, context, outcome, parent) point to values that are
+// never changed after they are recorded.
 //
-//	execs    ID                  → Execution
+//	execs    ID                  → admission number (→ Execution)
 //	due      (DueAt, ID)         every execution with a pending wake and no current lease
 //	leases   (lease expiry, ID)  every execution with a current lease
 //	steps    (ID, step key)      → value

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"slices"
+	"strings"
 
 	"github.com/tidwall/btree"
 
@@ -100,7 +101,7 @@ func (s *State) Encode(w Writer) error {
 		if skip != "" && it.ID == skip {
 			return true
 		}
-		e.buf = appendExecution(e.buf, it.e)
+		e.buf = appendExecution(e.buf, s.rec(it))
 		e.flush(false)
 		return e.err == nil
 	})
@@ -346,13 +347,14 @@ func DecodeState(r Reader) (*State, error) {
 	s.meta.NextWatchID = d.Uvarint()
 	s.meta.Terminal = int(d.int())
 	s.meta.Retired = int(d.int())
-	if err := s.decodeExecs(d, version); err != nil {
+	recs, err := s.decodeExecs(d, version)
+	if err != nil {
 		return nil, err
 	}
 	if err := s.decodeSides(d); err != nil {
 		return nil, err
 	}
-	if err := s.decodeRetired(d, version); err != nil {
+	if err := s.decodeRetired(d, version, recs); err != nil {
 		return nil, err
 	}
 	if version >= 3 {
@@ -367,15 +369,24 @@ func DecodeState(r Reader) (*State, error) {
 	}
 	// The change log, and the listing indexes built with it (list_codec.go).
 	if version < 4 {
-		s.deriveChanges()
-	} else if err := s.decodeChanges(d); err != nil {
+		s.deriveChanges(recs)
+	} else if err := s.decodeChanges(d, recs); err != nil {
 		return nil, err
 	}
+	// Every record has its admission number now: the records tree.
+	for _, e := range recs {
+		s.execs.Load(execItem{ID: e.ID, no: e.AdmitNo})
+	}
+	s.execsWritten()
 	return s, nil
 }
 
-func (s *State) decodeExecs(d *streamDecoder, version uint64) error {
+// decodeExecs reads the records, in ID order, and indexes them by due time
+// and lease expiry. The records tree is loaded once the change log has given
+// them their admission numbers.
+func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*Execution, error) {
 	n := d.count(maxCount)
+	recs := make([]*Execution, 0, min(n, 1<<20))
 	workflows := map[string]string{} // interned: most records share a few
 	due := make([]claimKey, 0, min(n, 1<<20))
 	var leases []claimKey
@@ -386,14 +397,14 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) error {
 			break
 		}
 		if i > 0 && e.ID <= prev {
-			return decodeErr("state: records out of order at " + quote(e.ID))
+			return nil, decodeErr("state: records out of order at " + quote(e.ID))
 		}
 		if msg := e.check(); msg != "" {
-			return decodeErr("state: record " + quote(e.ID) + ": " + msg)
+			return nil, decodeErr("state: record " + quote(e.ID) + ": " + msg)
 		}
 		prev = e.ID
 		e.gen = s.gen
-		s.execs.Load(execItem{ID: e.ID, e: e})
+		recs = append(recs, e)
 		if at, ok := e.claimableAt(); ok && e.Leased() {
 			leases = append(leases, claimKey{At: at, e: e})
 		} else if ok {
@@ -401,11 +412,11 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) error {
 		}
 	}
 	if d.err != nil {
-		return d.err
+		return nil, d.err
 	}
 	loadByTime(s.due, due)
 	loadByTime(s.leases, leases)
-	return nil
+	return recs, nil
 }
 
 func (d *streamDecoder) execution(workflows map[string]string, version uint64) *Execution {
@@ -517,7 +528,7 @@ func (s *State) decodeSides(d *streamDecoder) error {
 	return nil
 }
 
-func (s *State) decodeRetired(d *streamDecoder, version uint64) error {
+func (s *State) decodeRetired(d *streamDecoder, version uint64, live []*Execution) error {
 	workflows := map[string]string{}
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
 		id := d.Str()
@@ -542,7 +553,7 @@ func (s *State) decodeRetired(d *streamDecoder, version uint64) error {
 		if msg := checkOutcome(r.Outcome); msg != "" {
 			return decodeErr("state: retired record " + quote(id) + ": " + msg)
 		}
-		if _, live := s.execs.Get(execItem{ID: id}); live {
+		if _, found := slices.BinarySearchFunc(live, id, func(e *Execution, id string) int { return strings.Compare(e.ID, id) }); found {
 			return decodeErr("state: retired record " + quote(id) + " is also live")
 		}
 		s.retired.Load(it)

@@ -92,7 +92,7 @@ func collect[T any](tr interface{ Scan(func(T) bool) }) []T {
 func records(s *State) []Execution {
 	var out []Execution
 	s.execs.Scan(func(it execItem) bool {
-		e := *it.e
+		e := *s.rec(it)
 		e.gen = 0
 		out = append(out, e)
 		return true
@@ -393,11 +393,12 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 			e.Status = StatusCompleted
 			e.Outcome = &Outcome{Status: StatusCompleted}
 		},
-		"token behind":        func(s *State) { s.lookup("a").LeaseToken = 3 },
-		"indexed wrongly":     func(s *State) { s.execs.Set(execItem{ID: "c", e: s.lookup("a")}) },
-		"watch index missing": func(s *State) { s.wkeys.Delete(watchKey{Key: "k", ID: 1}) },
-		"orphan step":         func(s *State) { s.steps.Set(stepEntry{ExecutionID: "zz", Key: "k"}) },
-		"terminal count":      func(s *State) { s.meta.Terminal = 5 },
+		"token behind":            func(s *State) { s.lookup("a").LeaseToken = 3 },
+		"indexed wrongly":         func(s *State) { s.execs.Set(execItem{ID: "c", no: s.lookup("a").AdmitNo}) },
+		"indexed under no record": func(s *State) { s.execs.Set(execItem{ID: "a", no: 1 << 40}) },
+		"watch index missing":     func(s *State) { s.wkeys.Delete(watchKey{Key: "k", ID: 1}) },
+		"orphan step":             func(s *State) { s.steps.Set(stepEntry{ExecutionID: "zz", Key: "k"}) },
+		"terminal count":          func(s *State) { s.meta.Terminal = 5 },
 		"listing slot emptied": func(s *State) {
 			c := s.list.adm.chunks[0]
 			no := s.lookup("a").AdmitNo
@@ -488,7 +489,7 @@ func TestBacklogAndUpcomingAgreeWithAWalkOfTheRecords(t *testing.T) {
 			}
 			var cands []cand
 			s.execs.Scan(func(it execItem) bool {
-				e := it.e
+				e := s.rec(it)
 				a, ok := e.claimableAt()
 				switch {
 				case !ok:

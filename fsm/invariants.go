@@ -14,9 +14,12 @@ func (s *State) CheckInvariants() error {
 	}
 	terminal, dueWant, leaseWant := 0, 0, 0
 	s.execs.Scan(func(it execItem) bool {
-		e := it.e
-		if e.ID != it.ID {
-			return fail(it.ID, "indexed under another ID than its own")
+		e := s.rec(it)
+		switch {
+		case e == nil:
+			return fail(it.ID, "indexed under an admission number with no record")
+		case e.ID != it.ID || e.AdmitNo != it.no:
+			return fail(it.ID, "indexed under another ID or admission number than its own")
 		}
 		if e.Terminal() {
 			terminal++

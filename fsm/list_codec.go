@@ -101,7 +101,7 @@ func (s *State) changeRefsByNumber() (adms, changes []changeRef, ok bool) {
 	pos := uint64(0)
 	ok = true
 	s.execs.Scan(func(it execItem) bool {
-		no := it.e.AdmitNo
+		no := it.no
 		if ok = no >= lo && no-lo < uint64(len(slots)) && slots[no-lo].seq == 0; !ok {
 			return false
 		}
@@ -144,8 +144,8 @@ func (s *State) changeRefsSorted() (adms, changes []changeRef) {
 	changes = make([]changeRef, 0, s.execs.Len())
 	pos := uint64(0)
 	s.execs.Scan(func(it execItem) bool {
-		adms = append(adms, changeRef{seq: it.e.AdmitNo, pos: pos})
-		changes = append(changes, changeRef{seq: it.e.ChangeSeq, pos: pos})
+		adms = append(adms, changeRef{seq: it.no, pos: pos})
+		changes = append(changes, changeRef{seq: s.rec(it).ChangeSeq, pos: pos})
 		pos++
 		return true
 	})
@@ -170,19 +170,10 @@ func (s *State) changeRefsSorted() (adms, changes []changeRef) {
 	return adms, changes
 }
 
-// recordList returns the stored records in ID order: their positions in the
-// encoding.
-func (s *State) recordList() []*Execution {
-	recs := make([]*Execution, 0, s.execs.Len())
-	s.execs.Scan(func(it execItem) bool { recs = append(recs, it.e); return true })
-	return recs
-}
-
 // decodeChanges reads the change log and builds the listing indexes as it
 // reads: the admission table and the postings lists in the admissions'
 // order, the change log in its own, each record visited once per list.
-func (s *State) decodeChanges(d *streamDecoder) error {
-	recs := s.recordList()
+func (s *State) decodeChanges(d *streamDecoder, recs []*Execution) error {
 	last := d.Uvarint()
 	admitted := d.Uvarint()
 	n := d.count(maxCount)
@@ -250,8 +241,7 @@ func checkChange(seq *uint64, delta, last, pos uint64, records int) string {
 
 // deriveChanges gives a state decoded from version 1, 2 or 3 its change
 // log: see the format comment above.
-func (s *State) deriveChanges() {
-	recs := s.recordList()
+func (s *State) deriveChanges(recs []*Execution) {
 	n := len(recs)
 	admitted, changed, ats := make([]int32, n), make([]int32, n), make([]int64, n)
 	for i, e := range recs {

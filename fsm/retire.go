@@ -57,8 +57,8 @@ func (s *State) TrackRetirement() {
 	s.trackEnded = true
 	var ended []dueKey
 	s.execs.Scan(func(it execItem) bool {
-		if it.e.Terminal() {
-			ended = append(ended, dueKey{At: it.e.UpdatedAt, ID: it.ID})
+		if e := s.rec(it); e.Terminal() {
+			ended = append(ended, dueKey{At: e.UpdatedAt, ID: it.ID})
 		}
 		return true
 	})
@@ -100,6 +100,7 @@ func (s *State) retire(c *Command, dry bool) Result {
 		}})
 		s.unindex(p)
 		s.execs.Delete(execItem{ID: p.ID})
+		s.execsWritten()
 		s.deleteSteps(p.ID)
 		s.deleteStarts(p.ID)
 	}

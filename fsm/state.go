@@ -117,10 +117,15 @@ func execWatchLess(a, b execWatch) bool {
 }
 
 // execItem is the records tree's item: the ID inline (so a search touches
-// only the nodes and the ID bytes) and the record.
+// only the nodes and the ID bytes) and the record's admission number, whose
+// slot in the admission table (list.go) holds the record. Replacing a
+// shared record therefore rewrites one slot and never writes this tree: it
+// changes only when a record is admitted or retired, and a snapshot's copy
+// of it is never copied node by node by the claims and acknowledgements
+// that follow.
 type execItem struct {
 	ID string
-	e  *Execution
+	no uint64
 }
 
 func execLess(a, b execItem) bool { return a.ID < b.ID }
@@ -178,6 +183,7 @@ type State struct {
 
 	// Scratch reused by Apply; never part of the state's value.
 	execHint     btree.PathHint
+	execCursor   execCursor
 	dueHint      [2]indexHints // due, leases
 	claimScratch [3][]claimKey // claim's buffers (due prefix, lease prefix, taken)
 	buf          *Buffers      // ApplyWith's buffers, during the call
@@ -266,16 +272,57 @@ func (s *State) Get(id string) (Execution, bool) {
 }
 
 // lookup returns the stored record, or nil, using the applying goroutine's
-// search hint. The record is read-only: change it only through put.
-func (s *State) lookup(id string) *Execution { return s.find(id, &s.execHint) }
+// search hint and cursor. The record is read-only: change it only through
+// put.
+func (s *State) lookup(id string) *Execution {
+	c := &s.execCursor
+	if c.valid && id > c.last && c.it.Next() {
+		if it := c.it.Item(); it.ID == id {
+			c.last = it.ID
+			return s.rec(it)
+		}
+	}
+	c.valid = false
+	if !c.init {
+		c.it, c.init = s.execs.Iter(), true
+	}
+	if c.it.SeekHint(execItem{ID: id}, &s.execHint) {
+		if it := c.it.Item(); it.ID == id {
+			c.valid, c.last = true, it.ID
+			return s.rec(it)
+		}
+	}
+	return s.findRetired(id)
+}
+
+// execCursor is the applying goroutine's position in the records tree after
+// its latest lookup that found a live record there. The records an
+// acknowledge-batch names were mostly claimed together, so they are mostly
+// neighbours in ID order: trying the next item first makes most of its
+// lookups O(1). Any write of the records tree (an admission, a retirement)
+// invalidates the cursor; replacing a record does not write the tree.
+type execCursor struct {
+	it    btree.IterG[execItem]
+	init  bool // it iterates s.execs
+	valid bool // it is at last, and the tree has not been written since
+	last  string
+}
+
+// execsWritten is called after every write of the records tree.
+func (s *State) execsWritten() { s.execCursor.valid = false }
 
 // find returns the stored record, or nil. A retired execution's record is
 // expanded from its compact form; it is terminal, so no command changes it.
 func (s *State) find(id string, hint *btree.PathHint) *Execution {
 	it, ok := s.execs.GetHint(execItem{ID: id}, hint)
 	if ok {
-		return it.e
+		return s.rec(it)
 	}
+	return s.findRetired(id)
+}
+
+// findRetired returns a retired execution's record, or nil.
+func (s *State) findRetired(id string) *Execution {
 	if s.retired.Len() > 0 {
 		if it, ok := s.retired.Get(retiredItem{ID: id}); ok {
 			return it.r.execution(id)
@@ -283,6 +330,9 @@ func (s *State) find(id string, hint *btree.PathHint) *Execution {
 	}
 	return nil
 }
+
+// rec returns the record of a records tree item.
+func (s *State) rec(it execItem) *Execution { return s.list.adm.get(it.no) }
 
 func (s *State) exists(id string) bool { return s.lookup(id) != nil }
 
@@ -364,7 +414,7 @@ func (s *State) Upcoming(limit int, fn func(at int64, id string, leased bool) bo
 // starting at from, until fn returns false. fn must not change or keep the
 // record.
 func (s *State) Ascend(from string, fn func(e *Execution) bool) {
-	s.execs.Ascend(execItem{ID: from}, func(it execItem) bool { return fn(it.e) })
+	s.execs.Ascend(execItem{ID: from}, func(it execItem) bool { return fn(s.rec(it)) })
 }
 
 // StepsOf calls fn for each saved step of an execution in key order.
@@ -454,7 +504,8 @@ func (s *State) claimIndex(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
 
 // putRecord stores e as the record for e.ID, leaving the claimable indexes
 // to the caller, and returns the stored record. A record no copy can see is
-// changed in place (no allocation, no tree search); a shared one is replaced.
+// changed in place (no allocation, no tree search); a shared one is replaced
+// in its admission slot (no tree search either).
 func (s *State) putRecord(old, e *Execution) *Execution {
 	// The listing indexes and the change log follow every record (list.go).
 	var was Status
@@ -476,7 +527,10 @@ func (s *State) putRecord(old, e *Execution) *Execution {
 		stored = new(Execution)
 		*stored = *e
 		stored.gen = s.gen
-		s.execs.SetHint(execItem{ID: stored.ID, e: stored}, &s.execHint)
+		if old == nil {
+			s.execs.SetHint(execItem{ID: stored.ID, no: stored.AdmitNo}, &s.execHint)
+			s.execsWritten()
+		}
 	}
 	switch {
 	case old == nil:
