@@ -279,10 +279,13 @@ func (s *Store) acknowledgeAndClaim(ctx context.Context, acks []Ack, claim *fsm.
 		// it is not reused.
 		return nil, nil, err
 	}
+	// The answers' outcomes, allocated together: one allocation per call,
+	// not one per acknowledgement. Each is its caller's to change.
+	outcomes := make([]Outcome, len(valid))
 	j := 0
 	for _, r := range reqs[:acked] {
 		if r.cmd.Kind == fsm.KindAcknowledge {
-			setAckResult(&results[slot[j]], r.err, &r.res, &valid[j])
+			setAckResult(&results[slot[j]], r.err, &r.res, &valid[j], &outcomes[j])
 			j++
 		} else {
 			for k := range r.cmd.Acks {
@@ -290,7 +293,7 @@ func (s *Store) acknowledgeAndClaim(ctx context.Context, acks []Ack, claim *fsm.
 				if r.err == nil {
 					res = &r.res.Acks[k]
 				}
-				setAckResult(&results[slot[j]], r.err, res, &valid[j])
+				setAckResult(&results[slot[j]], r.err, res, &valid[j], &outcomes[j])
 				j++
 			}
 		}
@@ -370,13 +373,13 @@ func ackBytes(id string, o *fsm.Outcome) int {
 }
 
 // setAckResult fills one acknowledgement's answer from its command's error
-// (the store failed) or its result.
-func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack) {
+// (the store failed) or its result, its record's outcome in o.
+func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack, o *Outcome) {
 	switch {
 	case err != nil:
 		out.Err = err
 	case res.Code == fsm.CodeOK:
-		out.Record = recordFromFSM(&res.Exec)
+		out.Record = recordInto(&res.Exec, o)
 		out.Applied = !res.Unchanged
 	default:
 		c := fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token}

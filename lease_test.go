@@ -312,6 +312,33 @@ func TestAcknowledgeBatchGivesEachAcknowledgementItsOwnResult(t *testing.T) {
 	}
 }
 
+// The records an AcknowledgeBatch returns are copies, each its own: changing
+// one's outcome changes neither another's nor the store's.
+func TestAcknowledgeBatchRecordsAreEachTheCallersOwn(t *testing.T) {
+	f := newFixture(t)
+	for _, id := range []string{"a", "b"} {
+		f.admit(execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w"})
+	}
+	leases := f.claim(10, time.Minute)
+	results, err := f.s.AcknowledgeBatch(ctx, []execstore.Ack{
+		{Lease: leases[0], Outcome: execstore.Completed(raw(`1`))},
+		{Lease: leases[1], Outcome: execstore.Completed(raw(`2`))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	results[0].Record.Outcome.Status = execstore.StatusFailed
+	results[0].Record.Outcome.Result[0] = '9'
+	if o := results[1].Record.Outcome; o.Status != execstore.StatusCompleted || string(o.Result) != `2` {
+		t.Fatalf("changing one answer's outcome changed another's: %+v", o)
+	}
+	for i, id := range []string{"a", "b"} {
+		if o := f.get(id).Outcome; o.Status != execstore.StatusCompleted || string(o.Result) != fmt.Sprint(i+1) {
+			t.Fatalf("changing an answer's outcome changed the store's record of %s: %+v", id, o)
+		}
+	}
+}
+
 func TestAcknowledgeBatchWithAnEndedContextChangesNothing(t *testing.T) {
 	f := newFixture(t)
 	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"})

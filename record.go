@@ -110,7 +110,11 @@ func leaseFromFSM(l fsm.Lease) Lease {
 }
 
 // recordFromFSM copies a state record into a public Record.
-func recordFromFSM(e *fsm.Execution) Record {
+func recordFromFSM(e *fsm.Execution) Record { return recordInto(e, nil) }
+
+// recordInto is recordFromFSM with the memory for its outcome, if it has
+// one, given (nil: allocated): a batch of answers allocates theirs at once.
+func recordInto(e *fsm.Execution, out *Outcome) Record {
 	r := Record{
 		ExecutionID: e.ID,
 		WorkflowID:  e.WorkflowID,
@@ -131,7 +135,11 @@ func recordFromFSM(e *fsm.Execution) Record {
 		}
 	}
 	if o := e.Outcome; o != nil {
-		r.Outcome = &Outcome{Status: statusFromFSM(o.Status), Error: workflowErrorFromInfo(o.Error)}
+		if out == nil {
+			out = new(Outcome)
+		}
+		*out = Outcome{Status: statusFromFSM(o.Status), Error: workflowErrorFromInfo(o.Error)}
+		r.Outcome = out
 		if o.HasRes {
 			r.Outcome.Result = json.RawMessage(o.Result)
 		}
