@@ -630,10 +630,7 @@ func (s *State) checkList() error {
 	workflows := map[string]int{} // only looked up and compared, never iterated for a result
 	entries, children := 0, 0
 	s.execs.Scan(func(it execItem) bool {
-		e := s.rec(it)
-		if e == nil || e.ID != it.ID || e.AdmitNo != it.no {
-			return fail(it.ID, "not in its admission number's slot")
-		}
+		e := s.rec(it) // CheckInvariants checked each item against its slot first
 		st := e.Status
 		counts[st]++
 		workflows[e.WorkflowID]++

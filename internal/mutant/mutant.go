@@ -94,10 +94,11 @@ func Set(v *bool) (reset func()) {
 
 // Listing and the change log.
 var (
-	// ListKeepsReplacedRecords makes the listing indexes keep pointing to a
+	// ListKeepsReplacedRecords makes the admission table keep pointing to a
 	// record's earlier version when a change replaces it (a record a
 	// snapshot still shares) without changing its status: List answers
-	// with a stale record.
+	// with a stale record, and so does every lookup by ID, which goes
+	// through the table.
 	ListKeepsReplacedRecords bool
 	// ChangeSeqRestarts makes the state encoder number the change feed again
 	// from 1 (in the same order), as if the sequence restarted at the
