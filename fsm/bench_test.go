@@ -11,46 +11,19 @@ import (
 // BenchmarkApplyClaimAcknowledge measures the state machine alone: claim 64
 // of 100,000 pending executions, acknowledge each (completed), refill.
 // ns/op is per execution.
-func BenchmarkApplyClaimAcknowledge(b *testing.B) {
-	s := New()
-	now := int64(1_000)
-	admitted := 0
-	admit := func(n int) {
-		for i := 0; i < n; i++ {
-			id := "01KDZ98CG031KHGDK8P" + strconv.Itoa(10_000_000+admitted)
-			s.Apply(&Command{Kind: KindAdmit, Now: now, ExecutionID: id, WorkflowID: "charge-order", Params: `{"order":42}`, HasParams: true})
-			admitted++
-		}
-	}
-	admit(100_000)
-	ack := Command{Kind: KindAcknowledge, Outcome: Outcome{Status: StatusCompleted}}
-	claim := Command{Kind: KindClaim, Limit: 64, Duration: 60e9}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for done := 0; done < b.N; {
-		now++
-		claim.Now = now
-		claim.Limit = min(64, b.N-done)
-		r := s.Apply(&claim)
-		for _, l := range r.Leases {
-			ack.Now, ack.ExecutionID, ack.Token = now, l.ExecutionID, l.Token
-			s.Apply(&ack)
-		}
-		done += len(r.Leases)
-		if admitted-done < 99_000 {
-			b.StopTimer()
-			admit(1000)
-			b.StartTimer()
-		}
-	}
-}
+func BenchmarkApplyClaimAcknowledge(b *testing.B) { benchClaimAcknowledge(b, false) }
 
 // BenchmarkApplyClaimAcknowledgeBatch is BenchmarkApplyClaimAcknowledge
 // with the acknowledgements of each claim in one acknowledge-batch command,
 // as a store's AcknowledgeBatch logs them, and with the records shared with
 // a copy of the state, as they are after a snapshot's capture: each claim
 // replaces the record it leases.
-func BenchmarkApplyClaimAcknowledgeBatch(b *testing.B) {
+func BenchmarkApplyClaimAcknowledgeBatch(b *testing.B) { benchClaimAcknowledge(b, true) }
+
+// benchClaimAcknowledge claims 64 at a time from about 100,000 pending and
+// acknowledges each claim's executions: one command each, or (batched) one
+// acknowledge-batch command per claim with the records shared with a copy.
+func benchClaimAcknowledge(b *testing.B, batched bool) {
 	s := New()
 	now := int64(1_000)
 	admitted := 0
@@ -60,9 +33,12 @@ func BenchmarkApplyClaimAcknowledgeBatch(b *testing.B) {
 			s.Apply(&Command{Kind: KindAdmit, Now: now, ExecutionID: id, WorkflowID: "charge-order", Params: `{"order":42}`, HasParams: true})
 			admitted++
 		}
+		if batched {
+			s.Copy()
+		}
 	}
 	admit(100_000)
-	s.Copy()
+	ack := Command{Kind: KindAcknowledge, Outcome: Outcome{Status: StatusCompleted}}
 	acks := Command{Kind: KindAcknowledgeBatch}
 	claim := Command{Kind: KindClaim, Limit: 64, Duration: 60e9}
 	b.ReportAllocs()
@@ -74,14 +50,20 @@ func BenchmarkApplyClaimAcknowledgeBatch(b *testing.B) {
 		r := s.Apply(&claim)
 		acks.Now, acks.Acks = now, acks.Acks[:0]
 		for _, l := range r.Leases {
-			acks.Acks = append(acks.Acks, Ack{ExecutionID: l.ExecutionID, Token: l.Token, Outcome: Outcome{Status: StatusCompleted}})
+			if batched {
+				acks.Acks = append(acks.Acks, Ack{ExecutionID: l.ExecutionID, Token: l.Token, Outcome: Outcome{Status: StatusCompleted}})
+				continue
+			}
+			ack.Now, ack.ExecutionID, ack.Token = now, l.ExecutionID, l.Token
+			s.Apply(&ack)
 		}
-		s.Apply(&acks)
+		if batched {
+			s.Apply(&acks)
+		}
 		done += len(r.Leases)
 		if admitted-done < 99_000 {
 			b.StopTimer()
 			admit(1000)
-			s.Copy()
 			b.StartTimer()
 		}
 	}
