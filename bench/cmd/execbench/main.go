@@ -3,6 +3,7 @@
 //
 //	go run ./cmd/execbench -quick            # seconds per contender, no PostgreSQL
 //	go run ./cmd/execbench -pg 'postgres://...' # the full run (run.sh starts PostgreSQL)
+//	go run ./cmd/execbench -quick -workloads b -claim-mode one -only execstore
 package main
 
 import (
@@ -25,6 +26,10 @@ func main() {
 	workloads := flag.String("workloads", "abcdef", "workloads to run")
 	tmp := flag.String("tmp", "", "directory for the stores (default: the system's temporary directory)")
 	only := flag.String("only", "", "run only the contenders whose name contains this")
+	claimMode := flag.String("claim-mode", harness.ClaimModeBoth, `workloads (b) and (e), how claimers run: "`+harness.ClaimModeTwo+
+		`" claim, then complete (two calls a round); "`+harness.ClaimModeOne+
+		`" complete the batch they ran and claim the next in one call (execstore AcknowledgeAndClaim, one SQLite transaction; River has none, so its claim rows are left out); "`+
+		harness.ClaimModeBoth+`" each configuration of the plan in its modes`)
 	report := flag.String("report", "", "write the report again from this results.json, measuring nothing")
 	flag.Parse()
 	if *report != "" {
@@ -34,13 +39,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(*quick, *pg, *out, *dur, *reps, *workloads, *tmp, *only); err != nil {
+	if err := run(*quick, *pg, *out, *dur, *reps, *workloads, *tmp, *only, *claimMode); err != nil {
 		fmt.Fprintln(os.Stderr, "execbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp, only string) error {
+func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp, only, claimMode string) error {
 	cfg := harness.Config{Quick: quick, Duration: dur, Reps: reps, Out: os.Stdout, Only: only}
 	plan := harness.FullPlan(pg)
 	if quick {
@@ -52,6 +57,10 @@ func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp
 		cfg.Reps = cmpOr(cfg.Reps, 3)
 	}
 	plan.Workloads = workloads
+	var err error
+	if plan.Claim, err = plan.Claim.WithMode(claimMode); err != nil {
+		return err
+	}
 	if out == "" {
 		out = "results"
 		if quick {

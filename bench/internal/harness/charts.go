@@ -115,21 +115,24 @@ func throughputChart(file string, res *Results) error {
 	if len(res.Claim) == 0 {
 		return nil
 	}
-	systems, pendings := systemsIn(res.Claim), pendingsIn(res.Claim)
-	names := slices.Clone(systems)
-	names = append(names, "floor: raw tidwall/wal at execstore's batch")
+	cs, pendings := seriesIn(res.Claim), pendingsIn(res.Claim)
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.String())
+	}
+	names = append(names, "floor: raw tidwall/wal at execstore's batch (its best row)")
 	var series []string
 	var values [][]float64
 	for _, pend := range pendings {
 		series = append(series, pendingLabel(pend)+" pending")
 		vals := make([]float64, len(names))
-		for i, s := range systems {
-			if r, ok := best(res.Claim, s, pend); ok {
+		for i, c := range cs {
+			if r, ok := bestIn(res.Claim, c, pend); ok {
 				vals[i] = log10or0(r.Rate.Median())
 			}
 		}
 		if ex, ok := best(res.Claim, nameExec, pend); ok {
-			vals[len(systems)] = log10or0(ex.Floor.Median())
+			vals[len(cs)] = log10or0(ex.Floor.Median())
 		}
 		values = append(values, vals)
 	}
@@ -137,7 +140,7 @@ func throughputChart(file string, res *Results) error {
 	for _, v := range values {
 		slices.Reverse(v)
 	}
-	return groupedBars(file, "Claim + complete, each at its best configuration", "executions claimed and completed per second (log)",
+	return groupedBars(file, "Claim + complete, each at its best configuration in each mode", "executions claimed and completed per second (log)",
 		names, series, values, logTicks(1, 7, perSecond))
 }
 
@@ -204,13 +207,15 @@ func latencyChart(file string, res *Results, load int) error {
 }
 
 func scaleChart(file string, res *Results) error {
-	var systems []string
+	var cs []claimSeries
 	for _, r := range res.Scale {
-		if len(r.Rate) > 0 && !slices.Contains(systems, r.System) {
-			systems = append(systems, r.System)
+		for _, chained := range []bool{false, true} {
+			if c := (claimSeries{r.System, chained}); len(r.rate(chained)) > 0 && !slices.Contains(cs, c) {
+				cs = append(cs, c)
+			}
 		}
 	}
-	if len(systems) == 0 {
+	if len(cs) == 0 {
 		return nil
 	}
 	p := plot.New()
@@ -220,21 +225,31 @@ func scaleChart(file string, res *Results) error {
 	p.X.Tick.Marker = logTicks(4, 7, func(v float64) string { return pendingLabel(int(v)) })
 	p.Y.Tick.Marker = logTicks(1, 7, perSecond)
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 3.8, 7.2, 1, 7
-	for i, s := range systems {
+	var systems []string
+	for _, c := range cs {
+		if !slices.Contains(systems, c.System) {
+			systems = append(systems, c.System)
+		}
+	}
+	for _, c := range cs {
 		var pts plotter.XYs
 		for _, r := range res.Scale {
-			if r.System == s && len(r.Rate) > 0 {
-				pts = append(pts, plotter.XY{X: math.Log10(float64(r.Pending)), Y: log10or0(r.Rate.Median())})
+			if r.System == c.System && len(r.rate(c.Chained)) > 0 {
+				pts = append(pts, plotter.XY{X: math.Log10(float64(r.Pending)), Y: log10or0(r.rate(c.Chained).Median())})
 			}
 		}
 		l, sc, err := plotter.NewLinePoints(pts)
 		if err != nil {
 			return err
 		}
+		i := slices.Index(systems, c.System) // a contender's colour and shape; one call dashed
 		l.Color, sc.Color = plotutil.Color(i), plotutil.Color(i)
 		sc.Shape = plotutil.Shape(i)
+		if c.Chained {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
 		p.Add(l, sc)
-		p.Legend.Add(s, l, sc)
+		p.Legend.Add(c.String(), l, sc)
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true

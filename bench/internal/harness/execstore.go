@@ -12,7 +12,8 @@ import (
 )
 
 // Execstore is execstore through its public API: Admit, ClaimDue and
-// AcknowledgeBatch, and the dispatcher package as its worker loop.
+// AcknowledgeBatch (or AcknowledgeAndClaim, chained), and the dispatcher
+// package as its worker loop.
 type Execstore struct {
 	NoSync bool
 
@@ -136,16 +137,29 @@ func (e *Execstore) admitMany(ctx context.Context, prefix string, from, n int) e
 	})
 }
 
+// claimLease is how long the claim workload's leases last.
+const claimLease = time.Minute
+
 func (e *Execstore) ClaimComplete(ctx context.Context, limit int) (int, error) {
-	leases, err := e.store.ClaimDue(ctx, limit, time.Minute)
+	leases, err := e.store.ClaimDue(ctx, limit, claimLease)
 	if err != nil || len(leases) == 0 {
 		return 0, err
 	}
+	res, err := e.store.AcknowledgeBatch(ctx, completions(leases))
+	return ackCount(res, err)
+}
+
+// completions acknowledges each lease as completed.
+func completions(leases []execstore.Lease) []execstore.Ack {
 	acks := make([]execstore.Ack, len(leases))
 	for i, l := range leases {
 		acks[i] = execstore.Ack{Lease: l, Outcome: execstore.Completed(nil)}
 	}
-	res, err := e.store.AcknowledgeBatch(ctx, acks)
+	return acks
+}
+
+// ackCount is how many acknowledgements res recorded, or the first error.
+func ackCount(res []execstore.AckResult, err error) (int, error) {
 	if err != nil {
 		return 0, err
 	}
@@ -155,6 +169,45 @@ func (e *Execstore) ClaimComplete(ctx context.Context, limit int) (int, error) {
 		}
 	}
 	return len(res), nil
+}
+
+// Chain is a claimer that acknowledges the batch it ran and claims the next
+// with one AcknowledgeAndClaim: one WAL batch, one fsync, per round.
+func (e *Execstore) Chain() ClaimChain { return &execChain{store: e.store} }
+
+type execChain struct {
+	store  *execstore.Store
+	leases []execstore.Lease // claimed, not yet acknowledged
+}
+
+func (c *execChain) Next(ctx context.Context, limit int) (int, int, error) {
+	if len(c.leases) == 0 {
+		leases, err := c.store.ClaimDue(ctx, limit, claimLease)
+		if err != nil {
+			return 0, 0, err
+		}
+		c.leases = leases
+		return 0, len(leases), nil
+	}
+	res, leases, err := c.store.AcknowledgeAndClaim(ctx, completions(c.leases), limit, claimLease)
+	n, err := ackCount(res, err)
+	if err != nil {
+		return 0, 0, err
+	}
+	c.leases = leases
+	return n, len(leases), nil
+}
+
+func (c *execChain) Finish(ctx context.Context) (int, error) {
+	if len(c.leases) == 0 {
+		return 0, nil
+	}
+	n, err := ackCount(c.store.AcknowledgeBatch(ctx, completions(c.leases)))
+	if err != nil {
+		return 0, err
+	}
+	c.leases = nil
+	return n, nil
 }
 
 // Work runs a dispatcher: it claims what is due, reads each record, calls

@@ -21,8 +21,10 @@ type Plan struct {
 // QuickPlan is the CI mode: seconds per contender, no PostgreSQL.
 func QuickPlan() Plan {
 	return Plan{
-		Claim: ClaimPlan{Pending: []int{10_000, 100_000}, Claimers: []int{1, 16}, Limits: []int{256},
-			Grid: []int{10_000}, ScaleClaimers: 16, ScaleLimit: 256},
+		// 1 x 64 and 4 x 64 in both modes at 10^4; the scale curve (16 x
+		// 64, in both modes) at 10^4 and 10^5.
+		Claim: ClaimPlan{Pending: []int{10_000, 100_000}, Grid: []int{10_000},
+			Configs: claimGrid([]int{1, 4}, []int{64}, false, true), Scale: claimGrid([]int{16}, []int{64}, false, true)},
 		PeerMaxPend: 100_000,
 		Loads:       []int{1_000, 10_000, 0},
 		StormSize:   4_000,
@@ -36,8 +38,10 @@ func QuickPlan() Plan {
 func FullPlan(dsn string) Plan {
 	return Plan{
 		PostgresDSN: dsn,
-		Claim: ClaimPlan{Pending: []int{10_000, 100_000, 1_000_000, 10_000_000}, Claimers: []int{1, 4, 16},
-			Limits: []int{64, 256}, Grid: []int{10_000, 1_000_000}, ScaleClaimers: 16, ScaleLimit: 256},
+		// Every claimers x limit in both modes at 10^4 and 10^6; the scale
+		// curve (16 x 256, in both modes) at every size.
+		Claim: ClaimPlan{Pending: []int{10_000, 100_000, 1_000_000, 10_000_000}, Grid: []int{10_000, 1_000_000},
+			Configs: claimGrid([]int{1, 4, 16}, []int{64, 256}, false, true), Scale: claimGrid([]int{16}, []int{256}, false, true)},
 		PeerMaxPend: 1_000_000,
 		Loads:       []int{1_000, 10_000, 50_000, 0},
 		StormSize:   20_000,

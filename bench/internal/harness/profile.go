@@ -61,13 +61,14 @@ func (r *Runner) ProfileClaims(ctx context.Context, noSync bool, pending, claime
 		f.Close()
 		return err
 	}
-	n, el, err := claimRound(ctx, s, claimers, limit, pending-100_000, d)
+	round, err := claimRound(ctx, s, ClaimConfig{Claimers: claimers, Limit: limit}, pending-100_000, d, nil)
 	pprof.StopCPUProfile()
 	f.Close()
 	if err != nil {
 		return err
 	}
-	p := Profile{Mode: "durable", Pending: pending, Claimers: claimers, Limit: limit, Executions: n, Wall: el.Seconds()}
+	n := round.done
+	p := Profile{Mode: "durable", Pending: pending, Claimers: claimers, Limit: limit, Executions: n, Wall: round.elapsed.Seconds()}
 	if noSync {
 		p.Mode = "NoSync"
 	}

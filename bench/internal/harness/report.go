@@ -95,21 +95,52 @@ func writeHeader(w writer, m *Meta, p Plan) {
 	}
 	w("| execstore | default Options (fsync per WAL batch, snapshots on their default cadence); `NoSync` rows skip fsync; dispatcher with Concurrency %d |\n", e2eWorkers)
 	w("| River | `Insert`/`InsertMany` for admission; its driver's `JobGetAvailable` and `JobSetStateIfRunningMany` (the statements its producer and batch completer run) for claim + complete; its client for end to end: defaults are FetchCooldown 100 ms, FetchPollInterval 1 s, 100 workers; tuned is FetchCooldown 1 ms (the minimum), FetchPollInterval 10 ms, %d workers |\n", e2eWorkers)
-	w("| SQLite (every design) | WAL mode, synchronous=FULL (an fsync per commit), one connection, 128 MiB page cache; a claim is one transaction and the completions of a claim one more |\n")
+	w("| SQLite (every design) | WAL mode, synchronous=FULL (an fsync per commit), one connection, 128 MiB page cache; a claim is one transaction and the completions of a claim one more, or, in the one-call mode, one transaction completes a batch and claims the next |\n")
 	w("| durability | every row not marked NoSync fsyncs before it answers: execstore per WAL batch, PostgreSQL with fsync=on and synchronous_commit=on, SQLite per commit |\n\n")
-	w("Workloads: (a) admission; (b) claim + complete, each claimer claiming up to 64 or 256 and completing them (execstore with `AcknowledgeBatch`), the pool topped up between timed rounds; (c) trigger → no-op → completed through each system's own worker loop; (d) a duplicate-trigger storm; (e) the scale curve; (f) execstore's CPU profile.\n\n")
+	w("Workloads: (a) admission; (b) claim + complete, each claimer claiming up to 64 or 256 and completing them, in two calls (execstore `ClaimDue`, then `AcknowledgeBatch`) or in one that completes the batch it ran and claims the next (execstore `AcknowledgeAndClaim`; one transaction for SQLite), the pool topped up between timed rounds; (c) trigger → no-op → completed through each system's own worker loop; (d) a duplicate-trigger storm; (e) the scale curve; (f) execstore's CPU profile.\n\n")
 }
 
-// best returns the row of system at pending with the highest median rate.
+// best returns the row of system at pending with the highest median rate,
+// in either mode.
 func best(rows []ClaimRow, system string, pending int) (ClaimRow, bool) {
+	return bestWhere(rows, func(r ClaimRow) bool { return r.System == system && r.Pending == pending })
+}
+
+// bestIn is best in one mode.
+func bestIn(rows []ClaimRow, c claimSeries, pending int) (ClaimRow, bool) {
+	return bestWhere(rows, func(r ClaimRow) bool {
+		return r.System == c.System && r.Chained == c.Chained && r.Pending == pending
+	})
+}
+
+func bestWhere(rows []ClaimRow, keep func(ClaimRow) bool) (ClaimRow, bool) {
 	var b ClaimRow
 	found := false
 	for _, r := range rows {
-		if r.System == system && r.Pending == pending && (!found || r.Rate.Median() > b.Rate.Median()) {
+		if keep(r) && (!found || r.Rate.Median() > b.Rate.Median()) {
 			b, found = r, true
 		}
 	}
 	return b, found
+}
+
+// claimSeries is a contender in one mode of workload (b).
+type claimSeries struct {
+	System  string
+	Chained bool
+}
+
+func (c claimSeries) String() string { return c.System + " (" + callsLabel(c.Chained) + ")" }
+
+// seriesIn lists the contenders and modes of rows, in their order.
+func seriesIn(rows []ClaimRow) []claimSeries {
+	var out []claimSeries
+	for _, r := range rows {
+		if c := (claimSeries{r.System, r.Chained}); !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func systemsIn(rows []ClaimRow) []string {
@@ -133,7 +164,19 @@ func pendingsIn(rows []ClaimRow) []int {
 	return out
 }
 
-func configLabel(r ClaimRow) string { return fmt.Sprintf("%d × %d", r.Claimers, r.Limit) }
+// sizeLabel is a claim row's claimers × limit; configLabel adds its mode.
+func sizeLabel(r ClaimRow) string { return fmt.Sprintf("%d × %d", r.Claimers, r.Limit) }
+
+func configLabel(r ClaimRow) string { return sizeLabel(r) + ", " + callsLabel(r.Chained) }
+
+// callsLabel names a mode of workload (b): claim, then complete (two calls
+// per round), or complete the batch held and claim the next (one call).
+func callsLabel(chained bool) string {
+	if chained {
+		return "one call"
+	}
+	return "two calls"
+}
 
 func verdict(ok bool) string {
 	if ok {
@@ -192,28 +235,38 @@ func writeGoals(w writer, res *Results) {
 
 func writeScaleGoal(w writer, res *Results) {
 	for _, sys := range []string{nameExec, nameExecNoSync} {
-		var lo, hi ScaleRow
-		n := 0
-		for _, r := range res.Scale {
-			if r.System != sys || len(r.Rate) == 0 {
+		for _, chained := range []bool{false, true} {
+			var lo, hi ScaleRow
+			n := 0
+			for _, r := range res.Scale {
+				if r.System != sys || len(r.rate(chained)) == 0 {
+					continue
+				}
+				if n == 0 || r.rate(chained).Median() < lo.rate(chained).Median() {
+					lo = r
+				}
+				if n == 0 || r.rate(chained).Median() > hi.rate(chained).Median() {
+					hi = r
+				}
+				n++
+			}
+			if n < 2 {
 				continue
 			}
-			if n == 0 || r.Rate.Median() < lo.Rate.Median() {
-				lo = r
-			}
-			if n == 0 || r.Rate.Median() > hi.Rate.Median() {
-				hi = r
-			}
-			n++
+			x := hi.rate(chained).Median() / lo.rate(chained).Median()
+			w("| %s scale curve flat within 2× from the smallest to the largest pending size | fastest %s/s at %s, slowest %s/s at %s: %s apart | %s |\n",
+				claimSeries{sys, chained}, thousands(hi.rate(chained).Median()), pendingLabel(hi.Pending), thousands(lo.rate(chained).Median()),
+				pendingLabel(lo.Pending), ratio(hi.rate(chained).Median(), lo.rate(chained).Median()), verdict(x <= 2))
 		}
-		if n < 2 {
-			continue
-		}
-		x := hi.Rate.Median() / lo.Rate.Median()
-		w("| %s scale curve flat within 2× from the smallest to the largest pending size | fastest %s/s at %s, slowest %s/s at %s: %s apart | %s |\n",
-			sys, thousands(hi.Rate.Median()), pendingLabel(hi.Pending), thousands(lo.Rate.Median()), pendingLabel(lo.Pending),
-			ratio(hi.Rate.Median(), lo.Rate.Median()), verdict(x <= 2))
 	}
+}
+
+// rate is the scale row's rate in one mode.
+func (r ScaleRow) rate(chained bool) Reps {
+	if chained {
+		return r.ChainedRate
+	}
+	return r.Rate
 }
 
 func shortfall(x, goal float64) string {
@@ -266,8 +319,11 @@ func writeClaims(w writer, res *Results) {
 		return
 	}
 	w("## (b) Claim + complete\n\n")
-	w("Executions claimed and completed per second, by claimers × claim size. For durable execstore the floor is raw tidwall/wal with as many entries and bytes per fsync as execstore wrote in that configuration.\n\n")
-	w("| contender | pending | claimers × limit | executions/s | per fsync (execstore) | floor at that batch | execstore ÷ floor |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	w("Executions claimed and completed per second, by claimers × claim size and calls per round. Two calls: each claimer claims a batch, then completes it (execstore `ClaimDue`, then `AcknowledgeBatch`: two fsyncs a round; SQLite one transaction for each; River its claim and completion statements). ")
+	w("One call, as a worker loop runs: each claimer completes the batch it ran and claims the next in one call, execstore's `AcknowledgeAndClaim` (one WAL batch, one fsync) and, on SQLite, one transaction; River has no such call. ")
+	w("A claimer's first claim and last completion of each round are untimed, so that in both modes the timed window holds one claim and one completion per execution it counts. ")
+	w("For durable execstore the floor is raw tidwall/wal with as many entries and bytes per fsync as execstore wrote in that configuration.\n\n")
+	w("| contender | pending | claimers × limit | calls per round | executions/s | per fsync (execstore) | floor at that batch | execstore ÷ floor |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range res.Claim {
 		per, floor, pct := "", "", ""
 		if r.ExecPerBatch > 0 {
@@ -277,15 +333,17 @@ func writeClaims(w writer, res *Results) {
 			floor = rateCell(r.Floor)
 			pct = ratio(r.Rate.Median(), r.Floor.Median())
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s |\n", r.System, pendingLabel(r.Pending), configLabel(r), rateCell(r.Rate), per, floor, pct)
+		w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.System, pendingLabel(r.Pending), sizeLabel(r), callsLabel(r.Chained),
+			rateCell(r.Rate), per, floor, pct)
 	}
-	w("\nEach contender at its best configuration, and durable execstore (at its best) divided by it:\n\n")
-	w("| contender | pending | best configuration | executions/s | execstore ÷ this |\n| --- | --- | --- | --- | --- |\n")
+	w("\nEach contender at its best configuration in each mode, and durable execstore (at its best in the same mode) divided by it:\n\n")
+	w("| contender | pending | calls per round | best configuration | executions/s | execstore ÷ this |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, pend := range pendingsIn(res.Claim) {
-		ex, _ := best(res.Claim, nameExec, pend)
-		for _, s := range systemsIn(res.Claim) {
-			if r, ok := best(res.Claim, s, pend); ok {
-				w("| %s | %s | %s | %s | %s |\n", s, pendingLabel(pend), configLabel(r), rateCell(r.Rate), ratio(ex.Rate.Median(), r.Rate.Median()))
+		for _, c := range seriesIn(res.Claim) {
+			if r, ok := bestIn(res.Claim, c, pend); ok {
+				ex, _ := bestIn(res.Claim, claimSeries{nameExec, c.Chained}, pend)
+				w("| %s | %s | %s | %s | %s | %s |\n", c.System, pendingLabel(pend), callsLabel(c.Chained), sizeLabel(r), rateCell(r.Rate),
+					ratio(ex.Rate.Median(), r.Rate.Median()))
 			}
 		}
 	}
@@ -298,8 +356,8 @@ func writeScale(w writer, res *Results) {
 	}
 	w("![claim + complete throughput](throughput.png)\n\n")
 	w("## (e) The scale curve\n\n")
-	w("Claim + complete at each pending size with one configuration for all, size per record (execstore: heap after a full GC; SQLite: database and WAL files; PostgreSQL: `river_job` with its indexes), the untimed fill, and execstore's reopen right after the fill (the time `Open` takes: newest snapshot plus the log after it).\n\n")
-	w("| contender | pending | executions/s | bytes per record | fill | reopen |\n| --- | --- | --- | --- | --- | --- |\n")
+	w("Claim + complete at each pending size with one configuration for all, in both modes where the contender has them (one call: see (b)), size per record (execstore: heap after a full GC; SQLite: database and WAL files; PostgreSQL: `river_job` with its indexes), the untimed fill, and execstore's reopen right after the fill (the time `Open` takes: newest snapshot plus the log after it).\n\n")
+	w("| contender | pending | executions/s, two calls | executions/s, one call | bytes per record | fill | reopen |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range res.Scale {
 		per := "-"
 		if r.SizeKind != "" {
@@ -309,7 +367,7 @@ func writeScale(w writer, res *Results) {
 		if len(r.Reopen) > 0 {
 			reopen = fmt.Sprintf("%.2f s (%.2f–%.2f)", r.Reopen.Median(), r.Reopen.Min(), r.Reopen.Max())
 		}
-		w("| %s | %s | %s | %s | %.1f s | %s |\n", r.System, pendingLabel(r.Pending), rateCell(r.Rate), per, r.FillSecs, reopen)
+		w("| %s | %s | %s | %s | %s | %.1f s | %s |\n", r.System, pendingLabel(r.Pending), rateCell(r.Rate), rateCell(r.ChainedRate), per, r.FillSecs, reopen)
 	}
 	w("\n![scale curve](scale.png)\n\n")
 }

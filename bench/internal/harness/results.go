@@ -31,7 +31,11 @@ type ClaimRow struct {
 	Pending  int
 	Claimers int
 	Limit    int
-	Rate     Reps
+	// Chained: each claimer completed the batch it ran and claimed the next
+	// in one call (a Chainer's chain); otherwise it claimed, then completed,
+	// in two calls (ClaimComplete).
+	Chained bool
+	Rate    Reps
 	// For execstore: executions per WAL batch (one fsync), entries per batch,
 	// and the floor at that batch size in executions per second.
 	ExecPerBatch    float64
@@ -43,11 +47,14 @@ type ClaimRow struct {
 type ScaleRow struct {
 	System   string
 	Pending  int
-	Rate     Reps    // executions claimed and completed per second
+	Rate     Reps    // executions claimed and completed per second (claim, then complete)
 	PerRec   float64 // bytes per record (SizeKind says of what)
 	SizeKind string
 	Reopen   Reps // seconds to reopen (execstore: snapshot + log recovery)
 	FillSecs float64
+	// ChainedRate is Rate's configuration chained (one call per round);
+	// empty for a contender that does not chain.
+	ChainedRate Reps
 }
 
 // E2ERow is workload (c): trigger -> no-op -> completed through the

@@ -52,6 +52,48 @@ func (d *sqlDesign) ClaimComplete(ctx context.Context, limit int) (int, error) {
 	return len(rows), d.completeRows(ctx, rows)
 }
 
+// Chain is a claimer that completes the batch it ran and claims the next in
+// one transaction (one fsync): the completion statements, then the claim.
+func (d *sqlDesign) Chain() ClaimChain { return &sqlChain{d: d} }
+
+type sqlChain struct {
+	d    *sqlDesign
+	rows []claimed // claimed, not yet completed
+}
+
+func (c *sqlChain) Next(ctx context.Context, limit int) (int, int, error) {
+	var rows []claimed
+	done := len(c.rows)
+	err := c.d.tx(ctx, func(tx *sql.Tx) error {
+		now := time.Now().UnixNano()
+		if done > 0 {
+			if err := c.d.complete(ctx, tx, now, c.rows); err != nil {
+				return err
+			}
+		}
+		var err error
+		rows, err = c.d.claim(ctx, tx, now, limit)
+		return err
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	c.rows = rows
+	return done, len(rows), nil
+}
+
+func (c *sqlChain) Finish(ctx context.Context) (int, error) {
+	if len(c.rows) == 0 {
+		return 0, nil
+	}
+	if err := c.d.completeRows(ctx, c.rows); err != nil {
+		return 0, err
+	}
+	n := len(c.rows)
+	c.rows = nil
+	return n, nil
+}
+
 func (d *sqlDesign) Size(context.Context) (int64, string, error) {
 	n, err := d.fileSize()
 	return n, "file", err

@@ -32,6 +32,27 @@ type System interface {
 	Work(ctx context.Context, conc int, onRun, onDone func(id string)) (stop func(), err error)
 }
 
+// Chainer is a System whose claimers can run as a worker loop does:
+// complete the batch they ran and claim the next in one call. Workload (b)
+// runs its chained rows through it; a System without it runs only the rows
+// that claim, then complete (ClaimComplete).
+type Chainer interface {
+	// Chain returns a new chain for one claimer goroutine.
+	Chain() ClaimChain
+}
+
+// ClaimChain is one claimer's state in the chained mode: the batch it claimed
+// last and has not completed yet. It is used by one goroutine at a time.
+type ClaimChain interface {
+	// Next completes the batch the previous call claimed and claims up to
+	// limit more, in one call (execstore: one AcknowledgeAndClaim, one WAL
+	// batch; SQL: one transaction). With nothing held (the first call) it
+	// only claims. It returns how many it completed and how many it claimed.
+	Next(ctx context.Context, limit int) (completed, claimed int, err error)
+	// Finish completes what the chain still holds and returns how many.
+	Finish(ctx context.Context) (completed int, err error)
+}
+
 // BatchAdmitter is a System that can admit many executions in one call.
 type BatchAdmitter interface {
 	// AdmitBatch admits ids together (one transaction, one insert call) and
