@@ -135,6 +135,13 @@ func (r *Runner) Claim(ctx context.Context, mk Maker, plan ClaimPlan) error {
 	return nil
 }
 
+// storeExecutionsMax bounds the executions one store takes before the
+// next configuration gets a fresh one (filled again, untimed): every
+// completed record stays in an execstore's memory (about 350 B each), and
+// the configurations of the full plan complete several million executions
+// each at 10^6 pending, more than the machine's memory holds all together.
+var storeExecutionsMax = 16_000_000
+
 func (r *Runner) claimAt(ctx context.Context, mk Maker, plan ClaimPlan, size int) error {
 	s, done, err := r.open(ctx, mk)
 	if skip(err) {
@@ -143,7 +150,7 @@ func (r *Runner) claimAt(ctx context.Context, mk Maker, plan ClaimPlan, size int
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer func() { done() }()
 	p := &pool{s: s, size: size}
 	t0 := time.Now()
 	if err := p.topUp(ctx); err != nil {
@@ -162,6 +169,21 @@ func (r *Runner) claimAt(ctx context.Context, mk Maker, plan ClaimPlan, size int
 	for _, c := range plan.configsAt(size) {
 		if c.Chained && !chains {
 			continue
+		}
+		if p.next-size > storeExecutionsMax {
+			took := p.next - p.pending
+			done()
+			if s, done, err = r.open(ctx, mk); err != nil {
+				done = func() {}
+				return err
+			}
+			p = &pool{s: s, size: size}
+			t0 := time.Now()
+			if err := p.topUp(ctx); err != nil {
+				return fmt.Errorf("%s: fill %d: %w", s.Name(), size, err)
+			}
+			r.logf("(b) %s: a fresh store (the last completed %d executions), filled %d pending in %.1f s",
+				s.Name(), took, size, time.Since(t0).Seconds())
 		}
 		row, err := r.claimConfig(ctx, p, c)
 		if err != nil {
@@ -333,7 +355,9 @@ func twoCallRound(ctx context.Context, s System, c ClaimConfig, quota int, d tim
 	deadline := start.Add(d)
 	for range c.Claimers {
 		wg.Go(func() {
-			for consumed.Load() < int64(quota) && time.Now().Before(deadline) {
+			// Once at least, whatever the clock: a round whose time left is
+			// shorter than starting a goroutine still claims.
+			for calls := 0; calls == 0 || consumed.Load() < int64(quota) && time.Now().Before(deadline); calls++ {
 				n, err := s.ClaimComplete(ctx, c.Limit)
 				if err != nil {
 					once.Do(func() { first = err })

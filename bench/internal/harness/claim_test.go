@@ -257,3 +257,45 @@ func TestReportModes(t *testing.T) {
 		}
 	}
 }
+
+// A store that has taken more than storeExecutionsMax executions is replaced
+// by a fresh one, filled again, before the next configuration; every store
+// is closed once.
+func TestClaimAtOpensAFreshStoreWhenOneHasTakenEnough(t *testing.T) {
+	defer func(n int) { storeExecutionsMax = n }(storeExecutionsMax)
+	storeExecutionsMax = 150
+	var made []*countingQueue
+	mk := func() System {
+		q := &countingQueue{fakeQueue: fakeQueue{minDue: -1}}
+		made = append(made, q)
+		return q
+	}
+	r := NewRunner(Config{Duration: 5 * time.Millisecond, Reps: 1, Out: io.Discard, TempDir: t.TempDir()})
+	plan := ClaimPlan{Pending: []int{100}, Grid: []int{100},
+		Configs: []ClaimConfig{{Claimers: 1, Limit: 10}, {Claimers: 1, Limit: 10, Chained: true}, {Claimers: 2, Limit: 10}}}
+	if err := r.Claim(context.Background(), mk, plan); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Res.Claim) != 3 {
+		t.Fatalf("%d rows, want 3", len(r.Res.Claim))
+	}
+	if len(made) < 2 {
+		t.Fatalf("%d stores for 3 configurations that each take more than %d executions, want a fresh one", len(made), storeExecutionsMax)
+	}
+	for i, q := range made {
+		if q.closes != 1 {
+			t.Errorf("store %d closed %d times", i, q.closes)
+		}
+		if taken := q.completed; i < len(made)-1 && taken <= storeExecutionsMax/2 {
+			t.Errorf("store %d replaced after only %d executions", i, taken)
+		}
+	}
+}
+
+// countingQueue is a fakeQueue that counts its closes.
+type countingQueue struct {
+	fakeQueue
+	closes int
+}
+
+func (q *countingQueue) Close() error { q.closes++; return nil }
