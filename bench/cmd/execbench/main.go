@@ -19,7 +19,7 @@ import (
 
 func main() {
 	quick := flag.Bool("quick", false, "the quick mode: short runs, one repetition, no PostgreSQL")
-	pg := flag.String("pg", os.Getenv("BENCH_PG_DSN"), "PostgreSQL connection string for the River contenders (full mode)")
+	pg := flag.String("pg", os.Getenv("BENCH_PG_DSN"), "PostgreSQL connection string for the River contenders (full mode; with -quick, River on PostgreSQL joins the quick plan, e.g. run.sh full -quick)")
 	out := flag.String("out", "", "directory for RESULTS.md and the charts (default results, or results/quick in the quick mode)")
 	dur := flag.Duration("duration", 0, "one timed run (default 0.5s quick, 2s full)")
 	reps := flag.Int("reps", 0, "repetitions of each configuration (default 1 quick, 3 full)")
@@ -50,6 +50,7 @@ func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp
 	plan := harness.FullPlan(pg)
 	if quick {
 		plan = harness.QuickPlan()
+		plan.PostgresDSN = pg // River on PostgreSQL joins the quick plan when it is given one
 		cfg.Duration = cmpOr(cfg.Duration, 500*time.Millisecond)
 		cfg.Reps = cmpOr(cfg.Reps, 1)
 	} else {
