@@ -48,6 +48,10 @@ type Gauges struct {
 	SnapshotBytes int64
 	SnapshotAt    time.Time
 	SnapshotTook  time.Duration
+	// SnapshotRunning is how long the snapshot being written in the
+	// background has been at it (encoding, writing, reading it back);
+	// zero when none is. It runs beside the writer, on the same cores.
+	SnapshotRunning time.Duration
 }
 
 // GaugesUpcoming is how many of the next claimable executions Gauges lists.
@@ -86,6 +90,7 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 	}
 	g.WALBytes, g.WALSegments = dirSize(filepath.Join(s.dir, "wal"))
 	g.SnapshotBytes, g.SnapshotAt, g.SnapshotTook = s.published.read()
+	g.SnapshotRunning = s.published.running(time.Now())
 	return g, nil
 }
 
@@ -121,11 +126,33 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// publishedSnapshot holds the newest snapshot's facts for Gauges.
+// publishedSnapshot holds the newest snapshot's facts for Gauges, and when
+// the one in flight started.
 type publishedSnapshot struct {
-	bytes  atomic.Int64
-	atNano atomic.Int64 // 0: none
-	took   atomic.Int64
+	bytes       atomic.Int64
+	atNano      atomic.Int64 // 0: none
+	took        atomic.Int64
+	startedNano atomic.Int64 // 0: none in flight
+}
+
+// started notes that a background snapshot started at t, or with the zero
+// time that none is in flight any more.
+func (p *publishedSnapshot) started(t time.Time) {
+	var n int64
+	if !t.IsZero() {
+		n = t.UnixNano()
+	}
+	p.startedNano.Store(n)
+}
+
+// running is how long the snapshot in flight has run at now; zero if none
+// is (and at least a nanosecond if one is, whatever the clock did).
+func (p *publishedSnapshot) running(now time.Time) time.Duration {
+	n := p.startedNano.Load()
+	if n == 0 {
+		return 0
+	}
+	return max(now.Sub(time.Unix(0, n)), time.Nanosecond)
 }
 
 func (p *publishedSnapshot) snapshot(bytes int64, at time.Time, took time.Duration) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/snapshot"
 )
 
 // A fenced write refused for a lost lease is logged as a warning naming an
@@ -247,5 +248,50 @@ func TestGaugesCountLeasesTheOldestDueAgeTheLogAndTheNewestSnapshot(t *testing.T
 	f.reopen()
 	if g2, err := f.s.Gauges(ctx); err != nil || g2.SnapshotBytes != g.SnapshotBytes || g2.SnapshotAt.IsZero() {
 		t.Errorf("after a reopen, the loaded snapshot: %d bytes at %v (%v), want %d", g2.SnapshotBytes, g2.SnapshotAt, err, g.SnapshotBytes)
+	}
+}
+
+// Gauges shows how long the snapshot in flight has run, and zero once it has
+// finished or when none runs.
+func TestGaugesShowTheSnapshotInFlight(t *testing.T) {
+	f := newFixture(t)
+	f.s.Close()
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
+	f.opts.SnapshotFaults = &snapshot.Faults{BeforeWrite: func(string) error {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-hold
+		return nil
+	}}
+	f.open()
+	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"})
+	running := func() time.Duration {
+		g, err := f.s.Gauges(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.SnapshotRunning
+	}
+	if d := running(); d != 0 {
+		t.Fatalf("no snapshot in flight, yet running for %v", d)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.s.Snapshot(ctx) }()
+	select {
+	case <-held:
+	case <-time.After(patience):
+		t.Fatal("the snapshot never started writing")
+	}
+	if d := running(); d <= 0 {
+		t.Errorf("a snapshot held while writing, running for %v; want more than zero", d)
+	}
+	close(hold)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d := running(); d != 0 {
+		t.Errorf("the snapshot finished, yet running for %v", d)
 	}
 }

@@ -117,6 +117,7 @@ func (s *Store) snapshotTick() {
 	s.rw.Unlock()
 	hdr := snapshot.Header{Index: s.applied, Clock: st.Meta().Now, Records: uint64(st.Len())}
 	sn.inFlight = true
+	s.published.started(time.Now())
 	sn.waiters, sn.pending = sn.pending, nil
 	sn.entries, sn.bytes = 0, 0
 	go s.writeSnapshot(st, hdr)
@@ -162,6 +163,7 @@ func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 func (s *Store) snapshotDone(out snapshotOutcome) {
 	sn := &s.snaps
 	sn.inFlight = false
+	s.published.started(time.Time{})
 	err := out.err
 	switch {
 	case out.walErr != nil:

@@ -167,6 +167,8 @@ var (
 			}),
 		newGauge("execstore_snapshot_last_duration_seconds", "Time the newest snapshot written since the store opened took (0 if none).",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return g.SnapshotTook.Seconds() }),
+		newGauge("execstore_snapshot_running_seconds", "How long the snapshot being written in the background has run (0 if none is).",
+			func(_ *Metrics, g *execstore.Gauges) float64 { return g.SnapshotRunning.Seconds() }),
 		newGauge("execstore_failed", "1 once the store has failed on a storage error and refuses writes until reopened, else 0.",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return bool01(g.Failed != nil) }),
 		newGauge("execstore_fallback_damaged", "1 when the background check found the fallback recovery path (older snapshot and log) damaged, else 0.",
