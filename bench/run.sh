@@ -11,7 +11,8 @@
 # Flags go to the Go program (go run ./cmd/execbench -h lists them); e.g.
 # `bench/run.sh quick -workloads b -claim-mode one` runs only claim + complete and
 # the scale curve, and only with claimers that complete the batch they ran and
-# claim the next in one call (-claim-mode two: claim, then complete; default both).
+# claim the next in one call (-claim-mode two: claim, then complete; default both);
+# `-pending 100000,1000000` runs (b) and (e) at those pending sizes only.
 # With BENCH_WAIT_QUIET=1 a full run first waits, up to 30 minutes, until the
 # 1-minute load average is below 1.0, so that a shared machine is quiet.
 set -euo pipefail

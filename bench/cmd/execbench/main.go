@@ -4,6 +4,7 @@
 //	go run ./cmd/execbench -quick            # seconds per contender, no PostgreSQL
 //	go run ./cmd/execbench -pg 'postgres://...' # the full run (run.sh starts PostgreSQL)
 //	go run ./cmd/execbench -quick -workloads b -claim-mode one -only execstore
+//	go run ./cmd/execbench -workloads b -only execstore -pending 100000,1000000
 package main
 
 import (
@@ -12,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/execstore/execstore/bench/internal/harness"
@@ -30,6 +33,7 @@ func main() {
 		`" claim, then complete (two calls a round); "`+harness.ClaimModeOne+
 		`" complete the batch they ran and claim the next in one call (execstore AcknowledgeAndClaim, one SQLite transaction; River has none, so its claim rows are left out); "`+
 		harness.ClaimModeBoth+`" each configuration of the plan in its modes`)
+	pending := flag.String("pending", "", "workloads (b) and (e), only at these pending sizes, comma-separated (e.g. 100000,1000000): the scale configurations at each, the plan's grid at those that are grid sizes too")
 	report := flag.String("report", "", "write the report again from this results.json, measuring nothing")
 	flag.Parse()
 	if *report != "" {
@@ -39,13 +43,18 @@ func main() {
 		}
 		return
 	}
-	if err := run(*quick, *pg, *out, *dur, *reps, *workloads, *tmp, *only, *claimMode); err != nil {
+	sizes, err := parseSizes(*pending)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "execbench: -pending:", err)
+		os.Exit(2)
+	}
+	if err := run(*quick, *pg, *out, *dur, *reps, *workloads, *tmp, *only, *claimMode, sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "execbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp, only, claimMode string) error {
+func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp, only, claimMode string, pending []int) error {
 	cfg := harness.Config{Quick: quick, Duration: dur, Reps: reps, Out: os.Stdout, Only: only}
 	plan := harness.FullPlan(pg)
 	if quick {
@@ -60,6 +69,9 @@ func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp
 	plan.Workloads = workloads
 	var err error
 	if plan.Claim, err = plan.Claim.WithMode(claimMode); err != nil {
+		return err
+	}
+	if plan.Claim, err = plan.Claim.WithPending(pending); err != nil {
 		return err
 	}
 	if out == "" {
@@ -86,6 +98,23 @@ func run(quick bool, pg, out string, dur time.Duration, reps int, workloads, tmp
 	}
 	fmt.Printf("wrote %s/RESULTS.md\n", out)
 	return runErr
+}
+
+// parseSizes reads a comma-separated list of pending sizes; "" is nil (the
+// plan's own).
+func parseSizes(v string) ([]int, error) {
+	if v == "" {
+		return nil, nil
+	}
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a number", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func cmpOr[T comparable](v, def T) T {

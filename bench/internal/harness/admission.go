@@ -42,6 +42,7 @@ func (r *Runner) admission(ctx context.Context, mk Maker, producers, batch int) 
 	defer done()
 	row := AdmissionRow{System: s.Name(), Producers: producers, Batch: batch}
 	es, isExec := s.(*Execstore)
+	floor := isExec && !es.NoSync
 	var perBatch []float64
 	for rep := range r.Cfg.Reps {
 		var b0, e0 uint64
@@ -53,17 +54,28 @@ func (r *Runner) admission(ctx context.Context, mk Maker, producers, batch int) 
 			return fmt.Errorf("%s: admission: %w", s.Name(), err)
 		}
 		row.Rate = append(row.Rate, rate)
-		if isExec {
-			b1, e1, _ := es.WALBatches(ctx)
-			perBatch = append(perBatch, float64(e1-e0)/float64(max(b1-b0, 1)))
-		}
 		r.logf("(a) %s, %d producers, batch %d: %.0f/s", s.Name(), producers, batch, rate)
-	}
-	if isExec && !es.NoSync {
-		row.PerBatch = Reps(perBatch).Median()
-		if err := r.admissionFloor(&row); err != nil {
-			return err
+		if !isExec {
+			continue
 		}
+		b1, e1, _ := es.WALBatches(ctx)
+		per := float64(e1-e0) / float64(max(b1-b0, 1))
+		perBatch = append(perBatch, per)
+		if floor {
+			// The floor right after the run it is compared with, at the
+			// batch size that run reached: a pair, so that the machine's
+			// drift between runs cancels in the ratio.
+			f, err := r.admissionFloor(per)
+			if err != nil {
+				return err
+			}
+			row.Floor = append(row.Floor, f)
+			row.OfFloor = append(row.OfFloor, rate/f)
+			r.logf("(a) floor: raw tidwall/wal, %.0f entries per batch: %.0f entries/s; execstore %.0f %% of it", per, f, 100*rate/f)
+		}
+	}
+	if isExec {
+		row.PerBatch = Reps(perBatch).Median()
 	}
 	r.Res.Admission = append(r.Res.Admission, row)
 	return nil
@@ -104,23 +116,16 @@ func (r *Runner) admitFor(ctx context.Context, s System, prefix string, producer
 	return float64(admitted.Load()) / time.Since(start).Seconds(), first
 }
 
-// admissionFloor runs raw tidwall/wal at the batch size execstore reached,
-// with admission-sized entries, and reports entries per second.
-func (r *Runner) admissionFloor(row *AdmissionRow) error {
-	entries := max(1, int(math.Round(row.PerBatch)))
-	size := admitBytes("a0-1234567")
-	for range r.Cfg.Reps {
-		dir, done, err := r.tempDir()
-		if err != nil {
-			return err
-		}
-		bps, err := FloorWAL(dir, entries, size, r.Cfg.Duration)
-		done()
-		if err != nil {
-			return err
-		}
-		row.Floor = append(row.Floor, bps*float64(entries))
+// admissionFloor runs raw tidwall/wal for one timed run at perBatch
+// entries per batch (rounded), with admission-sized entries, and returns
+// entries per second.
+func (r *Runner) admissionFloor(perBatch float64) (float64, error) {
+	entries := max(1, int(math.Round(perBatch)))
+	dir, done, err := r.tempDir()
+	if err != nil {
+		return 0, err
 	}
-	r.logf("(a) floor: raw tidwall/wal, %d entries of %d B per batch: %.0f entries/s", entries, size, row.Floor.Median())
-	return nil
+	defer done()
+	bps, err := FloorWAL(dir, entries, admitBytes("a0-1234567"), r.Cfg.Duration)
+	return bps * float64(entries), err
 }

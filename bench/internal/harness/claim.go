@@ -88,6 +88,32 @@ func (c ClaimPlan) WithMode(mode string) (ClaimPlan, error) {
 	return c, nil
 }
 
+// WithPending runs the plan at the given pending sizes only, in increasing
+// order: the scale configurations at each, the grid at those that are grid
+// sizes too. A size need not be one of the plan's. Nil keeps the plan.
+func (c ClaimPlan) WithPending(sizes []int) (ClaimPlan, error) {
+	if sizes == nil {
+		return c, nil
+	}
+	if len(sizes) == 0 {
+		return c, errors.New("pending sizes: none given")
+	}
+	for _, n := range sizes {
+		if n < 1 || n > pendingMax {
+			return c, fmt.Errorf("pending size %d: want 1 to %d", n, pendingMax)
+		}
+	}
+	sizes = slices.Compact(slices.Sorted(slices.Values(sizes)))
+	c.Grid = slices.DeleteFunc(slices.Clone(c.Grid), func(n int) bool { return !slices.Contains(sizes, n) })
+	c.Pending = sizes
+	return c, nil
+}
+
+// pendingMax bounds a pending size given on the command line: an execstore
+// holds about 350 B per record, and the fresh store the harness opens after
+// 16 million executions must fit beside the one it replaces.
+const pendingMax = 20_000_000
+
 // configsAt is what runs at pending size n: the Configs at a Grid size, and
 // the Scale configurations (once, if they are among the Configs).
 func (c ClaimPlan) configsAt(n int) []ClaimConfig {

@@ -235,15 +235,7 @@ func TestReportModes(t *testing.T) {
 			{System: nameExec, Pending: 100_000, Rate: Reps{90_000}, ChainedRate: Reps{190_000}},
 		},
 	}
-	out := t.TempDir()
-	if err := WriteReport(out, &Meta{}, QuickPlan(), res); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(out, "RESULTS.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	md := string(b)
+	md := reportOf(t, res)
 	for _, want := range []string{
 		"| execstore | 10^4 | 1 × 64 | one call | 200,000 | 64 executions, 2.0 entries | 250,000 | 0.80× |",
 		"| SQLite, one row per execution | 10^4 | one call | 1 × 64 | 80,000 | 2.50× |",
@@ -299,3 +291,80 @@ type countingQueue struct {
 }
 
 func (q *countingQueue) Close() error { q.closes++; return nil }
+
+func TestClaimPlanPending(t *testing.T) {
+	f := FullPlan("").Claim
+	p, err := f.WithPending([]int{1_000_000, 100_000, 1_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{100_000, 1_000_000}; !slices.Equal(p.Pending, want) {
+		t.Errorf("pending %v, want %v (sorted, once each)", p.Pending, want)
+	}
+	if want := []int{1_000_000}; !slices.Equal(p.Grid, want) {
+		t.Errorf("grid %v, want %v (the plan's grid sizes among those given)", p.Grid, want)
+	}
+	if got := p.configsAt(100_000); !slices.Equal(got, f.Scale) {
+		t.Errorf("at 10^5 runs %v, want only the scale configurations %v", got, f.Scale)
+	}
+	if got := len(p.configsAt(1_000_000)); got != len(f.Configs) {
+		t.Errorf("at 10^6 runs %d configurations, want the grid's %d", got, len(f.Configs))
+	}
+	if len(f.Pending) != 4 || len(f.Grid) != 2 {
+		t.Errorf("WithPending changed the plan it was called on: %v, %v", f.Pending, f.Grid)
+	}
+	if same, err := f.WithPending(nil); err != nil || !slices.Equal(same.Pending, f.Pending) {
+		t.Errorf("WithPending(nil) = %v, %v; want the plan unchanged", same.Pending, err)
+	}
+	for _, bad := range [][]int{{}, {0}, {-5}, {pendingMax + 1}} {
+		if _, err := f.WithPending(bad); err == nil {
+			t.Errorf("WithPending(%v) was accepted", bad)
+		}
+	}
+}
+
+// TestReportAdmitAndSnapshotGoals writes the goal lines for durable Admit
+// against its interleaved floor and for 10^6 against 10^5 pending.
+func TestReportAdmitAndSnapshotGoals(t *testing.T) {
+	res := &Results{
+		Admission: []AdmissionRow{
+			{System: nameExec, Producers: 64, Batch: 1, Rate: Reps{70_000, 80_000, 60_000}, PerBatch: 30,
+				Floor: Reps{100_000, 90_000, 110_000}, OfFloor: Reps{0.7, 0.8, 0.6}},
+		},
+		Scale: []ScaleRow{
+			{System: nameExec, Pending: 100_000, Rate: Reps{500_000}, ChainedRate: Reps{1_000_000}},
+			{System: nameExec, Pending: 1_000_000, Rate: Reps{450_000}, ChainedRate: Reps{700_000}},
+			{System: nameExecNoSync, Pending: 1_000_000, Rate: Reps{10}, ChainedRate: Reps{10}},
+			{System: nameExecNoSync, Pending: 100_000, Rate: Reps{10}},
+		},
+	}
+	md := reportOf(t, res)
+	if strings.Contains(md, "execstore NoSync (one call): claim + complete at 10^6") {
+		t.Error("a snapshot goal line for a series measured at 10^6 only")
+	}
+	for _, want := range []string{
+		"≥ 70 % of raw tidwall/wal at the batch size reached (median of interleaved pairs) | execstore 70,000 (60,000–80,000)/s at 30.0 per batch, the floor 100,000 (90,000–110,000)/s; pairs 70 % (60–80 %) | **met** |",
+		"| 0.70× (pairs 0.60×–0.80×) |",
+		"execstore (two calls): claim + complete at 10^6 pending within 20 % of 10^5 (snapshots do not show) | 450,000/s at 10^6, 500,000/s at 10^5: 0.90× | **met** |",
+		"execstore (one call): claim + complete at 10^6 pending within 20 % of 10^5 (snapshots do not show) | 700,000/s at 10^6, 1,000,000/s at 10^5: 0.70× | **missed** |",
+		"execstore NoSync (two calls): claim + complete at 10^6 pending within 20 % of 10^5 (snapshots do not show) | 10/s at 10^6, 10/s at 10^5: 1.00× | **met** |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("RESULTS.md lacks %q", want)
+		}
+	}
+}
+
+// reportOf writes the quick plan's report of res and returns its RESULTS.md.
+func reportOf(t *testing.T, res *Results) string {
+	t.Helper()
+	out := t.TempDir()
+	if err := WriteReport(out, &Meta{}, QuickPlan(), res); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "RESULTS.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

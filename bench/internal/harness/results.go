@@ -20,9 +20,12 @@ type AdmissionRow struct {
 	Batch     int  // executions per call: 1, or a batch for a peer that offers one
 	Rate      Reps // executions admitted per second
 	// For execstore: the commands its group commit put in each WAL batch,
-	// and the floor (raw tidwall/wal) at that batch size, in entries/s.
+	// and the floor (raw tidwall/wal) at that batch size, in entries/s,
+	// each run right after a repetition of Rate; OfFloor is each pair's
+	// Rate ÷ Floor.
 	PerBatch float64
 	Floor    Reps
+	OfFloor  Reps
 }
 
 // ClaimRow is workload (b): executions claimed and completed per second.
