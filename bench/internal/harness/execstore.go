@@ -100,16 +100,23 @@ func (e *Execstore) Fill(ctx context.Context, prefix string, from, n int) error 
 // snapshots still fall where they fall. A durable fill needs no wait: its
 // reopen waits for a snapshot in flight.
 func (e *Execstore) snapshotAfterFill(ctx context.Context) error {
-	for deadline := time.Now().Add(10 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	return e.waitUntil(ctx, 10*time.Minute, "the snapshot started by the fill finished", func(g execstore.Gauges) bool {
+		return g.SnapshotRunning == 0
+	})
+}
+
+// waitUntil polls the store's gauges until done holds, for at most patience.
+func (e *Execstore) waitUntil(ctx context.Context, patience time.Duration, what string, done func(execstore.Gauges) bool) error {
+	for deadline := time.Now().Add(patience); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		g, err := e.store.Gauges(ctx)
 		if err != nil {
 			return err
 		}
-		if g.SnapshotRunning == 0 {
+		if done(g) {
 			return nil
 		}
 	}
-	return errors.New("a snapshot started by the fill ran for more than 10 minutes")
+	return fmt.Errorf("waited %v, and still not: %s", patience, what)
 }
 
 func (e *Execstore) reopen(noSync bool) error {
@@ -136,16 +143,9 @@ func (e *Execstore) reopenTimed(noSync bool) (time.Duration, error) {
 // per Open, in the background, and on two cores it would otherwise be
 // measured as part of whatever runs next.
 func (e *Execstore) settle() error {
-	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		st, err := e.store.Stats(context.Background())
-		if err != nil {
-			return err
-		}
-		if st.FallbackChecked {
-			return nil
-		}
-	}
-	return errors.New("the check of the fallback did not finish within 5 minutes")
+	return e.waitUntil(context.Background(), 5*time.Minute, "the check of the fallback finished", func(g execstore.Gauges) bool {
+		return g.FallbackChecked
+	})
 }
 
 // Reopen closes the store and times opening it again: recovery from the
