@@ -13,7 +13,6 @@ require (
 	github.com/riverqueue/river/riverdriver v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 	github.com/riverqueue/river/riverdriver/riversqlite v0.51.2
-	github.com/tidwall/wal v1.2.1
 	gonum.org/v1/plot v0.17.0
 	modernc.org/sqlite v1.62.0
 )

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	tidwall "github.com/tidwall/wal"
+	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
 // benchPayloadBytes is about the size of one encoded store command (an admission with small

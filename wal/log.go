@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	tidwall "github.com/tidwall/wal"
+	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
 // Log is a write-ahead log of framed command entries. Writes are serialized by the Log; reads

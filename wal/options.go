@@ -4,7 +4,7 @@ import (
 	"errors"
 	"log/slog"
 
-	tidwall "github.com/tidwall/wal"
+	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is zero (16 MiB).

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	tidwall "github.com/tidwall/wal"
+	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
 // resolvePending finishes what a crash interrupted before the log is scanned: it deletes

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	tidwall "github.com/tidwall/wal"
+	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
 // MaxResetIndex is the largest index Reset accepts, so that no index the log then assigns can

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
-	tidwall "github.com/tidwall/wal"
+	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
 // FloorWAL is the floor under execstore's write path: tidwall/wal alone, one

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/execstore/execstore/internal/tidwall/wal"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -58,13 +59,14 @@ func CollectMeta(cfg Config, plan Plan, dir string) *Meta {
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
-			for _, want := range []string{"riverqueue/river", "jackc/pgx", "mattn/go-sqlite3", "modernc.org/sqlite", "tidwall/wal", "tidwall/btree", "gonum.org/v1/plot"} {
+			for _, want := range []string{"riverqueue/river", "jackc/pgx", "mattn/go-sqlite3", "modernc.org/sqlite", "tidwall/btree", "gonum.org/v1/plot"} {
 				if strings.Contains(d.Path, want) {
 					m.Modules = append(m.Modules, d.Path+" "+d.Version)
 				}
 			}
 		}
 	}
+	m.Modules = append(m.Modules, wal.Upstream+" (as execstore's internal/tidwall/wal)")
 	m.SQLite = sqliteVersion("sqlite3")
 	m.SQLiteGo = sqliteVersion("sqlite")
 	if plan.PostgresDSN != "" {
