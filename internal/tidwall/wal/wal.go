@@ -47,6 +47,11 @@ var (
 	// provided and log has been emptied due to the use of TruncateFront() or
 	// TruncateBack().
 	ErrEmptyLog = errors.New("empty log")
+
+	// execstore: ErrEmptyEntry is returned from Write() and WriteBatch() for
+	// an entry without data in a Padded log, where it would read back as
+	// padding.
+	ErrEmptyEntry = errors.New("empty entry in a padded log")
 )
 
 // LogFormat is the format of the log files.
@@ -96,6 +101,20 @@ type Options struct {
 	// Perms represents the datafiles modes and permission bits
 	DirPerms  os.FileMode
 	FilePerms os.FileMode
+
+	// execstore: Padded lets a segment file end in zero bytes that hold no
+	// entry (padding), in the Binary format: a zero byte where an entry would
+	// start begins the padding, which must run to the end of the file. An
+	// entry's length is at least one, so its first byte is never zero; empty
+	// entries, which would read back as padding, are refused with
+	// ErrEmptyEntry. The tail segment is written from the end of its entries,
+	// over its padding, and a segment is cut to its entries when the next
+	// one starts, so only the tail is ever padded.
+	Padded bool
+	// execstore: NewSegment, when set, creates the file of each new segment
+	// at path, opened for writing, empty or (with Padded) all zeros; the
+	// log writes from its start. Nil creates an empty file.
+	NewSegment func(path string) (*os.File, error)
 }
 
 // DefaultOptions for Open().
@@ -228,8 +247,7 @@ func (l *Log) load() error {
 		})
 		l.firstIndex = 1
 		l.lastIndex = 0
-		l.sfile, err = os.OpenFile(l.segments[0].path,
-			os.O_CREATE|os.O_RDWR|os.O_TRUNC, l.opts.FilePerms)
+		l.sfile, err = l.newSegment(l.segments[0].path)
 		return err
 	}
 	// Open existing log. Clean up log if START of END segments exists.
@@ -285,11 +303,12 @@ func (l *Log) load() error {
 	if err != nil {
 		return err
 	}
-	if _, err := l.sfile.Seek(0, 2); err != nil {
-		return err
-	}
 	// Load the last segment entries
 	if err := l.loadSegmentEntries(lseg); err != nil {
+		return err
+	}
+	// execstore: write after the entries, over any padding.
+	if _, err := l.sfile.Seek(int64(len(lseg.ebuf)), 0); err != nil {
 		return err
 	}
 	l.lastIndex = lseg.index + uint64(len(lseg.epos)) - 1
@@ -352,6 +371,13 @@ func (l *Log) appendEntry(dst []byte, index uint64, data []byte) (out []byte,
 
 // Cycle the old segment for a new segment.
 func (l *Log) cycle() error {
+	// execstore: cut the padding off the segment being closed, so that every
+	// segment but the tail ends with its last entry.
+	if l.opts.Padded {
+		if err := l.cutPadding(); err != nil {
+			return err
+		}
+	}
 	if err := l.sfile.Sync(); err != nil {
 		return err
 	}
@@ -365,13 +391,47 @@ func (l *Log) cycle() error {
 		path:  filepath.Join(l.path, segmentName(l.lastIndex+1)),
 	}
 	var err error
-	l.sfile, err = os.OpenFile(s.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC,
-		l.opts.FilePerms)
+	l.sfile, err = l.newSegment(s.path)
 	if err != nil {
 		return err
 	}
 	l.segments = append(l.segments, s)
 	return nil
+}
+
+// execstore: newSegment creates the file of a new segment.
+func (l *Log) newSegment(path string) (*os.File, error) {
+	if l.opts.NewSegment != nil {
+		return l.opts.NewSegment(path)
+	}
+	return os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, l.opts.FilePerms)
+}
+
+// execstore: cutPadding truncates the tail segment's file to its entries if
+// it is longer.
+func (l *Log) cutPadding() error {
+	fi, err := l.sfile.Stat()
+	if err != nil {
+		return err
+	}
+	s := l.segments[len(l.segments)-1]
+	if fi.Size() > int64(len(s.ebuf)) {
+		return l.sfile.Truncate(int64(len(s.ebuf)))
+	}
+	return nil
+}
+
+// execstore: TailSize returns the bytes the tail segment's entries take in
+// its file, which with Padded may be longer.
+func (l *Log) TailSize() (int, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.corrupt {
+		return 0, ErrCorrupt
+	} else if l.closed {
+		return 0, ErrClosed
+	}
+	return len(l.segments[len(l.segments)-1].ebuf), nil
 }
 
 func appendJSONEntry(dst []byte, index uint64, data []byte) (out []byte,
@@ -456,6 +516,10 @@ func (l *Log) writeBatch(b *Batch) error {
 	for i := 0; i < len(b.entries); i++ {
 		if b.entries[i].index != l.lastIndex+uint64(i+1) {
 			return ErrOutOfOrder
+		}
+		// execstore: an empty entry would read back as padding.
+		if l.opts.Padded && b.entries[i].size == 0 {
+			return ErrEmptyEntry
 		}
 	}
 	// load the tail segment
@@ -601,9 +665,19 @@ func (l *Log) loadSegmentEntries(s *segment) error {
 		return err
 	}
 	ebuf := data
+	// execstore: in a padded log, the entries end at the first zero byte
+	// where an entry would start, and every byte after it must be zero.
+	padded := l.opts.Padded && l.opts.LogFormat == Binary
 	var epos []bpos
 	var pos int
 	for exidx := s.index; len(data) > 0; exidx++ {
+		if padded && data[0] == 0 {
+			if !allZero(data) {
+				return ErrCorrupt
+			}
+			ebuf = ebuf[:pos]
+			break
+		}
 		var n int
 		if l.opts.LogFormat == JSON {
 			n, err = loadNextJSONEntry(data)
@@ -620,6 +694,22 @@ func (l *Log) loadSegmentEntries(s *segment) error {
 	s.ebuf = ebuf
 	s.epos = epos
 	return nil
+}
+
+// execstore: allZero reports whether every byte of b is zero.
+func allZero(b []byte) bool {
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b) != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func loadNextJSONEntry(data []byte) (n int, err error) {
@@ -1013,6 +1103,9 @@ func (l *Log) Sync() error {
 		return ErrCorrupt
 	} else if l.closed {
 		return ErrClosed
+	}
+	if l.opts.Padded {
+		return fdatasync(l.sfile)
 	}
 	return l.sfile.Sync()
 }
