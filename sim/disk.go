@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,10 @@ import (
 //
 //   - tidwall/wal fsyncs a segment before it creates the next one (cycle), so
 //     a segment that has a successor is whole;
+//   - a segment file may be one the log prepared ahead of time, zeros fsynced
+//     without a hook, that tidwall renamed to the segment's name: its entries
+//     are followed by zeros (padding) that the next writes overwrite, so its
+//     durable bytes end where its entries do, whatever the file's size;
 //   - the log's compaction takes segment files out of the log oldest first,
 //     each by a rename to <segment>.DROPPED followed by a directory fsync
 //     (hooked): at most one removal is pending; it deletes the dropped files
@@ -164,9 +169,11 @@ func (d *disk) synced(path string) error {
 	return d.fileSyncedLocked(rel)
 }
 
-// fileSyncedLocked reads the file's contents as durable. Log segments only
-// grow between fsyncs (a repair shrinks one, and then it is reread whole), so
-// only the bytes past the durable length are read.
+// fileSyncedLocked reads the file's contents as durable. Log segments are only
+// written after their entries between fsyncs, over the zeros a prepared
+// segment file starts with or by appending (a repair or a truncation shrinks
+// one, and then it is reread whole), so only the bytes past the durable
+// entries are read.
 func (d *disk) fileSyncedLocked(rel string) error {
 	rec := d.files[rel]
 	if rec == nil {
@@ -191,12 +198,42 @@ func (d *disk) fileSyncedLocked(rel string) error {
 			rec.lost[i][1] = min(rec.lost[i][1], int(size))
 		}
 	}
+	rec.durable = rec.durable[:written(rel, rec.durable)]
 	grow := make([]byte, size-int64(len(rec.durable)))
 	if _, err := f.ReadAt(grow, int64(len(rec.durable))); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	rec.durable = rec.mask(append(rec.durable, grow...))
 	return nil
+}
+
+// written is how much of a file's contents the writes since they were read
+// leave alone: all of them, but for a log segment, whose zeros after its
+// entries (padding: the rest of a prepared file) are written over.
+func written(rel string, data []byte) int {
+	if name, ok := strings.CutPrefix(rel, "wal/"); ok {
+		if _, seg := segmentIndex(name); seg {
+			return entriesEnd(data)
+		}
+	}
+	return len(data)
+}
+
+// entriesEnd walks a segment's tidwall entries (a uvarint length, then the
+// data) and returns where they end: at a zero byte where an entry would start
+// (the padding), or at the end of data. An entry's own bytes may end in zeros,
+// so the padding cannot be told from the bytes alone. Bytes that do not parse
+// as an entry are taken as written: the walk ends after them.
+func entriesEnd(data []byte) int {
+	off := 0
+	for off < len(data) && data[off] != 0 {
+		n, k := binary.Uvarint(data[off:])
+		if k <= 0 || n > uint64(len(data)-off-k) {
+			return len(data)
+		}
+		off += k + int(n)
+	}
+	return off
 }
 
 // dirSyncedLocked makes the directory's entries durable: present files stay,
@@ -252,10 +289,11 @@ func (d *disk) dirSyncedLocked(sub string) error {
 }
 
 // wholeLocked makes a file's contents durable as they are now (less its lost
-// ranges), reading it only when its size changed.
+// ranges), reading it only when its size changed or it may have been written
+// over its padding.
 func (d *disk) wholeLocked(rel string, rec *fileRec) error {
 	fi, err := os.Stat(filepath.Join(d.root, rel))
-	if err != nil || fi.Size() == int64(len(rec.durable)) {
+	if err != nil || fi.Size() == int64(len(rec.durable)) && written(rel, rec.durable) == len(rec.durable) {
 		return err
 	}
 	data, err := os.ReadFile(filepath.Join(d.root, rel))
@@ -302,7 +340,7 @@ func (d *disk) lostLocked() error {
 		rec = &fileRec{}
 		d.files[rel] = rec
 	}
-	if lo, hi := len(rec.durable), int(fi.Size()); hi > lo {
+	if lo, hi := written(rel, rec.durable), int(fi.Size()); hi > lo {
 		rec.lost = append(rec.lost, [2]int{lo, hi})
 	}
 	return nil
@@ -668,7 +706,10 @@ func (d *disk) otherFiles(rng *rand.Rand, im *crashImage, sub string, names []st
 // now: its durable bytes, then any cut of the unsynced rest, which may be cut
 // short (at any byte, or a 512-byte or 4 KiB boundary), extended with zeros,
 // garbage or stale bytes, or written back sector by sector in any order. A
-// file shrunk since its fsync (a truncation) is either length.
+// file shrunk since its fsync (a truncation) is either length. A log segment's
+// unsynced rest starts after its durable entries, over its padding; the cuts
+// that leave it shorter than its durable size are more than a crash can do,
+// and recovery must take them all the same.
 func (d *disk) cutTail(rng *rand.Rand, im *crashImage, rel string, cur []byte) []byte {
 	rec := d.files[rel]
 	var durable []byte
@@ -678,7 +719,8 @@ func (d *disk) cutTail(rng *rand.Rand, im *crashImage, rel string, cur []byte) [
 	if bytes.Equal(durable, cur) {
 		return cur
 	}
-	if !bytes.HasPrefix(cur, durable) {
+	lo, hi := written(rel, durable), len(cur)
+	if !bytes.HasPrefix(cur, durable[:lo]) || hi < len(durable) {
 		// Shrunk or rewritten since its fsync: metadata changes are atomic.
 		if rng.IntN(2) == 0 {
 			im.note("%s: change since fsync lost (%d bytes, not %d)", traceName(rel), len(durable), len(cur))
@@ -686,7 +728,6 @@ func (d *disk) cutTail(rng *rand.Rand, im *crashImage, rel string, cur []byte) [
 		}
 		return cur
 	}
-	lo, hi := len(durable), len(cur)
 	mode := rng.IntN(6)
 	if mode == 0 {
 		c := pickOffset(rng, lo, hi)

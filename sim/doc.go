@@ -131,7 +131,12 @@
 // fsyncs the tail when it closes; the log's compaction renames segment files
 // out of the log oldest first with a directory fsync after each; the log's
 // rewrite of its last segment at Open fsyncs a temporary copy and renames it
-// over the segment before a directory fsync. The snapshot package has hooks
+// over the segment before a directory fsync; the log prepares the next
+// segment's file (zeros, fsynced) without a hook, in the writer right after
+// the write that asks for it (wal.Faults.PrepareInline, so that the files are
+// the same on every run), and tidwall renames it to the segment's name and
+// writes the entries over its zeros: a segment's durable bytes end where its
+// entries end, whatever the file's size. The snapshot package has hooks
 // of its own (snapshot.Faults: before every file creation, rename and
 // removal, around every fsync of a file or directory), and the tracker treats
 // its directory like the log's: a file's contents are durable after its own
@@ -368,7 +373,8 @@
 // its fsync, an acknowledgement that keeps covered wakes, a claim that reuses
 // a token, a WAL that trusts the page cache when it reopens after an unclean
 // stop, a compaction that removes a segment still needed, a compaction that
-// removes segment files newest first, a writer that counts merged
+// removes segment files newest first, a log that appends after a padded
+// tail's zeros instead of over them, a writer that counts merged
 // acknowledgements as several log entries, a snapshot whose name is never
 // made durable, a lease fence that lets token 0 through, a wake at exactly
 // the pending time that writes, a schedule that is not advanced past the

@@ -115,6 +115,10 @@ func (h *hooks) faults() *wal.Faults {
 		AfterSync: func(path string) error {
 			return h.event(hookEvent{kind: "after-sync"}, path)
 		},
+		// The next segment's file is prepared in the writer, right after the
+		// write that asks for it: what the log directory holds, and so every
+		// crash image, does not depend on timing.
+		PrepareInline: true,
 	}
 }
 

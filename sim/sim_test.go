@@ -124,6 +124,9 @@ var mutations = []struct {
 	// Rarer: it takes a crash or a storage error in the middle of a compaction
 	// that removes two segment files or more.
 	{"CompactNewestFirst", &mutant.CompactNewestFirst, 40},
+	// It takes a reopen whose tail segment was started on a prepared file
+	// and not yet filled, then a write and another reopen.
+	{"AppendAfterPadding", &mutant.AppendAfterPadding, 0},
 	// It takes merged acknowledgements (a batch step) and a snapshot after.
 	{"AppliedCountsRequests", &mutant.AppliedCountsRequests, 0},
 	{"SnapshotSkipDirSync", &mutant.SnapshotSkipDirSync, 0},

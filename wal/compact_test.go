@@ -76,7 +76,7 @@ func TestCompactToKeepsEveryEntryFromKeepFrom(t *testing.T) {
 			if got := segmentStarts(t, dir); got[0] != want || !slices.Equal(got, starts[slices.Index(starts, want):]) {
 				t.Fatalf("segments after CompactTo start at %v, want the suffix of %v from %d", got, starts, want)
 			}
-			if leftovers, _ := filepath.Glob(filepath.Join(dir, "*.*")); len(leftovers) != 0 {
+			if leftovers := strays(t, dir, "*.*"); len(leftovers) != 0 {
 				t.Fatalf("files left after CompactTo: %v", leftovers)
 			}
 			all = append(all, writeBatch(t, l, 5, 6)...)
@@ -285,7 +285,7 @@ func TestEveryStateOfAnInterruptedCompactionOpens(t *testing.T) {
 				t.Fatalf("FirstIndex after the crash = %d, want one of the segment starts up to the cut %v", first, starts[:5])
 			}
 			checkLog(t, l, all, first)
-			if leftovers, _ := filepath.Glob(filepath.Join(c.dir, "*.*")); len(leftovers) != 0 {
+			if leftovers := strays(t, c.dir, "*.*"); len(leftovers) != 0 {
 				t.Fatalf("files left after Open: %v", leftovers)
 			}
 			// The next compaction finishes the job.

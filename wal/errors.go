@@ -51,7 +51,7 @@ type TornTailError struct {
 	Index    uint64 // index the first cut entry would have had
 	Offset   int64  // offset in Segment where the cut starts (the new file size)
 	Bytes    int64  // bytes cut
-	SideFile string // file, in the log directory, holding the cut bytes
+	SideFile string // file, in the log directory, holding the cut bytes less the zeros they end with (padding, or blocks never written)
 	Reason   string // why the first cut entry is not valid
 }
 

@@ -6,9 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/execstore/execstore/internal/prealloc"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -208,3 +210,19 @@ func segmentStarts(t testing.TB, dir string) []uint64 {
 
 // errInjected is the storage error the fault tests inject.
 var errInjected = fmt.Errorf("injected storage error")
+
+// strays lists the files in dir matching pattern, less the next segment's prepared file,
+// which a log keeps there while it is open (and a stopped one may leave).
+func strays(t testing.TB, dir, pattern string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, pattern))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(names, func(n string) bool { return filepath.Base(n) == prealloc.Name })
+}
+
+// abandon stops l as a process that dies would, without closing it: a preparation of the next
+// segment's file under way finishes first, so that what the directory holds afterwards does
+// not depend on timing.
+func abandon(l *Log) { l.pre.Settle() }

@@ -135,6 +135,9 @@ func nextEntry(b []byte) (data []byte, size int, reason string) {
 		return nil, 0, "entry length truncated"
 	case k < 0:
 		return nil, 0, "entry length overflows 64 bits"
+	case n == 0:
+		// tidwall, reading a padded log, takes a zero here for the start of the padding.
+		return nil, 0, "a zero byte where an entry starts"
 	case n > uint64(len(b)-k):
 		return nil, 0, fmt.Sprintf("entry of %d bytes runs past the end of the segment", n)
 	}

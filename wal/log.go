@@ -3,7 +3,6 @@ package wal
 import (
 	"errors"
 	"fmt"
-	"github.com/execstore/execstore/internal/mutant"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/internal/prealloc"
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
@@ -48,6 +49,9 @@ type Log struct {
 	// never touches them again for reads, writes, cycling or Close, but its own TruncateFront
 	// would try to remove them: TruncateFront reopens tidwall first when stale is set.
 	stale bool
+
+	// pre prepares the next segment's file; nil with NoSync.
+	pre *prealloc.Preparer
 }
 
 // Open opens the log in dir, creating it if needed. It finishes an interrupted truncation,
@@ -78,16 +82,41 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	tw, err := tidwall.Open(dir, tidwallOptions(opts))
+	l := &Log{dir: dir, opts: opts, repair: repair}
+	if !opts.NoSync {
+		inline := opts.Faults != nil && opts.Faults.PrepareInline
+		l.pre = prealloc.New(dir, opts.SegmentSize+prealloc.Slack(opts.SegmentSize), inline, opts.Logger)
+	}
+	tw, err := tidwall.Open(dir, tidwallOptions(opts, l.newSegment()))
 	if err != nil {
+		l.pre.Close()
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
-	l := &Log{dir: dir, opts: opts, tw: tw, repair: repair}
+	l.tw = tw
 	if err := l.load(); err != nil {
+		l.pre.Close()
 		tw.Close()
 		return nil, err
 	}
+	l.prepareNext()
 	return l, nil
+}
+
+// newSegment is what tidwall creates new segment files with: the preparer's Take, or nil
+// (tidwall's own empty file) with NoSync.
+func (l *Log) newSegment() func(path string) (*os.File, error) {
+	if l.pre == nil {
+		return nil
+	}
+	return l.pre.Take
+}
+
+// prepareNext asks for the next segment's file once the tail segment holds a quarter of
+// SegmentSize. The caller holds l.mu, or is Open.
+func (l *Log) prepareNext() {
+	if l.pre != nil && l.segs.tailBytes >= l.opts.SegmentSize/4 {
+		l.pre.Request()
+	}
 }
 
 // prepareSegments readies the segment files for tidwall: it takes the clean-close marker,
@@ -139,7 +168,7 @@ func (l *Log) load() error {
 	l.first.Store(first)
 	l.last.Store(last)
 	l.segs.limit = l.opts.SegmentSize
-	if err := l.segs.load(l.dir); err != nil {
+	if err := l.segs.load(l.dir, l.tw); err != nil {
 		return fmt.Errorf("wal: open: %w", err)
 	}
 	if !l.opts.NoSync {
@@ -202,6 +231,7 @@ func (l *Log) Write(b *Batch) (first uint64, err error) {
 	l.lastSync.Store(int64(time.Since(syncStart)))
 	l.last.Store(first + uint64(b.Len()) - 1)
 	l.shrinkBuffers(b)
+	l.prepareNext()
 	return first, nil
 }
 
@@ -404,7 +434,7 @@ func (l *Log) truncateInsideSegment(index uint64) error {
 			return l.fail("fsync directory", err)
 		}
 	}
-	if err := l.segs.load(l.dir); err != nil {
+	if err := l.segs.load(l.dir, l.tw); err != nil {
 		return l.fail("list segments", err)
 	}
 	return nil
@@ -418,7 +448,7 @@ func (l *Log) reopenTidwall() error {
 	if err := l.tw.Close(); err != nil {
 		return err
 	}
-	tw, err := tidwall.Open(l.dir, tidwallOptions(l.opts))
+	tw, err := tidwall.Open(l.dir, tidwallOptions(l.opts, l.newSegment()))
 	if err != nil {
 		return err // l.tw stays closed: the log fail-stops, and Close reports it
 	}
@@ -468,6 +498,7 @@ func (l *Log) Close() error {
 		return ErrClosed
 	}
 	l.closed.Store(true)
+	l.pre.Close()
 	if err := l.tw.Close(); err != nil {
 		return fmt.Errorf("wal: close: %w", err)
 	}

@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"log/slog"
+	"os"
 
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
@@ -53,10 +54,20 @@ type Options struct {
 //
 // CompactTo calls them from its own goroutine, without the Log's lock, while a Write may be
 // calling them from another: they must be safe for concurrent use when both run.
+//
+// The preparation of the next segment's file (see "Preallocated segments" in the package
+// documentation) calls none of them: that file holds none of the log's data, a failure to
+// write it only costs speed, and Open removes one a crash left.
 type Faults struct {
 	BeforeWrite func() error
 	BeforeSync  func() error
 	AfterSync   func(path string) error
+
+	// PrepareInline makes the log prepare its next segment's file in the goroutine that
+	// writes, right after the Write that asks for it, instead of on a goroutine of its own,
+	// so that what the log directory holds after each Write does not depend on timing, as
+	// the crash simulator needs.
+	PrepareInline bool
 }
 
 func (f *Faults) beforeWrite() error {
@@ -96,8 +107,10 @@ func (o Options) withDefaults() (Options, error) {
 
 // tidwallOptions are the options every tidwall.Open in this package uses. tidwall never syncs
 // on its own after a write: this package issues that fsync so that NoSync and Faults control
-// it. AllowEmpty lets TruncateFront empty the log.
-func tidwallOptions(o Options) *tidwall.Options {
+// it. AllowEmpty lets TruncateFront empty the log. Padded reads the zeros after the tail
+// segment's entries as padding; newSegment, when not nil, creates each new segment's file
+// (the preallocator's take).
+func tidwallOptions(o Options, newSegment func(path string) (*os.File, error)) *tidwall.Options {
 	return &tidwall.Options{
 		NoSync:           true,
 		SegmentSize:      o.SegmentSize,
@@ -106,5 +119,7 @@ func tidwallOptions(o Options) *tidwall.Options {
 		AllowEmpty:       true,
 		DirPerms:         0o750,
 		FilePerms:        0o640,
+		Padded:           true,
+		NewSegment:       newSegment,
 	}
 }

@@ -54,7 +54,7 @@ func resolvePending(dir string, o Options) error {
 func resolveTruncation(dir string, o Options) error {
 	// On ErrCorrupt tidwall returns without closing the tail segment it opened. Nothing is
 	// written through that handle, and the runtime closes it when it is collected.
-	tw, err := tidwall.Open(dir, tidwallOptions(o))
+	tw, err := tidwall.Open(dir, tidwallOptions(o, nil))
 	switch {
 	case err == nil:
 		if err := tw.Close(); err != nil {
@@ -77,16 +77,21 @@ func resolveTruncation(dir string, o Options) error {
 
 // segmentScan is the result of walking a segment's entries from its start.
 type segmentScan struct {
-	cut      int    // offset of the first bad entry; the segment's size when all are valid
+	cut      int    // offset of the first bad entry, or of the padding; the segment's size when all are valid
 	badIndex uint64 // index the first bad entry should have had
 	reason   string // why it is bad; "" when the segment is clean
 }
 
 // scanSegment walks the tidwall entries of a segment whose first entry is first and stops at
-// the first entry that is incomplete or whose frame is invalid.
+// the first entry that is incomplete or whose frame is invalid, or at the padding: zero bytes
+// from where an entry would start to the end of the file (a prepared segment file not yet
+// filled), which leave the segment clean.
 func scanSegment(data []byte, first uint64) segmentScan {
 	off := 0
 	for index := first; off < len(data); index++ {
+		if isPadding(data[off:]) {
+			return segmentScan{cut: off}
+		}
 		frame, size, reason := nextEntry(data[off:])
 		if reason == "" {
 			var h frameHeader
@@ -143,7 +148,7 @@ func repairTail(dir string, start uint64, o Options) (*TornTailError, error) {
 	}
 	torn := &TornTailError{Segment: name, Index: scan.badIndex, Offset: int64(scan.cut),
 		Bytes: int64(len(data) - scan.cut), Reason: scan.reason}
-	if err := cutTail(dir, path, torn, data[scan.cut:], o); err != nil {
+	if err := cutTail(dir, path, torn, trimZeros(data[scan.cut:]), o); err != nil {
 		return nil, fmt.Errorf("wal: repair torn tail of segment %s: %w", name, err)
 	}
 	o.Logger.Error("wal: cut torn tail", "segment", name, "index", torn.Index, "offset", torn.Offset,

@@ -3,6 +3,7 @@ package wal
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -70,8 +71,9 @@ func TestEveryCutInsideTheFinalBatchIsRepaired(t *testing.T) {
 			if !IsTornTail(l.TailRepair()) || len(sides) != 1 {
 				t.Fatalf("cut %d: repair %v, side files %v; want one torn tail", cut, l.TailRepair(), sides)
 			}
-			if got := readFile(t, filepath.Join(dir, sides[0])); !bytes.Equal(got, data[boundary:cut]) {
-				t.Fatalf("cut %d: side file holds %d bytes, want the %d cut", cut, len(got), cut-boundary)
+			// The side file keeps the cut bytes less the zeros they end with.
+			if got := readFile(t, filepath.Join(dir, sides[0])); !bytes.Equal(got, trimZeros(data[boundary:cut])) {
+				t.Fatalf("cut %d: side file holds %d bytes, want the %d cut, less the zeros they end with", cut, len(got), cut-boundary)
 			}
 		}
 		checkAppendSurvives(t, dir, l, want)
@@ -91,10 +93,7 @@ func TestJunkAfterTheLastEntryIsCut(t *testing.T) {
 		name string
 		tail []byte
 	}{
-		{"1 zero", make([]byte, 1)},
-		{"7 zeros", make([]byte, 7)},
-		{"512 zeros", make([]byte, 512)},
-		{"4096 zeros", make([]byte, 4096)},
+		{"zeros, then a garbage byte", append(make([]byte, 512), 7)},
 		{"1 garbage byte", junk(1, 1)},
 		{"3 garbage bytes", junk(2, 3)},
 		{"100 garbage bytes", junk(3, 100)},
@@ -325,8 +324,7 @@ func TestPendingTruncationIsFinishedAtOpen(t *testing.T) {
 	if names := segmentFiles(t, dir); len(names) != 1 || names[0] != segmentName(4) {
 		t.Fatalf("segments after open: %v, want [%s]", names, segmentName(4))
 	}
-	leftovers, _ := filepath.Glob(filepath.Join(dir, "*.*"))
-	if len(leftovers) != 0 {
+	if leftovers := strays(t, dir, "*.*"); len(leftovers) != 0 {
 		t.Fatalf("leftover files after open: %v", leftovers)
 	}
 }
@@ -346,5 +344,38 @@ func TestFailedRepairLeavesTheSegmentUntouched(t *testing.T) {
 	}
 	if _, err := os.Stat(seg); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Zeros from the end of the last entry to the end of the file are padding, as a prepared
+// segment file holds before it is filled: Open keeps them, reports no repair, and writes the
+// next entries over them.
+func TestZerosAfterTheLastEntryArePadding(t *testing.T) {
+	for _, n := range []int{1, 7, 512, 4096} {
+		t.Run(fmt.Sprintf("%d zeros", n), func(t *testing.T) {
+			dir, want := cleanLog(t, sizes(3, 40), sizes(2, 60))
+			seg := lastSegment(t, dir)
+			clean := readFile(t, seg)
+			padded := append(bytes.Clone(clean), make([]byte, n)...)
+			writeFile(t, seg, padded)
+
+			l := openLog(t, dir, Options{})
+			if err := l.TailRepair(); err != nil {
+				t.Fatalf("repair = %v, want none", err)
+			}
+			if sides := sideFiles(t, dir); len(sides) != 0 {
+				t.Fatalf("side files %v, want none", sides)
+			}
+			checkEntries(t, l, want)
+			if got := readFile(t, seg); !bytes.Equal(got, padded) {
+				t.Fatalf("segment holds %d bytes after open, want the padded %d unchanged", len(got), len(padded))
+			}
+			more := writeBatch(t, l, 5)
+			closeLog(t, l)
+			if got := readFile(t, seg); len(got) != max(len(padded), len(clean)+1+frameHeaderSize+5) {
+				t.Fatalf("segment holds %d bytes after a write: want the entry written over the padding", len(got))
+			}
+			checkAppendSurvives(t, dir, openLog(t, dir, Options{}), append(want, more...))
+		})
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
 // segmentName is tidwall's file name for the segment whose first entry is index.
@@ -45,17 +47,18 @@ func listSegments(dir string) ([]uint64, error) {
 // created a file and the directory must be fsynced. tidwall creates files inside its cycle()
 // without telling the caller; mirroring its rule avoids listing the directory on every Write.
 //
-// Invariant: tailBytes equals the length of tidwall's in-memory buffer of the tail segment,
-// which equals the tail file's size: tidwall loads the whole file at open and appends every
-// entry it writes. A test checks the prediction against the directory after every Write.
+// Invariant: tailBytes equals the length of tidwall's in-memory buffer of the tail segment:
+// the bytes its entries take in the file, which may be longer (padded with zeros). A test
+// checks the prediction against the directory after every Write.
 type segmentMirror struct {
 	starts    []uint64 // first index of every segment file, ascending; never empty once loaded
 	tailBytes int      // bytes in the tail segment
 	limit     int      // Options.SegmentSize, which tidwall compares against
 }
 
-// load reads the segment files and the tail's size from dir.
-func (m *segmentMirror) load(dir string) error {
+// load reads the segment files from dir and the size of the tail's entries from tw, which is
+// open on dir.
+func (m *segmentMirror) load(dir string, tw *tidwall.Log) error {
 	starts, err := listSegments(dir)
 	if err != nil {
 		return err
@@ -63,12 +66,12 @@ func (m *segmentMirror) load(dir string) error {
 	if len(starts) == 0 {
 		return errors.New("wal: no segment file in " + dir)
 	}
-	fi, err := os.Stat(filepath.Join(dir, segmentName(starts[len(starts)-1])))
+	size, err := tw.TailSize()
 	if err != nil {
 		return err
 	}
 	m.starts = starts
-	m.tailBytes = int(fi.Size())
+	m.tailBytes = size
 	return nil
 }
 
@@ -176,7 +179,7 @@ func walkSegment(dir, name string, k uint64) segmentWalk {
 		return w
 	}
 	off := 0
-	for ; off < len(data); w.entries++ {
+	for ; off < len(data) && !isPadding(data[off:]); w.entries++ {
 		if w.entries == k {
 			w.target = int64(off)
 		}
@@ -230,6 +233,25 @@ func checkContiguous(dir string, starts []uint64) error {
 	return nil
 }
 
+// restIsZero reads r to its end and reports whether every byte was zero.
+func restIsZero(r *bufio.Reader) (bool, error) {
+	for {
+		b, err := r.Peek(r.Size())
+		if !allZero(b) {
+			return false, nil
+		}
+		if _, derr := r.Discard(len(b)); derr != nil {
+			return false, derr
+		}
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return false, err
+		}
+	}
+}
+
 // countEntries walks the tidwall entries of a segment file by their lengths alone, through
 // r, and returns how many it holds. reason is "" when the whole file parses; otherwise end is
 // the offset of the entry that does not, and reason says why.
@@ -247,6 +269,18 @@ func countEntries(path string, r *bufio.Reader) (count uint64, end int64, reason
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return count, end, "", err
+		}
+		if head[0] == 0 {
+			// Padding, if zeros run to the end: a segment is cut to its entries when the
+			// next one starts, so this is only met in a file left otherwise.
+			zeros, err := restIsZero(r)
+			if err != nil {
+				return count, end, "", err
+			}
+			if zeros {
+				return count, end, "", nil
+			}
+			return count, end, "a zero byte where an entry starts, and other bytes after it", nil
 		}
 		n, k := binary.Uvarint(head)
 		switch {

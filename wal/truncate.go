@@ -151,7 +151,7 @@ func (l *Log) reshape(op string, first, last uint64, fn func() ([]string, error)
 		return nil, l.fail(op+": close", err)
 	}
 	dropped, err := fn()
-	tw, openErr := tidwall.Open(l.dir, tidwallOptions(l.opts))
+	tw, openErr := tidwall.Open(l.dir, tidwallOptions(l.opts, l.newSegment()))
 	if openErr == nil {
 		l.tw, l.stale = tw, false
 	}
@@ -161,7 +161,7 @@ func (l *Log) reshape(op string, first, last uint64, fn func() ([]string, error)
 	case openErr != nil:
 		return dropped, l.fail(op+": reopen", openErr) // l.tw stays closed; Close reports it
 	}
-	if err := l.segs.load(l.dir); err != nil {
+	if err := l.segs.load(l.dir, l.tw); err != nil {
 		return dropped, l.fail(op+": list segments", err)
 	}
 	gotFirst, _ := tw.FirstIndex()
@@ -240,7 +240,7 @@ func keepEntries(path string, k uint64) entriesKept {
 	}
 	out := entriesKept{size: int64(len(data))}
 	for ; out.parsed < k; out.parsed++ {
-		if out.cut == out.size {
+		if out.cut == out.size || isPadding(data[out.cut:]) {
 			out.reason = fmt.Sprintf("the segment holds %d entries, want at least %d", out.parsed, k)
 			return out
 		}

@@ -59,7 +59,7 @@ func TestTruncateBackSurvivesReopen(t *testing.T) {
 				if _, err := l.Read(index + 1); !errors.Is(err, ErrOutOfRange) {
 					t.Fatalf("Read(%d) after the cut = %v, want ErrOutOfRange", index+1, err)
 				}
-				if leftovers, _ := filepath.Glob(filepath.Join(dir, "*.*")); len(leftovers) != 0 {
+				if leftovers := strays(t, dir, "*.*"); len(leftovers) != 0 {
 					t.Fatalf("files left after TruncateBack: %v", leftovers)
 				}
 				// The entries written after the cut differ from the ones it removed (another

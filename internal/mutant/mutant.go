@@ -37,6 +37,10 @@ var (
 	// CompactPastKeep makes WAL compaction remove one segment more than it
 	// may: the one holding the first entry it was asked to keep.
 	CompactPastKeep bool
+	// AppendAfterPadding makes the WAL, reopened on a tail segment that
+	// ends in padding (the zeros of a prepared file), write its next entries
+	// after the padding instead of over it, as upstream tidwall/wal does.
+	AppendAfterPadding bool
 	// CompactNewestFirst makes WAL compaction remove segment files newest
 	// first, so that a crash in the middle leaves a gap in the log.
 	CompactNewestFirst bool
@@ -136,6 +140,7 @@ var All = map[string]*bool{
 	"SkipTailRewrite":              &SkipTailRewrite,
 	"CompactPastKeep":              &CompactPastKeep,
 	"CompactNewestFirst":           &CompactNewestFirst,
+	"AppendAfterPadding":           &AppendAfterPadding,
 	"CancelSparesChildren":         &CancelSparesChildren,
 	"AppliedCountsRequests":        &AppliedCountsRequests,
 	"SnapshotSkipDirSync":          &SnapshotSkipDirSync,

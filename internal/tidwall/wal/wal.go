@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/execstore/execstore/internal/mutant"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/tinylru"
 )
@@ -308,7 +309,11 @@ func (l *Log) load() error {
 		return err
 	}
 	// execstore: write after the entries, over any padding.
-	if _, err := l.sfile.Seek(int64(len(lseg.ebuf)), 0); err != nil {
+	at, whence := int64(len(lseg.ebuf)), 0
+	if mutant.AppendAfterPadding {
+		at, whence = 0, 2
+	}
+	if _, err := l.sfile.Seek(at, whence); err != nil {
 		return err
 	}
 	l.lastIndex = lseg.index + uint64(len(lseg.epos)) - 1
