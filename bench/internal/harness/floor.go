@@ -7,16 +7,19 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/prealloc"
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 )
 
 // FloorWAL is the floor under execstore's write path: tidwall/wal alone, one
 // WriteBatch of entries entries of size bytes each and one fsync per batch,
 // for d. It returns batches per second. No framing, no checksum, no state
-// machine: what is left when everything execstore adds is taken away.
+// machine: what is left when everything execstore adds is taken away. Its
+// segments are written as execstore's are, over files of zeros prepared
+// ahead of time (the first one too, before the clock starts, as a store that
+// has run for a while has), and synced with fdatasync.
 func FloorWAL(dir string, entries, size int, d time.Duration) (float64, error) {
-	tw, err := tidwall.Open(dir, &tidwall.Options{NoSync: true, SegmentSize: 16 << 20,
-		LogFormat: tidwall.Binary, AllowEmpty: true, SegmentCacheSize: 2})
+	tw, err := prealloc.OpenRaw(dir, 16<<20)
 	if err != nil {
 		return 0, err
 	}
@@ -33,10 +36,7 @@ func FloorWAL(dir string, entries, size int, d time.Duration) (float64, error) {
 			batch.Write(next, payload)
 			next++
 		}
-		if err := tw.WriteBatch(&batch); err != nil {
-			return 0, err
-		}
-		if err := tw.Sync(); err != nil {
+		if err := tw.WriteSync(&batch); err != nil {
 			return 0, err
 		}
 		batches++
@@ -57,7 +57,9 @@ func Fdatasync(dir string, appendMode bool, d time.Duration) (float64, error) {
 	defer f.Close()
 	const region = 64 << 20
 	if !appendMode {
-		if err := f.Truncate(region); err != nil {
+		// Zeros written: a hole made by Truncate would be allocated by the
+		// writes, which is metadata again.
+		if _, err := f.Write(make([]byte, region)); err != nil {
 			return 0, err
 		}
 		if err := f.Sync(); err != nil {
