@@ -63,20 +63,27 @@
 // An fsync after an append must commit the file's new size and its newly allocated blocks
 // through the file system's journal; an fsync after overwriting blocks that are already
 // allocated, written and durable only writes the data. On ext4 here the second takes about
-// half as long (140 against 270 µs), and every durable Write pays one. So the log writes each
-// segment, but the first of a new log, over a file prepared ahead of time:
+// half as long (140 against 270 µs), and every durable Write pays one. So the log writes its
+// segments over files prepared ahead of time:
 //
-//  1. Once the tail segment holds a quarter of SegmentSize, a goroutine of the Log's writes
-//     next-segment.PREALLOC.TEMP: SegmentSize plus a slack (64 KiB, or a quarter of a small
-//     segment) of zero bytes, a megabyte at a time, then fsyncs it. It creates the file
-//     exclusively, and keeps it open: a file at that name it did not create is never used.
-//     A log that never writes a quarter of a segment never prepares one.
+//  1. Once the tail segment holds 1 MiB (or a quarter of a smaller SegmentSize), a goroutine
+//     of the Log's writes next-segment.PREALLOC.TEMP: SegmentSize plus a slack (64 KiB, or a
+//     quarter of a small segment) of zero bytes, a megabyte at a time, then fsyncs it. It
+//     creates the file exclusively, and keeps it open: a file at that name it did not create
+//     is never used. A log that never writes that much never prepares one.
 //  2. When tidwall starts the next segment, it first cuts the padding off the segment it
 //     closes (so every segment but the tail ends with its last entry, as before), fsyncs it,
 //     then renames the prepared file to the new segment's name, checking that the name still
-//     holds the file prepared, and writes from its start. If no prepared file is ready, the
-//     segment is created empty and written by appending, as before.
-//  3. The tail segment's file is then its entries followed by zeros to the end, its padding.
+//     holds the file prepared, and writes from its start. A preparation still under way is
+//     waited for (it was asked for most of a segment earlier): which segments start on
+//     prepared files depends on what was written, not on timing. If none is ready (the
+//     preparation failed), the segment is created empty and written by appending, as before.
+//  3. A tail written by appending (a new log's first segment, one started after a failed
+//     preparation, one a repair or a truncation cut, one an earlier version wrote) is left
+//     early: at the first Write once it holds twice the bytes of step 1, when a prepared file
+//     is ready, tidwall starts the next segment on it before the Write's entries (tidwall's
+//     Cycle). Segments then vary in size; nothing needs them equal.
+//  4. The tail segment's file is then its entries followed by zeros to the end, its padding.
 //     Opened Padded, tidwall reads a zero byte where an entry would start as the start of the
 //     padding, which must run to the end of the file (a zero byte with anything after it is
 //     damage), and writes after the entries, over the padding. No entry starts with a zero

@@ -50,8 +50,11 @@ type Log struct {
 	// would try to remove them: TruncateFront reopens tidwall first when stale is set.
 	stale bool
 
-	// pre prepares the next segment's file; nil with NoSync.
-	pre *prealloc.Preparer
+	// pre prepares the next segment's file; nil with NoSync. tailPrepared is set when the
+	// tail segment's file was prepared, and still holds padding when the log was opened: a
+	// tail written by appending is left for a prepared file as soon as one is ready.
+	pre          *prealloc.Preparer
+	tailPrepared bool
 }
 
 // Open opens the log in dir, creating it if needed. It finishes an interrupted truncation,
@@ -103,20 +106,54 @@ func Open(dir string, opts Options) (*Log, error) {
 }
 
 // newSegment is what tidwall creates new segment files with: the preparer's Take, or nil
-// (tidwall's own empty file) with NoSync.
+// (tidwall's own empty file) with NoSync. tidwall calls it inside a Write (l.mu held), or
+// inside Open.
 func (l *Log) newSegment() func(path string) (*os.File, error) {
 	if l.pre == nil {
 		return nil
 	}
-	return l.pre.Take
+	return func(path string) (*os.File, error) {
+		f, prepared, err := l.pre.Take(path)
+		l.tailPrepared = prepared
+		return f, err
+	}
 }
 
-// prepareNext asks for the next segment's file once the tail segment holds a quarter of
-// SegmentSize. The caller holds l.mu, or is Open.
+// prepareAfter is how many bytes the tail segment holds when the next segment's file is asked
+// for: 1 MiB, or a quarter of a smaller SegmentSize. A log that never writes that much never
+// prepares a file.
+func (l *Log) prepareAfter() int { return min(l.opts.SegmentSize/4, 1<<20) }
+
+// prepareNext asks for the next segment's file once the tail segment holds prepareAfter
+// bytes. The caller holds l.mu, or is Open.
 func (l *Log) prepareNext() {
-	if l.pre != nil && l.segs.tailBytes >= l.opts.SegmentSize/4 {
+	if l.pre != nil && l.segs.tailBytes >= l.prepareAfter() {
 		l.pre.Request()
 	}
+}
+
+// switchNow reports whether the next Write starts a new segment on a prepared file before its
+// entries: the tail was written by appending (a new log's first segment, one started while a
+// preparation failed, one a repair or truncation cut, one an earlier version wrote), holds
+// twice prepareAfter bytes (so a preparation was asked for), and a prepared file is ready,
+// once one under way has ended: where segments start depends on what was written, not on
+// timing. The caller holds l.mu.
+func (l *Log) switchNow() bool {
+	return l.pre != nil && !l.tailPrepared && l.segs.tailBytes >= 2*l.prepareAfter() && l.pre.Await()
+}
+
+// loadSegments reads the segment mirror from the directory and tidwall, and whether the tail
+// segment's file still holds padding. The caller holds l.mu, or is Open.
+func (l *Log) loadSegments() error {
+	if err := l.segs.load(l.dir, l.tw); err != nil {
+		return err
+	}
+	fi, err := os.Stat(l.tailPath())
+	if err != nil {
+		return err
+	}
+	l.tailPrepared = fi.Size() > int64(l.segs.tailBytes)
+	return nil
 }
 
 // prepareSegments readies the segment files for tidwall: it takes the clean-close marker,
@@ -168,7 +205,7 @@ func (l *Log) load() error {
 	l.first.Store(first)
 	l.last.Store(last)
 	l.segs.limit = l.opts.SegmentSize
-	if err := l.segs.load(l.dir, l.tw); err != nil {
+	if err := l.loadSegments(); err != nil {
 		return fmt.Errorf("wal: open: %w", err)
 	}
 	if !l.opts.NoSync {
@@ -217,9 +254,15 @@ func (l *Log) Write(b *Batch) (first uint64, err error) {
 	if b.Len() == 0 {
 		return first, nil
 	}
-	created := l.stage(b, first)
+	switchNow := l.switchNow()
+	created := l.stage(b, first, switchNow)
 	if err := l.opts.Faults.beforeWrite(); err != nil {
 		return 0, l.fail("write segment", err)
+	}
+	if switchNow {
+		if err := l.tw.Cycle(); err != nil {
+			return 0, l.fail("start a segment on its prepared file", err)
+		}
 	}
 	if err := l.tw.WriteBatch(&l.tb); err != nil {
 		return 0, l.fail("write segment", err)
@@ -249,11 +292,16 @@ func (l *Log) shrinkBuffers(b *Batch) {
 	}
 }
 
-// stage encodes the batch into the reusable tidwall batch and advances the segment mirror. It
-// returns how many segment files tidwall will create while writing it.
-func (l *Log) stage(b *Batch, first uint64) (created int) {
+// stage encodes the batch into the reusable tidwall batch and advances the segment mirror,
+// first starting a new segment when switchNow is set. It returns how many segment files
+// tidwall will create while writing it, and the switch.
+func (l *Log) stage(b *Batch, first uint64, switchNow bool) (created int) {
 	l.tb.Clear()
-	created = l.segs.beginBatch(first)
+	if switchNow {
+		l.segs.cycle(first)
+		created++
+	}
+	created += l.segs.beginBatch(first)
 	n := uint32(b.Len())
 	for i := range b.Len() {
 		index := first + uint64(i)
@@ -434,7 +482,7 @@ func (l *Log) truncateInsideSegment(index uint64) error {
 			return l.fail("fsync directory", err)
 		}
 	}
-	if err := l.segs.load(l.dir, l.tw); err != nil {
+	if err := l.loadSegments(); err != nil {
 		return l.fail("list segments", err)
 	}
 	return nil

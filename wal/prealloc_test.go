@@ -42,9 +42,11 @@ func prepared(t *testing.T, dir string) int64 {
 	return fi.Size()
 }
 
-// A durable log prepares the next segment's file once the tail holds a quarter of
-// SegmentSize, starts the next segment on it, writes the entries over its zeros, cuts the
-// segment it closes to its entries, and reads everything back after a reopen.
+// A durable log prepares the next segment's file once the tail holds a quarter of a small
+// SegmentSize, leaves the first segment (written by appending) for it once that holds twice
+// as much, writes the entries over its zeros, cuts the segment it closes to its entries,
+// starts the next segment on the next prepared file when it is full, and reads everything
+// back after a reopen.
 func TestTheNextSegmentStartsOnAPreparedFile(t *testing.T) {
 	for _, inline := range []bool{false, true} {
 		t.Run(map[bool]string{false: "background", true: "inline"}[inline], func(t *testing.T) {
@@ -77,11 +79,21 @@ func TestTheNextSegmentStartsOnAPreparedFile(t *testing.T) {
 			}
 			names := segmentFiles(t, dir)
 			first, second := readFile(t, filepath.Join(dir, names[0])), readFile(t, filepath.Join(dir, names[1]))
-			if first[len(first)-1] == 0 || len(first) < seg {
-				t.Fatalf("closed segment of %d bytes ends in %#x: want it cut to its entries", len(first), first[len(first)-1])
+			if first[len(first)-1] == 0 || len(first) < 2*seg/4 || len(first) >= seg {
+				t.Fatalf("first segment of %d bytes ending in %#x: want it left, once it held %d bytes, at its last entry",
+					len(first), first[len(first)-1], 2*seg/4)
 			}
 			if int64(len(second)) != size || !bytes.HasSuffix(second, make([]byte, 100)) {
 				t.Fatalf("new segment of %d bytes: want the prepared %d, entries then zeros", len(second), size)
+			}
+			// The second fills up; the third starts on the next prepared file.
+			for len(segmentFiles(t, dir)) < 3 {
+				want = append(want, writeBatch(t, l, 700)...)
+			}
+			names = segmentFiles(t, dir)
+			second = readFile(t, filepath.Join(dir, names[1]))
+			if c := l.pre.Counts(); c.Taken != 2 || len(second) < seg || second[len(second)-1] == 0 {
+				t.Fatalf("counts %+v, second segment %d bytes: want it full and cut to its entries, the third prepared", c, len(second))
 			}
 			if !inline {
 				// What is prepared next may still be under way: Close stops it and removes it.

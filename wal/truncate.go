@@ -161,7 +161,7 @@ func (l *Log) reshape(op string, first, last uint64, fn func() ([]string, error)
 	case openErr != nil:
 		return dropped, l.fail(op+": reopen", openErr) // l.tw stays closed; Close reports it
 	}
-	if err := l.segs.load(l.dir, l.tw); err != nil {
+	if err := l.loadSegments(); err != nil {
 		return dropped, l.fail(op+": list segments", err)
 	}
 	gotFirst, _ := tw.FirstIndex()

@@ -54,11 +54,12 @@ type Preparer struct {
 	done   chan struct{} // closed when the goroutine has returned
 
 	mu      sync.Mutex
-	ready   *os.File // the prepared file at path, fsynced, open for writing; nil if none
-	busy    bool     // a preparation has been asked for and has not ended
-	skip    bool     // the last preparation failed: none until the next segment starts
-	closed  bool     // Close or Settle was called: no more requests; wake is closed
-	stopped bool     // a preparation under way stops at its next chunk
+	idle    sync.Cond // on mu: broadcast when a preparation ends
+	ready   *os.File  // the prepared file at path, fsynced, open for writing; nil if none
+	busy    bool      // a preparation has been asked for and has not ended
+	skip    bool      // the last preparation failed: none until the next segment starts
+	closed  bool      // Close or Settle was called: no more requests; wake is closed
+	stopped bool      // a preparation under way stops at its next chunk
 	counts  Counts
 }
 
@@ -77,6 +78,7 @@ func New(dir string, size int, inline bool, logger *slog.Logger) *Preparer {
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
+	p.idle.L = &p.mu
 	if inline {
 		close(p.done)
 	} else {
@@ -122,6 +124,7 @@ func (p *Preparer) prepareAndRecord() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.busy = false
+	p.idle.Broadcast()
 	switch {
 	case err == nil && p.stopped:
 		p.discard(f)
@@ -198,13 +201,20 @@ func (p *Preparer) isStopped() bool {
 
 // Take creates the file of a new segment at path, open for writing from its start: the
 // prepared file renamed to path when one is ready and is still the file at the prepared
-// path, an empty file otherwise. It is tidwall's NewSegment, which tidwall calls while it
-// holds its lock (inside a write, or inside Open for a new log). The rename happens under
-// the Preparer's lock, so no preparation can start on the file while it is renamed.
-func (p *Preparer) Take(path string) (*os.File, error) {
+// path (prepared is then true), an empty file otherwise. tidwall's NewSegment calls it, while
+// tidwall holds its lock (inside a write, or inside Open for a new log). The rename happens
+// under the Preparer's lock, so no preparation can start on the file while it is renamed.
+//
+// A preparation under way is waited for: which segments start on prepared files then depends
+// on what was written, not on timing. It was asked for a segment's worth of writes earlier,
+// so it has normally long finished.
+func (p *Preparer) Take(path string) (f *os.File, prepared bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f := p.ready
+	for p.busy {
+		p.idle.Wait()
+	}
+	f = p.ready
 	p.ready, p.skip = nil, false
 	if f != nil {
 		err := errors.New("the prepared file was replaced or removed")
@@ -213,19 +223,31 @@ func (p *Preparer) Take(path string) (*os.File, error) {
 		}
 		if err == nil {
 			p.counts.Taken++
-			return f, nil
+			return f, true, nil
 		}
 		f.Close()
 		p.logger.Warn("wal: could not take the prepared segment file; the segment will be written by appending", "segment", filepath.Base(path), "err", err)
 	}
 	p.counts.Appended++
-	return os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
+	f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
+	return f, false, err
 }
 
 // Ready reports whether a prepared file is ready to be taken.
 func (p *Preparer) Ready() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.ready != nil
+}
+
+// Await waits for a preparation under way to end, then reports whether a prepared file is
+// ready to be taken.
+func (p *Preparer) Await() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.busy {
+		p.idle.Wait()
+	}
 	return p.ready != nil
 }
 

@@ -23,13 +23,13 @@ func OpenRaw(dir string, segmentSize int) (*RawLog, error) {
 	first.Request()
 	r := &RawLog{pre: New(dir, size, false, nil), segment: segmentSize}
 	newSegment := func(path string) (*os.File, error) {
+		take := r.pre.Take
 		if first != nil {
-			f, err := first.Take(path)
-			first.Close()
-			first = nil
-			return f, err
+			take = first.Take
+			defer func() { first.Close(); first = nil }()
 		}
-		return r.pre.Take(path)
+		f, _, err := take(path)
+		return f, err
 	}
 	tw, err := tidwall.Open(dir, &tidwall.Options{NoSync: true, SegmentSize: segmentSize,
 		LogFormat: tidwall.Binary, AllowEmpty: true, SegmentCacheSize: 2,

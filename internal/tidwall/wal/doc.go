@@ -25,7 +25,8 @@
 // only the tail is ever padded. Sync uses fdatasync on Linux when Padded.
 // Without Padded every byte is read as upstream reads it
 // (TestUnpaddedZerosAreEmptyEntries). TailSize reports how many bytes the
-// tail segment's entries take.
+// tail segment's entries take; Cycle starts the next segment at once, so that
+// a tail written by appending can be left for a prepared file.
 //
 // Nothing else differs but the deprecated io/ioutil calls, replaced by their
 // os equivalents, and one upstream test (TestIssue33) that now removes the

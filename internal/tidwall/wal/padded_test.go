@@ -117,6 +117,40 @@ func TestPaddedSegments(t *testing.T) {
 	}
 }
 
+// Cycle starts the next segment at once, after the tail's entries, and leaves
+// an empty tail alone.
+func TestCycleStartsTheNextSegmentNow(t *testing.T) {
+	dir := t.TempDir()
+	made := 0
+	l, err := Open(dir, &Options{NoSync: true, SegmentSize: 1 << 20, LogFormat: Binary, Padded: true, NewSegment: zeroSegments(4096, &made)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := l.Cycle(); err != nil || made != 1 {
+		t.Fatalf("Cycle of an empty tail: %v, %d segment files made; want none more", err, made)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		if err := l.Write(i, entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Cycle(); err != nil || made != 2 {
+		t.Fatalf("Cycle: %v, %d segment files made; want 2", err, made)
+	}
+	if err := l.Write(4, entry(4)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, segmentName(4))); err != nil {
+		t.Fatalf("no segment starting at 4 after Cycle: %v", err)
+	}
+	for i := uint64(1); i <= 4; i++ {
+		if got, err := l.Read(i); err != nil || !bytes.Equal(got, entry(i)) {
+			t.Fatalf("Read(%d) = %q, %v", i, got, err)
+		}
+	}
+}
+
 // Padding is zeros to the end of the file: a non-zero byte after the first
 // zero where an entry would start is damage.
 func TestPaddingMustBeZeros(t *testing.T) {

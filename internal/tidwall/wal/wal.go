@@ -426,6 +426,24 @@ func (l *Log) cutPadding() error {
 	return nil
 }
 
+// execstore: Cycle starts a new segment now, after the tail's entries,
+// instead of when the tail reaches SegmentSize: so that a caller can move off
+// a tail written by appending as soon as a prepared file is ready. A tail
+// without entries stays the tail.
+func (l *Log) Cycle() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.corrupt {
+		return ErrCorrupt
+	} else if l.closed {
+		return ErrClosed
+	}
+	if len(l.segments[len(l.segments)-1].ebuf) == 0 {
+		return nil
+	}
+	return l.cycle()
+}
+
 // execstore: TailSize returns the bytes the tail segment's entries take in
 // its file, which with Padded may be longer.
 func (l *Log) TailSize() (int, error) {
