@@ -1,28 +1,11 @@
 package wal
 
-import "encoding/binary"
+import tidwall "github.com/execstore/execstore/internal/tidwall/wal"
 
-// isPadding reports whether b, which starts where an entry would, is padding: non-empty and
-// all zeros. An entry never starts with a zero byte (its length is at least a frame's).
-func isPadding(b []byte) bool {
-	return len(b) > 0 && b[0] == 0 && allZero(b)
-}
-
-// allZero reports whether every byte of b is zero.
-func allZero(b []byte) bool {
-	for len(b) >= 8 {
-		if binary.LittleEndian.Uint64(b) != 0 {
-			return false
-		}
-		b = b[8:]
-	}
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
-}
+// isPadding reports whether b, which starts where an entry would, is padding (see
+// "Preallocated segments" in the package documentation): tidwall's rule, which it reads the
+// tail by.
+func isPadding(b []byte) bool { return tidwall.IsPadding(b) }
 
 // trimZeros drops the zero bytes b ends with.
 func trimZeros(b []byte) []byte {

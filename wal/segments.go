@@ -237,7 +237,7 @@ func checkContiguous(dir string, starts []uint64) error {
 func restIsZero(r *bufio.Reader) (bool, error) {
 	for {
 		b, err := r.Peek(r.Size())
-		if !allZero(b) {
+		if !tidwall.AllZero(b) {
 			return false, nil
 		}
 		if _, derr := r.Discard(len(b)); derr != nil {

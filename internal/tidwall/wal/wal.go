@@ -695,7 +695,7 @@ func (l *Log) loadSegmentEntries(s *segment) error {
 	var pos int
 	for exidx := s.index; len(data) > 0; exidx++ {
 		if padded && data[0] == 0 {
-			if !allZero(data) {
+			if !IsPadding(data) {
 				return ErrCorrupt
 			}
 			ebuf = ebuf[:pos]
@@ -719,8 +719,15 @@ func (l *Log) loadSegmentEntries(s *segment) error {
 	return nil
 }
 
-// execstore: allZero reports whether every byte of b is zero.
-func allZero(b []byte) bool {
+// execstore: IsPadding reports whether b, which starts where an entry would,
+// is a padded segment's padding: non-empty and all zeros. An entry never
+// starts with a zero byte.
+func IsPadding(b []byte) bool {
+	return len(b) > 0 && b[0] == 0 && AllZero(b)
+}
+
+// execstore: AllZero reports whether every byte of b is zero.
+func AllZero(b []byte) bool {
 	for len(b) >= 8 {
 		if binary.LittleEndian.Uint64(b) != 0 {
 			return false
