@@ -141,6 +141,10 @@ func (p *Preparer) prepareAndRecord() {
 
 var errStopped = errors.New("prealloc: stopped by Close")
 
+// zeroChunk is chunk zero bytes, allocated once, the first time a file is prepared, and only
+// ever read.
+var zeroChunk = sync.OnceValue(func() []byte { return make([]byte, chunk) })
+
 // prepare creates the zero-filled file and fsyncs it, and returns it open. The file must not
 // exist (the log's Open removes one left by a crash): a file at the path that this Preparer
 // did not create is never taken. On failure it removes what it wrote.
@@ -156,15 +160,15 @@ func (p *Preparer) prepare() (_ *os.File, err error) {
 	}()
 	// Zeros written, not a hole made by Truncate or an extent reserved by fallocate: writing
 	// over either allocates or converts blocks, which is metadata the fsync must commit.
-	zeros := make([]byte, min(chunk, p.size))
-	for left := p.size; left > 0; left -= len(zeros) {
+	for left := p.size; left > 0; {
 		if p.isStopped() {
 			return nil, errStopped
 		}
-		zeros = zeros[:min(len(zeros), left)]
-		if _, err := f.Write(zeros); err != nil {
+		n, err := f.Write(zeroChunk()[:min(chunk, left)])
+		if err != nil {
 			return nil, err
 		}
+		left -= n
 	}
 	if err := f.Sync(); err != nil {
 		return nil, err
