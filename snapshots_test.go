@@ -335,7 +335,9 @@ func fallbackFixture(t *testing.T) (f *fixture, older, newest uint64) {
 	if err := f.s.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.load("b", 40)
+	// Enough between the two snapshots for a whole segment, wherever the
+	// segments start.
+	f.load("b", 60)
 	if err := f.s.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
