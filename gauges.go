@@ -37,8 +37,10 @@ type Gauges struct {
 	// Schedules is the number of schedules.
 	Schedules int
 
-	// WALBytes is the size of the write-ahead log's directory (its segments
-	// and any side file), WALSegments the number of its segments.
+	// WALBytes is the size of the write-ahead log's directory (its segments,
+	// the zeros the tail segment is written over, the next segment's
+	// prepared file, any side file): what it takes on disk. WALSegments is
+	// the number of its segments.
 	WALBytes    int64
 	WALSegments int
 
