@@ -294,7 +294,7 @@ func (l *Log) shrinkBuffers(b *Batch) {
 
 // stage encodes the batch into the reusable tidwall batch and advances the segment mirror,
 // first starting a new segment when switchNow is set. It returns how many segment files
-// tidwall will create while writing it, and the switch.
+// tidwall will create while writing it, the switch included.
 func (l *Log) stage(b *Batch, first uint64, switchNow bool) (created int) {
 	l.tb.Clear()
 	if switchNow {
