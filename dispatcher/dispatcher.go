@@ -27,6 +27,13 @@ type Dispatcher struct {
 	// slotFreed tells a loop waiting for a slot that one is free. Capacity 1:
 	// one pending token is enough, the loop recounts the free slots.
 	slotFreed chan struct{}
+
+	// next hands a claimed lease to a delivery goroutine waiting for one
+	// (unbuffered: a send succeeds only if one is waiting), so that a
+	// goroutine, its grown stack with it, serves delivery after delivery.
+	next chan execstore.Lease
+
+	acks ackCombiner // the deliveries' acknowledgements, written in rounds
 }
 
 // New returns a stopped Dispatcher that claims from store and delivers to
@@ -37,7 +44,7 @@ func New(store Store, inv Invoker, opts Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dispatcher{store: store, inv: inv, opts: r, slotFreed: make(chan struct{}, 1)}, nil
+	return &Dispatcher{store: store, inv: inv, opts: r, slotFreed: make(chan struct{}, 1), next: make(chan execstore.Lease)}, nil
 }
 
 // Start starts claiming and delivering. Calling Start on a running
@@ -161,7 +168,7 @@ func (d *Dispatcher) loop(stop, done chan struct{}) {
 		// The poll deadline counts from before the claim, so it is fixed by
 		// the time anyone can observe the claim.
 		poll := d.opts.Clock.Now().Add(d.opts.PollInterval)
-		n, err := d.claim(free)
+		n, err := d.claim(free, stop)
 		if !errors.Is(err, execstore.ErrNotLeader) {
 			following = false
 		}
@@ -191,16 +198,48 @@ func (d *Dispatcher) loop(stop, done chan struct{}) {
 }
 
 // claim leases up to limit due executions and starts delivering them.
-func (d *Dispatcher) claim(limit int) (int, error) {
+func (d *Dispatcher) claim(limit int, stop chan struct{}) (int, error) {
 	leases, err := d.store.ClaimDue(context.Background(), limit, d.opts.LeaseDuration)
 	if err != nil {
 		return 0, err
 	}
 	for _, l := range leases {
 		d.takeSlot()
-		go d.deliver(l)
+		d.hand(l, stop)
 	}
 	return len(leases), nil
+}
+
+// hand gives a claimed lease, whose slot is taken, to a delivery goroutine:
+// one waiting for its next delivery, or a new one.
+func (d *Dispatcher) hand(l execstore.Lease, stop chan struct{}) {
+	select {
+	case d.next <- l:
+	default:
+		go d.deliverFrom(l, stop)
+	}
+}
+
+// deliverFrom delivers l, then each lease its acknowledgement claimed for
+// the same slot, then the leases handed to it while it waits for them, until
+// stop is closed. It holds l's slot until a delivery claims nothing next.
+// These goroutines are made only when none waits for a lease, so there are
+// about as many as deliveries ran at once; those waiting exit when the loop
+// that started them stops, the others once their delivery is done.
+func (d *Dispatcher) deliverFrom(l execstore.Lease, stop chan struct{}) {
+	for {
+		next, chained := d.deliver(l, stop)
+		if chained {
+			l = next // the slot passes to the lease claimed in its place
+			continue
+		}
+		d.freeSlot()
+		select {
+		case l = <-d.next:
+		case <-stop:
+			return
+		}
+	}
 }
 
 // nextDue returns the earliest time anything can be claimed (a pending wake

@@ -7,11 +7,22 @@
 //
 // They are those of @yieldstar/core 0.6.0's ExecutionDispatcher, in Go terms.
 //
-//   - Up to Options.Concurrency deliveries run at once. Only the claiming
-//     loop takes slots, and it asks the store for at most the free slots, so
-//     a claim never reserves more than are free. A delivery that ends frees
-//     its slot and wakes the loop, which claims again at once rather than at
-//     the next poll.
+//   - Up to Options.Concurrency deliveries run at once. The claiming loop
+//     asks the store for at most the free slots, so a claim never reserves
+//     more than are free. A delivery that ends frees its slot and wakes the
+//     loop, which claims again at once rather than at the next poll; on a
+//     store that acknowledges and claims in one call (AckClaimer), a
+//     delivery's acknowledgement first claims the next due execution for its
+//     own slot, which passes to that execution without being freed, and the
+//     loop claims only when that found nothing.
+//   - The acknowledgements of deliveries that end while one is being written
+//     are written together in the next call, with one claim for all their
+//     slots: a busy dispatcher writes (and fsyncs) once per round of
+//     deliveries, not once per acknowledgement and again per claim. Each
+//     still gets its own answer; acknowledgements too large for one call
+//     together (execstore.Limits.AcknowledgeBatchBytes) are written one by
+//     one. A delivery goroutine serves delivery after delivery, so that its
+//     stack is grown once, not at every claim.
 //   - Each delivery reads its execution's record and passes the event it
 //     holds (workflow ID, params, context) to the Invoker, never anything
 //     from the wake that made it due. A claimed execution that is already

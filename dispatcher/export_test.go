@@ -8,3 +8,12 @@ func (d *Dispatcher) DrainWaiters() int {
 	defer d.mu.Unlock()
 	return len(d.drained)
 }
+
+// QueuedAcks returns how many deliveries' acknowledgements wait for the next
+// round (not the one being written). Tests use it to know that they will be
+// written together.
+func (d *Dispatcher) QueuedAcks() int {
+	d.acks.mu.Lock()
+	defer d.acks.mu.Unlock()
+	return len(d.acks.queue)
+}

@@ -41,6 +41,8 @@ type faultStore struct {
 	extra   []execstore.Lease
 	renewed chan error    // every Renew's result
 	changed chan struct{} // closed and replaced at every call and every claim's return
+	rounds  []int         // the acknowledgements of every AcknowledgeAndClaim, in order
+	hold    chan struct{} // when set, each AcknowledgeAndClaim waits for a value from it
 }
 
 // claimEntry is one ClaimDue that returned.
@@ -227,6 +229,29 @@ func (f *faultStore) AcknowledgeBatch(ctx context.Context, acks []execstore.Ack)
 	return f.Store.AcknowledgeBatch(ctx, acks)
 }
 
+// AcknowledgeAndClaim is a delivery's acknowledgement that claims the next
+// execution for its slot: the wrapper's AcknowledgeBatch, then its ClaimDue,
+// so that their faults and records cover it too. Its own faults are named
+// "AcknowledgeAndClaim".
+func (f *faultStore) AcknowledgeAndClaim(ctx context.Context, acks []execstore.Ack, limit int, d time.Duration) ([]execstore.AckResult, []execstore.Lease, error) {
+	if err := f.enter("AcknowledgeAndClaim"); err != nil {
+		return nil, nil, err
+	}
+	f.mu.Lock()
+	f.rounds = append(f.rounds, len(acks))
+	hold := f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	results, err := f.AcknowledgeBatch(ctx, acks)
+	if err != nil {
+		return nil, nil, err
+	}
+	leases, err := f.ClaimDue(ctx, limit, d)
+	return results, leases, err
+}
+
 // call is one delivery waiting for the test to decide how it ends.
 type call struct {
 	ctx   context.Context
@@ -314,6 +339,12 @@ func newFixtureWith(t *testing.T, opts dispatcher.Options, inv dispatcher.Invoke
 // wrapped by wrap (nil: the fault store itself).
 func newFixtureWrapped(t *testing.T, opts dispatcher.Options, inv dispatcher.Invoker, wrap func(dispatcher.Store) dispatcher.Store) *fixture {
 	t.Helper()
+	return newFixtureLimited(t, opts, inv, wrap, execstore.Limits{})
+}
+
+// newFixtureLimited is newFixtureWrapped on a store with limits.
+func newFixtureLimited(t *testing.T, opts dispatcher.Options, inv dispatcher.Invoker, wrap func(dispatcher.Store) dispatcher.Store, limits execstore.Limits) *fixture {
+	t.Helper()
 	f := &fixture{
 		t:        t,
 		clock:    dispatchertest.NewClock(t0),
@@ -321,7 +352,7 @@ func newFixtureWrapped(t *testing.T, opts dispatcher.Options, inv dispatcher.Inv
 		outcomes: make(chan execstore.Record, 100),
 		logs:     &logBuffer{},
 	}
-	store, err := execstore.Open(t.TempDir(), execstore.Options{Now: f.clock.Now, NoSync: true})
+	store, err := execstore.Open(t.TempDir(), execstore.Options{Now: f.clock.Now, NoSync: true, Limits: limits})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

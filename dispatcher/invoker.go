@@ -20,8 +20,9 @@ import (
 // nor releases: the invoker should stop promptly. One that has not returned
 // AbortGracePeriod after the cancel is abandoned.
 //
-// Returning an outcome acknowledges it (execstore.Store.AcknowledgeBatch,
-// with that one acknowledgement).
+// Returning an outcome acknowledges it (execstore.Store.AcknowledgeAndClaim
+// with the other deliveries ending at the same time, or
+// execstore.Store.AcknowledgeBatch on a store that is no AckClaimer).
 // Returning an error acknowledges nothing: ErrWorkerExited leaves the lease
 // to expire; any other error releases it with a retry delay, and with the
 // error as the release's cause (see Store). Either way the execution's
@@ -72,9 +73,10 @@ type Store interface {
 	Get(ctx context.Context, executionID string) (execstore.Record, error)
 	Renew(ctx context.Context, lease execstore.Lease, leaseDuration time.Duration) (execstore.Lease, error)
 	Release(ctx context.Context, lease execstore.Lease, retryAfter time.Duration) error
-	// AcknowledgeBatch is how a delivery acknowledges, one acknowledgement
-	// at a time: its answer says whether the outcome was the one recorded
-	// (execstore.AckResult.Applied), which decides whether it is published.
+	// AcknowledgeBatch is how a delivery acknowledges when the store is no
+	// AckClaimer, or once the dispatcher is stopping: its answer says
+	// whether the outcome was the one recorded (execstore.AckResult.Applied),
+	// which decides whether it is published.
 	AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error)
 	Stats(ctx context.Context) (execstore.Stats, error)
 	DueChanged() <-chan struct{}
@@ -103,3 +105,17 @@ type NextDuer interface {
 }
 
 var _ NextDuer = (*execstore.Store)(nil)
+
+// AckClaimer is what a Store offers when it can acknowledge and claim in one
+// call (*execstore.Store does, with AcknowledgeAndClaim: one write and one
+// fsync for both). The deliveries that end with an outcome meanwhile are then
+// acknowledged in one call that also claims the next due execution for each
+// of their slots, each delivered on the goroutine of the delivery it
+// follows; a slot its claim found nothing for is freed, and the claiming
+// loop takes over. A wrapper of a store that overrides ClaimDue or
+// AcknowledgeBatch should override AcknowledgeAndClaim too (or not offer it).
+type AckClaimer interface {
+	AcknowledgeAndClaim(ctx context.Context, acks []execstore.Ack, limit int, leaseDuration time.Duration) ([]execstore.AckResult, []execstore.Lease, error)
+}
+
+var _ AckClaimer = (*execstore.Store)(nil)

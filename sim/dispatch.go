@@ -134,10 +134,24 @@ func (lf *leaseFence) Release(ctx context.Context, l execstore.Lease, d time.Dur
 }
 
 func (lf *leaseFence) AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error) {
+	res, _, err := lf.acknowledgeAndClaim(ctx, acks, 0, 0)
+	return res, err
+}
+
+// acknowledgeAndClaim acknowledges acks, fenced, and with limit > 0 claims
+// up to limit executions in the same call (AcknowledgeAndClaim).
+func (lf *leaseFence) acknowledgeAndClaim(ctx context.Context, acks []execstore.Ack, limit int, d time.Duration) ([]execstore.AckResult, []execstore.Lease, error) {
 	for _, a := range acks {
 		lf.checkNotLost("Acknowledge", a.Lease)
 	}
-	res, err := lf.store.AcknowledgeBatch(ctx, acks)
+	var res []execstore.AckResult
+	var leases []execstore.Lease
+	var err error
+	if limit > 0 {
+		res, leases, err = lf.store.AcknowledgeAndClaim(ctx, acks, limit, d)
+	} else {
+		res, err = lf.store.AcknowledgeBatch(ctx, acks)
+	}
 	for _, r := range res {
 		if r.Err == nil && !r.Applied {
 			lf.mu.Lock()
@@ -145,7 +159,21 @@ func (lf *leaseFence) AcknowledgeBatch(ctx context.Context, acks []execstore.Ack
 			lf.mu.Unlock()
 		}
 	}
-	return res, err
+	return res, leases, err
+}
+
+// acknowledgeAndPlan is acknowledgeAndClaim with the claimed leases passed
+// through plan, as a wrapper's ClaimDue passes its own.
+func (lf *leaseFence) acknowledgeAndPlan(ctx context.Context, acks []execstore.Ack, limit int, d time.Duration,
+	plan func(context.Context, []execstore.Lease, error) ([]execstore.Lease, error)) ([]execstore.AckResult, []execstore.Lease, error) {
+	res, leases, err := lf.acknowledgeAndClaim(ctx, acks, limit, d)
+	planned, perr := plan(ctx, leases, err)
+	if perr != nil && err == nil {
+		// The acknowledgements' answers stand; the leases, unplanned, are
+		// not delivered (they expire, as ClaimDue's would).
+		return res, nil, perr
+	}
+	return res, planned, err
 }
 
 func (dw *dispatchWorld) fail(format string, args ...any) {
@@ -168,6 +196,18 @@ var errRenewInjected = errors.New("sim: injected renewal failure")
 
 func (f fencedStore) ClaimDue(ctx context.Context, limit int, d time.Duration) ([]execstore.Lease, error) {
 	leases, err := f.dw.store.ClaimDue(ctx, limit, d)
+	return f.plan(ctx, leases, err)
+}
+
+// AcknowledgeAndClaim is a delivery's acknowledgement that claims the next
+// execution for its slot: fenced as AcknowledgeBatch, its leases planned as
+// ClaimDue's.
+func (f fencedStore) AcknowledgeAndClaim(ctx context.Context, acks []execstore.Ack, limit int, d time.Duration) ([]execstore.AckResult, []execstore.Lease, error) {
+	return f.acknowledgeAndPlan(ctx, acks, limit, d, f.plan)
+}
+
+// plan assigns each claimed lease its planned behaviour.
+func (f fencedStore) plan(ctx context.Context, leases []execstore.Lease, err error) ([]execstore.Lease, error) {
 	for _, l := range leases {
 		rec, gerr := f.dw.store.Get(ctx, l.ExecutionID)
 		if gerr != nil {

@@ -180,6 +180,18 @@ type wfStore struct {
 
 func (f wfStore) ClaimDue(ctx context.Context, limit int, d time.Duration) ([]execstore.Lease, error) {
 	leases, err := f.ww.store.ClaimDue(ctx, limit, d)
+	return f.plan(ctx, leases, err)
+}
+
+// AcknowledgeAndClaim is a delivery's acknowledgement that claims the next
+// execution for its slot: fenced as AcknowledgeBatch, its leases planned as
+// ClaimDue's.
+func (f wfStore) AcknowledgeAndClaim(ctx context.Context, acks []execstore.Ack, limit int, d time.Duration) ([]execstore.AckResult, []execstore.Lease, error) {
+	return f.acknowledgeAndPlan(ctx, acks, limit, d, f.plan)
+}
+
+// plan assigns each claimed lease its planned kind of delivery.
+func (f wfStore) plan(ctx context.Context, leases []execstore.Lease, err error) ([]execstore.Lease, error) {
 	for _, l := range leases {
 		rec, gerr := f.ww.store.Get(ctx, l.ExecutionID)
 		if gerr != nil {
