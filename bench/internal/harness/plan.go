@@ -113,23 +113,24 @@ func (r *Runner) runFloorAndAdmission(ctx context.Context, p Plan) error {
 		return err
 	}
 	for range r.Cfg.Reps {
-		a, err := Fdatasync(dir, true, r.Cfg.Duration)
+		a, _, err := Fdatasync(dir, true, r.Cfg.Duration)
 		if err != nil {
 			done()
 			return err
 		}
-		o, err := Fdatasync(dir, false, r.Cfg.Duration)
+		o, cpu, err := Fdatasync(dir, false, r.Cfg.Duration)
 		if err != nil {
 			done()
 			return err
 		}
 		r.Res.FdatasyncAppend = append(r.Res.FdatasyncAppend, a)
 		r.Res.FdatasyncOverwrite = append(r.Res.FdatasyncOverwrite, o)
+		r.Res.FdatasyncCPU = append(r.Res.FdatasyncCPU, cpu)
 	}
 	done()
-	r.logf("floor: fdatasync loop, appending %.0f/s (%.0f µs each), overwriting %.0f/s (%.0f µs each)",
+	r.logf("floor: fdatasync loop, appending %.0f/s (%.0f µs each), overwriting %.0f/s (%.0f µs each, %.0f µs of them on a core)",
 		r.Res.FdatasyncAppend.Median(), 1e6/r.Res.FdatasyncAppend.Median(),
-		r.Res.FdatasyncOverwrite.Median(), 1e6/r.Res.FdatasyncOverwrite.Median())
+		r.Res.FdatasyncOverwrite.Median(), 1e6/r.Res.FdatasyncOverwrite.Median(), r.Res.FdatasyncCPU.Median())
 	for _, mk := range append(execstores(), p.peers()...) {
 		if err := r.Admission(ctx, mk); err != nil {
 			return err

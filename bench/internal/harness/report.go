@@ -349,8 +349,12 @@ func writeAdmission(w writer, res *Results) {
 	}
 	w("## (a) Admission\n\n")
 	if len(res.FdatasyncAppend) > 0 {
-		w("The disk: a loop of 64-byte writes, each followed by fdatasync, ran at %s/s (%.0f µs per sync) appending to a file and %s/s (%.0f µs) overwriting a preallocated one.\n\n",
+		w("The disk: a loop of 64-byte writes, each followed by fdatasync, ran at %s/s (%.0f µs per sync) appending to a file and %s/s (%.0f µs) overwriting a preallocated one",
 			rateCell(res.FdatasyncAppend), 1e6/res.FdatasyncAppend.Median(), rateCell(res.FdatasyncOverwrite), 1e6/res.FdatasyncOverwrite.Median())
+		if len(res.FdatasyncCPU) > 0 {
+			w(", of which %.0f µs of CPU on a core (the process's user and system time per sync: what a durable write costs the cores besides waiting)", res.FdatasyncCPU.Median())
+		}
+		w(".\n\n")
 	}
 	w("New executions per second. Batch 1 is one execution per call (execstore batches concurrent calls itself: group commit); batch 64 is the peer's batch insert (`InsertMany`, or one transaction of 64 inserts). The last column divides durable execstore (same producers, batch 1) by the row.\n\n")
 	w("![admission](admission.png)\n\n")

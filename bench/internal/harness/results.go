@@ -4,6 +4,9 @@ package harness
 type Results struct {
 	FdatasyncAppend    Reps // append + fdatasync per second on the disk the stores use
 	FdatasyncOverwrite Reps // overwrite in place + fdatasync per second
+	// FdatasyncCPU is the process's CPU time per overwrite + fdatasync, in
+	// µs (user and system: the kernel's share of a sync on a core).
+	FdatasyncCPU Reps `json:",omitempty"`
 	Admission          []AdmissionRow
 	Claim              []ClaimRow
 	Scale              []ScaleRow
