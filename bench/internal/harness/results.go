@@ -7,13 +7,13 @@ type Results struct {
 	// FdatasyncCPU is the process's CPU time per overwrite + fdatasync, in
 	// µs (user and system: the kernel's share of a sync on a core).
 	FdatasyncCPU Reps `json:",omitempty"`
-	Admission          []AdmissionRow
-	Claim              []ClaimRow
-	Scale              []ScaleRow
-	E2E                []E2ERow
-	Storm              []StormRow
-	Profiles           []Profile
-	Notes              []string // what was skipped, and why
+	Admission    []AdmissionRow
+	Claim        []ClaimRow
+	Scale        []ScaleRow
+	E2E          []E2ERow
+	Storm        []StormRow
+	Profiles     []Profile
+	Notes        []string // what was skipped, and why
 }
 
 // AdmissionRow is workload (a): admissions per second.
