@@ -123,8 +123,19 @@ type ackWait struct {
 }
 
 type ackMsg struct {
-	lead bool // lead the next round; the answer follows it
+	lead  bool // lead the next round; the answer follows it
+	alone bool // the round was refused as a whole: acknowledge alone
 	ackAnswer
+}
+
+// answer is a round's answer to d's acknowledgement ack: m's, or with
+// m.alone, ack's own written alone.
+func (m ackMsg) answer(d *Dispatcher, ack execstore.Ack) ackAnswer {
+	if m.alone {
+		res, err := d.acknowledgeOne(ack)
+		return ackAnswer{res: res, err: err}
+	}
+	return m.ackAnswer
 }
 
 type ackAnswer struct {
@@ -144,7 +155,7 @@ func (c *ackCombiner) acknowledge(d *Dispatcher, ac AckClaimer, ack execstore.Ac
 	if !lead {
 		m := <-w.done
 		if !m.lead {
-			return m.ackAnswer
+			return m.answer(d, ack)
 		}
 	}
 	c.mu.Lock()
@@ -161,7 +172,8 @@ func (c *ackCombiner) acknowledge(d *Dispatcher, ac AckClaimer, ack execstore.Ac
 		c.leader = false
 	}
 	c.mu.Unlock()
-	return (<-w.done).ackAnswer
+	m := <-w.done
+	return m.answer(d, ack)
 }
 
 // writeRound acknowledges a round's acknowledgements in one call that also
@@ -180,13 +192,15 @@ func (d *Dispatcher) writeRound(ac AckClaimer, round []*ackWait, stop chan struc
 	} else {
 		results, leases, err = ac.AcknowledgeAndClaim(context.Background(), acks, len(acks), d.opts.LeaseDuration)
 	}
-	if len(round) > 1 && (errors.Is(err, execstore.ErrInvalidArgument) || errors.Is(err, execstore.ErrLimitExceeded)) {
+	if len(round) > 1 && results == nil && leases == nil &&
+		(errors.Is(err, execstore.ErrInvalidArgument) || errors.Is(err, execstore.ErrLimitExceeded)) {
 		// Refused as a whole, and nothing was written: together they are
 		// more than one call may carry (Limits.AcknowledgeBatchBytes). Each
-		// alone gets its own answer, as it would without the others.
+		// delivery acknowledges alone, at once and side by side (the store
+		// still shares their fsync), and gets the answer it would have had
+		// without the others; the lead passes on meanwhile.
 		for _, w := range round {
-			res, err := d.acknowledgeOne(w.ack)
-			w.done <- ackMsg{ackAnswer: ackAnswer{res: res, err: err}}
+			w.done <- ackMsg{alone: true}
 		}
 		return
 	}

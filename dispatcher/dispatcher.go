@@ -69,8 +69,11 @@ func (d *Dispatcher) Start() {
 }
 
 // Stop stops claiming, then waits for the deliveries in flight to settle
-// (see Drain). It returns ctx's error if ctx ends first; the deliveries then
-// carry on. Deliveries abandoned after losing their lease are not waited for.
+// (see Drain). A round of acknowledgements already being written may still
+// claim an execution for each of its slots, as the loop's last claim may;
+// those deliveries are waited for too, and nothing is claimed after them.
+// It returns ctx's error if ctx ends first; the deliveries then carry on.
+// Deliveries abandoned after losing their lease are not waited for.
 func (d *Dispatcher) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	if d.running {

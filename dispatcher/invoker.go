@@ -74,7 +74,8 @@ type Store interface {
 	Renew(ctx context.Context, lease execstore.Lease, leaseDuration time.Duration) (execstore.Lease, error)
 	Release(ctx context.Context, lease execstore.Lease, retryAfter time.Duration) error
 	// AcknowledgeBatch is how a delivery acknowledges when the store is no
-	// AckClaimer, or once the dispatcher is stopping: its answer says
+	// AckClaimer, once the dispatcher is stopping, or alone when its round
+	// was refused as a whole (AckClaimer): its answer says
 	// whether the outcome was the one recorded (execstore.AckResult.Applied),
 	// which decides whether it is published.
 	AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error)

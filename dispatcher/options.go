@@ -65,7 +65,9 @@ type Options struct {
 	// every dispatcher of the store. An outcome recorded otherwise (by a
 	// cancellation, a release of the last allowed attempt, an acknowledgement
 	// outside any dispatcher) is not published. It runs on the delivery's
-	// goroutine and holds its slot: it should return quickly. Nil means no
+	// goroutine and holds its slot, and the execution claimed for that slot
+	// in the same round waits for it, its lease not yet renewed: it should
+	// return quickly. Nil means no
 	// hook.
 	OnOutcome func(execstore.Record)
 }
