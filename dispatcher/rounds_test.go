@@ -144,3 +144,51 @@ func TestAcknowledgementsTooLargeTogetherAreWrittenOneByOne(t *testing.T) {
 	}
 	f.noMoreOutcomes()
 }
+
+// Each delivery of a round gets its own acknowledgement's answer: in a round
+// of an acknowledgement that records its outcome and one the store refuses
+// on its own (a failure without its error), the first is published and the
+// second, alone, logs the refusal.
+func TestEachDeliveryOfARoundGetsItsOwnAnswer(t *testing.T) {
+	f := newFixture(t, dispatcher.Options{Concurrency: 3})
+	hold := holdRounds(f)
+	for _, id := range []string{"a", "b", "c"} {
+		f.admit(id, "")
+	}
+	byID := map[string]*call{}
+	for range 3 {
+		c := f.next()
+		byID[c.d.ExecutionID] = c
+	}
+	byID["c"].finish(execstore.Completed(nil))
+	f.faults.waitCalls(t, "AcknowledgeAndClaim", 1)
+	byID["a"].finish(execstore.RunOutcome{Status: execstore.StatusFailed}) // no error: refused
+	byID["b"].finish(execstore.Completed(json.RawMessage(`"b's"`)))
+	waitQueuedAcks(t, f.d, 2)
+	release(t, hold)
+	release(t, hold)
+	published := map[string]bool{}
+	for range 2 {
+		published[f.outcome().ExecutionID] = true
+	}
+	f.drain()
+	f.noMoreOutcomes()
+	if !published["b"] || !published["c"] || published["a"] {
+		t.Fatalf("published %v, want b and c", published)
+	}
+	var refused []string
+	for _, line := range strings.Split(f.logs.String(), "\n") {
+		if strings.Contains(line, "failed to acknowledge") {
+			refused = append(refused, line)
+		}
+	}
+	if len(refused) != 1 || !strings.Contains(refused[0], "execution_id=a ") {
+		t.Fatalf("failed acknowledgements logged %q, want one, for a", refused)
+	}
+	if rec := f.get("a"); rec.Status.Terminal() {
+		t.Fatalf("a is %s, want it left to its lease's expiry", rec.Status)
+	}
+	if rec := f.get("b"); rec.Status != execstore.StatusCompleted || string(rec.Outcome.Result) != `"b's"` {
+		t.Fatalf("b is %s with %+v, want completed with its own result", rec.Status, rec.Outcome)
+	}
+}
