@@ -120,7 +120,8 @@ func (d *Dispatcher) ActiveDeliveries() int {
 }
 
 // freeSlots returns the slots a claim may fill now. Only the loop takes
-// slots, so a claim never reserves more than are free.
+// slots, so a claim never reserves more than are free (a round's claim
+// refills the slots its own deliveries hold, see ackCombiner).
 func (d *Dispatcher) freeSlots() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
