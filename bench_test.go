@@ -254,9 +254,14 @@ func BenchmarkClaimers(b *testing.B) {
 // claimLoop runs claimers goroutines that each claim up to batch due
 // executions and acknowledge them (with together, acknowledge and claim the
 // next in one AcknowledgeAndClaim), until b.N are acknowledged, and reports
-// executions/s and the process's CPU time per execution.
+// executions/s, the process's CPU time and the WAL batches (fsyncs) per
+// execution.
 func claimLoop(b *testing.B, s *execstore.Store, claimers, batch int, together bool) {
 	var done atomic.Int64
+	st0, err := s.Stats(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
 	cpu := cpuTime()
 	b.ResetTimer()
 	parallel(claimers, claimers, func(int) {
@@ -291,6 +296,9 @@ func claimLoop(b *testing.B, s *execstore.Store, claimers, batch int, together b
 	b.StopTimer()
 	b.ReportMetric(float64(done.Load())/b.Elapsed().Seconds(), "executions/s")
 	b.ReportMetric(float64(cpuTime()-cpu)/float64(done.Load()), "cpu-ns/execution")
+	if st, err := s.Stats(ctx); err == nil {
+		b.ReportMetric(float64(st.WALBatches-st0.WALBatches)/float64(done.Load()), "batches/execution")
+	}
 }
 
 // cpuTime is the CPU time the process has used so far (user and system, all

@@ -20,6 +20,17 @@ type Options struct {
 	Now func() time.Time
 	// NoSync skips fsync. Default false: a write that returned nil is on disk.
 	NoSync bool
+	// GroupWait bounds how long the writer waits, before it writes a batch,
+	// for the callers its latest batch answered to send again, so that one
+	// fsync carries them all: callers that each wait for their answer
+	// before sending the next command (claimers in a loop, goroutines
+	// admitting one execution after another) otherwise take turns, each
+	// fsync carrying half of them. The writer waits only when the log
+	// syncs, something is queued and fewer calls than it expects, and it
+	// waits less often after waits that ended at this bound. Zero (the
+	// default): half the latest fsync's time, at most 500 µs. Negative:
+	// never wait; each batch takes what has queued.
+	GroupWait time.Duration
 	// Logger receives structured logs. Nil discards them.
 	Logger *slog.Logger
 	// Metrics receives measurements as they happen: commands by kind and

@@ -19,10 +19,15 @@ type Stats struct {
 	WALFirstIndex uint64    // first entry still in the write-ahead log
 	WALLastIndex  uint64    // last entry written (the number of logged commands, before truncation)
 	WALBatches    uint64    // WAL batches (writes, each with one fsync) since Open
-	Queued        int       // commands waiting for the writer
-	AppliedIndex  uint64    // last log entry applied to the state; WALLastIndex unless a write failed
-	SnapshotIndex uint64    // last log entry the newest snapshot loaded or written since Open covers; 0 if none
-	Failed        error     // the fail-stop cause, or nil
+	// Waits of the writer for the callers of its latest batch before a
+	// durable batch (Options.GroupWait) since Open: those that ended with the
+	// callers back, and those that ended at their bound.
+	GroupWaits       uint64
+	GroupWaitsMissed uint64
+	Queued           int    // commands waiting for the writer
+	AppliedIndex     uint64 // last log entry applied to the state; WALLastIndex unless a write failed
+	SnapshotIndex    uint64 // last log entry the newest snapshot loaded or written since Open covers; 0 if none
+	Failed           error  // the fail-stop cause, or nil
 
 	// FallbackChecked: the background check after Open has read every byte
 	// recovery would fall back on if the newest snapshot were lost (the
@@ -112,6 +117,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.WALFirstIndex = s.wal.FirstIndex()
 		st.WALLastIndex = s.wal.LastIndex()
 		st.WALBatches = s.batches.Load()
+		st.GroupWaits, st.GroupWaitsMissed = s.group.waited.Load(), s.group.missed.Load()
 		st.AppliedIndex = s.appliedIndex.Load()
 		st.SnapshotIndex = s.snapshotIndex.Load()
 	})

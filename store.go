@@ -55,6 +55,7 @@ type Store struct {
 	qmu      sync.Mutex
 	queue    []*request
 	closing  bool          // guarded by qmu: no new requests
+	qcalls   int           // guarded by qmu: the calls (submits) queued, counted by their lead requests
 	kick     chan struct{} // wakes the writer; capacity 1
 	stopped  chan struct{} // closed when the writer has exited
 	isClosed atomic.Bool   // set once Close began: every method returns ErrClosed
@@ -76,6 +77,8 @@ type Store struct {
 	batchBytes int         // encoded bytes of the batch being written
 
 	maxCommand int // the largest encoded command queued (see checkOptions)
+
+	group groupCommit // how many callers a batch waits for (group.go)
 
 	schedTimer scheduleTimer // writer-owned: the timer for the next schedule occurrence (schedules.go)
 
@@ -112,10 +115,13 @@ type request struct {
 	// logNext: the writer deferred this request once and then found it does
 	// change the state; it is logged in the next batch, never deferred again.
 	logNext bool
-	res     fsm.Result
-	buf     fsm.Buffers // lent to the state for res's slices; kept when pooled (free)
-	err     error
-	done    chan struct{} // capacity 1
+	// lead marks the first request of its submit call: the writer counts
+	// calls, not requests, to tell how many callers wait (group.go).
+	lead bool
+	res  fsm.Result
+	buf  fsm.Buffers // lent to the state for res's slices; kept when pooled (free)
+	err  error
+	done chan struct{} // capacity 1
 }
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
@@ -411,6 +417,10 @@ func (s *Store) submit(ctx context.Context, reqs []*request) error {
 		return err
 	}
 	first := len(s.queue) == 0
+	if len(reqs) > 0 {
+		reqs[0].lead = true
+		s.qcalls++
+	}
 	s.queue = append(s.queue, reqs...)
 	s.qmu.Unlock()
 	if first {
@@ -440,9 +450,18 @@ func (s *Store) run() {
 		// Snapshot requests and a finished background snapshot are taken on
 		// every round, so that a steady stream of writes never starves them.
 		s.pollSnapshots()
+		s.awaitGroup()
 		s.qmu.Lock()
 		n := takeBatch(s.queue, s.opts.MaxBatch, s.opts.MaxBatchBytes)
 		taken = append(taken[:0], s.queue[:n]...)
+		calls := 0
+		for _, r := range taken {
+			if r.lead {
+				calls++
+				r.lead = false // a deferred request queued again is not a new call
+			}
+		}
+		s.qcalls -= calls
 		rest := copy(s.queue, s.queue[n:])
 		clear(s.queue[rest:])
 		s.queue = s.queue[:rest]
@@ -470,6 +489,7 @@ func (s *Store) run() {
 		}
 		if n > 0 {
 			s.process(taken)
+			s.noteGroup(calls)
 			clear(taken)
 			if cap(taken) > queueCapMax {
 				taken = nil

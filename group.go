@@ -1,0 +1,115 @@
+package execstore
+
+import (
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// groupCommit is the writer's estimate of how many callers take part in its
+// batches, and how well waiting for them has paid.
+//
+// Callers that each wait for their answer before they send again (claimers
+// in a loop, goroutines admitting one execution after another, a
+// dispatcher's rounds) otherwise split into groups that take turns: the group
+// batch k answers sends again while batch k+1, made of the callers that
+// queued during k's fsync, is being written, so each fsync carries only part
+// of them. Waiting briefly for the answered callers to come back lets one
+// fsync carry them all. A wait that ends at its bound with none of them back
+// makes the writer skip waiting for twice as many batches as the one before
+// (up to groupSkipMax), so that callers who do not send again at once
+// (independent requests at a moderate rate) do not pay the wait on every
+// batch; a wait that all of them ended takes one such miss back.
+type groupCommit struct {
+	// Writer-owned.
+	expect int // the calls of the latest batch plus those that queued while it was written
+	base   int // the calls queued when the latest batch was answered
+	misses int // waits that none of the answered callers ended, less those that all of them did
+	skip   int // batches left to take without waiting
+
+	waited atomic.Uint64 // waits that ended with the expected calls queued (Stats)
+	missed atomic.Uint64 // waits that ended at their bound (Stats)
+}
+
+// groupWaitMax bounds a batch's wait for its callers when Options.GroupWait
+// is zero, whatever the fsync takes; groupSkipMax bounds the batches taken
+// without waiting after misses.
+const (
+	groupWaitMax = 500 * time.Microsecond
+	groupSkipMax = 64
+)
+
+// groupBound is how long the next batch may wait for its callers: 0 for none.
+// Writer goroutine only.
+func (s *Store) groupBound() time.Duration {
+	switch {
+	case s.opts.NoSync || s.node != nil || s.opts.GroupWait < 0:
+		return 0 // nothing to share: no fsync, or a replica's own batching
+	case s.opts.GroupWait > 0:
+		return s.opts.GroupWait
+	default:
+		// A wait that saves an fsync pays while it is shorter than one.
+		return min(s.wal.LastSync()/2, groupWaitMax)
+	}
+}
+
+// awaitGroup waits, before a batch is taken, until the calls the writer
+// expects have queued, for at most groupBound. It waits only when something
+// is queued already but fewer calls than expected, and while the batch
+// could take more. The wait spins, yielding the processor to the callers
+// coming back: a timer would wake it late (Go rounds sleeps under a
+// millisecond up when nothing else runs), and the wait is shorter than the
+// fsync it saves. Writer goroutine only.
+func (s *Store) awaitGroup() {
+	g := &s.group
+	if g.expect < 2 {
+		return
+	}
+	if g.skip > 0 {
+		g.skip--
+		return
+	}
+	bound := s.groupBound()
+	if bound <= 0 {
+		return
+	}
+	var deadline time.Time
+	for {
+		s.qmu.Lock()
+		calls, queued, closing := s.qcalls, len(s.queue), s.closing
+		s.qmu.Unlock()
+		if calls == 0 || closing || queued >= s.opts.MaxBatch {
+			return
+		}
+		if calls >= g.expect {
+			if !deadline.IsZero() {
+				g.waited.Add(1)
+				g.misses = max(g.misses-1, 0)
+			}
+			return
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(bound)
+		} else if !now.Before(deadline) {
+			g.missed.Add(1)
+			if calls <= g.base {
+				// None of the callers answered came back: they do not send
+				// again as soon as they are answered.
+				g.misses++
+				g.skip = min(1<<min(g.misses, 30), groupSkipMax)
+			}
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// noteGroup records, once a batch of calls has been written and answered,
+// how many calls the next batch should wait for. Writer goroutine only.
+func (s *Store) noteGroup(calls int) {
+	s.qmu.Lock()
+	queued := s.qcalls
+	s.qmu.Unlock()
+	s.group.expect, s.group.base = calls+queued, queued
+}

@@ -1,0 +1,106 @@
+package execstore
+
+import (
+	"testing"
+	"time"
+)
+
+// groupStore is a Store with only what awaitGroup reads: the queue, the
+// options and the group's estimate.
+func groupStore(wait time.Duration, expect, queued int) *Store {
+	s := &Store{opts: Options{GroupWait: wait, MaxBatch: 4096}}
+	s.group.expect = expect
+	for i := 0; i < queued; i++ {
+		s.queue = append(s.queue, &request{lead: true})
+	}
+	s.qcalls = queued
+	return s
+}
+
+// The writer's wait for its callers is bounded, and a wait nobody answered
+// makes it skip waiting for twice as many batches each time, so that callers
+// who do not come back at once pay the bound rarely.
+func TestGroupWaitThatNobodyAnswersEndsAtItsBoundAndBacksOff(t *testing.T) {
+	s := groupStore(20*time.Millisecond, 4, 1)
+	s.group.base = 1 // the one queued was there when the latest batch was answered
+	for round, skipped := range []int{2, 4, 8, 16, 32, 64, 64} {
+		s.awaitGroup()
+		if got := s.group.missed.Load(); got != uint64(round+1) {
+			t.Fatalf("round %d: %d waits missed, want %d", round, got, round+1)
+		}
+		if s.group.skip != skipped {
+			t.Fatalf("round %d: skip %d batches, want %d", round, s.group.skip, skipped)
+		}
+		for range skipped {
+			s.awaitGroup() // returns at once: nothing to wait for
+		}
+		if s.group.skip != 0 || s.group.missed.Load() != uint64(round+1) {
+			t.Fatalf("round %d: after the skipped batches skip=%d missed=%d", round, s.group.skip, s.group.missed.Load())
+		}
+	}
+	if s.group.waited.Load() != 0 {
+		t.Fatalf("%d waits counted as answered", s.group.waited.Load())
+	}
+}
+
+// A wait ends as soon as the expected calls have queued, counts as answered,
+// and takes back one miss.
+func TestGroupWaitEndsWhenTheExpectedCallsHaveQueued(t *testing.T) {
+	s := groupStore(time.Hour, 3, 1)
+	s.group.misses = 2
+	go func() {
+		for range 2 {
+			s.qmu.Lock()
+			s.queue = append(s.queue, &request{lead: true})
+			s.qcalls++
+			s.qmu.Unlock()
+		}
+	}()
+	s.awaitGroup() // an hour's bound: only the two calls end it
+	if s.group.waited.Load() != 1 || s.group.missed.Load() != 0 {
+		t.Fatalf("waited %d, missed %d: want 1 and 0", s.group.waited.Load(), s.group.missed.Load())
+	}
+	if s.group.misses != 1 || s.group.skip != 0 {
+		t.Fatalf("misses %d, skip %d after an answered wait: want 1 and 0", s.group.misses, s.group.skip)
+	}
+}
+
+// A wait that some callers answered, but not all, ends at its bound without
+// backing off: the callers are coming back, only not all in time.
+func TestGroupWaitAnsweredInPartDoesNotBackOff(t *testing.T) {
+	s := groupStore(20*time.Millisecond, 3, 2)
+	s.group.base = 1 // one of the two queued came back since the latest batch
+	s.awaitGroup()
+	if s.group.missed.Load() != 1 || s.group.skip != 0 || s.group.misses != 0 {
+		t.Fatalf("missed %d, skip %d, misses %d: want 1, 0, 0", s.group.missed.Load(), s.group.skip, s.group.misses)
+	}
+}
+
+// The writer never waits when waiting could not save an fsync or nothing
+// asks for one: without fsync, with GroupWait negative, with nothing queued,
+// with the expected calls queued already, with a full batch queued, or when
+// fewer than two callers are expected.
+func TestGroupWaitOnlyWhenItCanSaveAnFsync(t *testing.T) {
+	full := groupStore(time.Hour, 3, 1)
+	full.opts.MaxBatch = 1
+	noSync := groupStore(time.Hour, 3, 1)
+	noSync.opts.NoSync = true
+	for name, s := range map[string]*Store{
+		"no fsync":       noSync,
+		"GroupWait < 0":  groupStore(-1, 3, 1),
+		"nothing queued": groupStore(time.Hour, 3, 0),
+		"all queued":     groupStore(time.Hour, 3, 3),
+		"batch full":     full,
+		"one caller":     groupStore(time.Hour, 1, 1),
+		"closing": func() *Store {
+			s := groupStore(time.Hour, 3, 1)
+			s.closing = true
+			return s
+		}(),
+	} {
+		s.awaitGroup() // an hour's bound: a wait here would hang the test
+		if s.group.waited.Load()+s.group.missed.Load() != 0 {
+			t.Errorf("%s: waited %d, missed %d", name, s.group.waited.Load(), s.group.missed.Load())
+		}
+	}
+}
