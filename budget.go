@@ -27,6 +27,8 @@ func checkOptions(o *Options, l *Limits) (maxCommand int, err error) {
 		return 0, invalidArg("Options.MaxBatch %d is more than the %d entries one WAL batch holds", o.MaxBatch, wal.MaxBatchEntries)
 	case o.MaxBatchBytes > wal.MaxBatchBytes:
 		return 0, invalidArg("Options.MaxBatchBytes %d is more than the %d bytes one WAL batch holds", o.MaxBatchBytes, wal.MaxBatchBytes)
+	case o.GroupWait > GroupWaitMax:
+		return 0, invalidArg("Options.GroupWait %v is more than GroupWaitMax, %v", o.GroupWait, GroupWaitMax)
 	}
 	maxCommand = min(o.MaxBatchBytes, wal.MaxPayloadBytes)
 	if kind, n := largestCommand(l); n > maxCommand {

@@ -125,7 +125,7 @@ func TestLargeConcurrentAdmissionsAreCutIntoBatchesByBytes(t *testing.T) {
 }
 
 // Open refuses options under which a batch or a command could be more than
-// the write-ahead log accepts, naming the problem.
+// the write-ahead log accepts, or past their own limits, naming the problem.
 func TestOpenRefusesOptionsTheLogCannotHold(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -137,6 +137,7 @@ func TestOpenRefusesOptionsTheLogCannotHold(t *testing.T) {
 		{"ValueBytes", Options{Limits: Limits{ValueBytes: 100 << 20}}, "save-step command"},
 		{"CommitBytes past MaxBatchBytes", Options{MaxBatchBytes: 4 << 20, Limits: Limits{CommitBytes: 5 << 20}}, "commit command"},
 		{"EventBytes", Options{Limits: Limits{EventBytes: 70 << 20}}, "command can encode"},
+		{"GroupWait", Options{GroupWait: GroupWaitMax + 1}, "Options.GroupWait"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.NoSync = true

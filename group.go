@@ -39,6 +39,12 @@ const (
 	groupSkipMax = 64
 )
 
+// GroupWaitMax is the longest Options.GroupWait Open accepts: longer than
+// the slowest disk's fsync, so longer than any wait that could save one. A
+// wait holds the callers already queued and spins a core, so it has a limit
+// like everything else.
+const GroupWaitMax = time.Second
+
 // groupBound is how long the next batch may wait for its callers: 0 for none.
 // Writer goroutine only.
 func (s *Store) groupBound() time.Duration {

@@ -2,12 +2,12 @@ package execstore_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/lockstep"
 )
 
 // Callers that each wait for their answer before they send again share one
@@ -36,24 +36,7 @@ func TestCallersInLockstepShareOneFsyncPerRound(t *testing.T) {
 			ctx := context.Background()
 			before, _ := s.Stats(ctx)
 			const callers, each = 8, 40
-			var wg sync.WaitGroup
-			errs := make(chan error, callers)
-			for c := range callers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range each {
-						id := fmt.Sprintf("c%d-%d", c, i)
-						if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w"}); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
+			if err := lockstep.Admit(ctx, s, "c", callers, each); err != nil {
 				t.Fatal(err)
 			}
 			after, _ := s.Stats(ctx)
@@ -97,4 +80,20 @@ func TestCallWithNothingToQueueAnswersAndTheStoreGoesOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.s = nil
+}
+
+// Open takes any GroupWait up to GroupWaitMax, and refuses a longer one.
+func TestOpenTakesAGroupWaitUpToItsMax(t *testing.T) {
+	for _, wait := range []time.Duration{-1, 0, time.Microsecond, execstore.GroupWaitMax, execstore.GroupWaitMax + 1} {
+		s, err := execstore.Open(t.TempDir(), execstore.Options{GroupWait: wait})
+		switch {
+		case wait <= execstore.GroupWaitMax && err != nil:
+			t.Errorf("Open with GroupWait %v: %v", wait, err)
+		case wait > execstore.GroupWaitMax && !errors.Is(err, execstore.ErrInvalidArgument):
+			t.Errorf("Open with GroupWait %v: %v, want ErrInvalidArgument", wait, err)
+		}
+		if err == nil {
+			s.Close()
+		}
+	}
 }

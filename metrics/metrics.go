@@ -132,6 +132,8 @@ func newGauge(name, help string, value func(m *Metrics, g *execstore.Gauges) flo
 var (
 	executionsDesc = prometheus.NewDesc("execstore_executions",
 		"Executions by status, retired ones included.", []string{"status"}, nil)
+	groupWaitsDesc = prometheus.NewDesc("execstore_group_waits_total",
+		"The writer's waits, before a durable batch, for the callers it had just answered, by how they ended: callers (back) or bound (reached Options.GroupWait).", []string{"ended"}, nil)
 
 	gauges = []gauge{
 		newGauge("execstore_executions_retired", "Terminal executions retired (params, context and steps dropped).",
@@ -198,6 +200,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	ch <- executionsDesc
+	ch <- groupWaitsDesc
 	for _, g := range gauges {
 		ch <- g.desc
 	}
@@ -229,4 +232,6 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, gg := range gauges {
 		ch <- prometheus.MustNewConstMetric(gg.desc, prometheus.GaugeValue, gg.value(m, &g))
 	}
+	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaits), "callers")
+	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaitsMissed), "bound")
 }

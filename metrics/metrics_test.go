@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/lockstep"
 	"github.com/execstore/execstore/metrics"
 )
 
@@ -138,5 +140,37 @@ func TestAScrapeOfAClosedStoreHasNoGauges(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(m, "execstore_leases_lost_total"); n != 1 {
 		t.Errorf("closed: %d lost-lease series", n)
+	}
+}
+
+// The writer's waits for its callers are counters by how they ended, with
+// the store's own counts: callers admitting one after another in lockstep
+// make it wait.
+func TestMetricsCountTheWritersWaitsForItsCallers(t *testing.T) {
+	m := metrics.New()
+	s, err := execstore.Open(t.TempDir(), execstore.Options{Metrics: m, GroupWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	m.Watch(s)
+	if err := lockstep.Admit(ctx, s, "c", 8, 20); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GroupWaits == 0 {
+		t.Fatalf("callers in lockstep made the writer wait for none of them (%d waits at the bound)", st.GroupWaitsMissed)
+	}
+	want := fmt.Sprintf(`
+# HELP execstore_group_waits_total The writer's waits, before a durable batch, for the callers it had just answered, by how they ended: callers (back) or bound (reached Options.GroupWait).
+# TYPE execstore_group_waits_total counter
+execstore_group_waits_total{ended="bound"} %d
+execstore_group_waits_total{ended="callers"} %d
+`, st.GroupWaitsMissed, st.GroupWaits)
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "execstore_group_waits_total"); err != nil {
+		t.Error(err)
 	}
 }

@@ -467,6 +467,8 @@ func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 		"clockBehindMs": st.ClockBehind.Milliseconds(),
 		"byStatus":      st.ByStatus, "byWorkflow": st.ByWorkflow, "workflowsOmitted": st.WorkflowsOmitted,
 		"lastChange": st.LastChange,
+		"queued":     st.Queued, "walBatches": st.WALBatches,
+		"groupWaits": st.GroupWaits, "groupWaitsMissed": st.GroupWaitsMissed,
 	}
 	if !st.NextDue.IsZero() {
 		out["nextDue"] = st.NextDue

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/lockstep"
 )
 
 type server struct {
@@ -433,5 +434,34 @@ func TestSimReplicatedWorldsReportAViolationWithItsRerunCommand(t *testing.T) {
 	if err == nil || !strings.Contains(out.String(), " 1 violations") ||
 		!strings.Contains(errOut.String(), "replicated seed 1: VIOLATION") || !strings.Contains(errOut.String(), rerun) {
 		t.Fatalf("a replicated world whose leaders stamp with their own clocks returned %v:\n%s%s", err, out.String(), errOut.String())
+	}
+}
+
+// The stats answer the writer's batches, its waits for its callers and the
+// commands queued, as the store counts them.
+func TestHTTPStatsCountTheWritersBatchesAndWaits(t *testing.T) {
+	store, err := execstore.Open(t.TempDir(), execstore.Options{GroupWait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(newAPI(store, slog.New(slog.DiscardHandler)))
+	t.Cleanup(func() { ts.Close(); store.Close() })
+	s := &server{t: t, url: ts.URL, store: store}
+	if err := lockstep.Admit(context.Background(), store, "c", 8, 20); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GroupWaits == 0 || st.WALBatches == 0 {
+		t.Fatalf("callers in lockstep: %d batches, %d waits with them back", st.WALBatches, st.GroupWaits)
+	}
+	out := s.expect("GET", "/v1/stats", "", http.StatusOK, "")
+	for name, want := range map[string]uint64{"walBatches": st.WALBatches, "groupWaits": st.GroupWaits,
+		"groupWaitsMissed": st.GroupWaitsMissed, "queued": uint64(st.Queued)} {
+		if out[name] != float64(want) {
+			t.Errorf("stats %s = %v, want %d", name, out[name], want)
+		}
 	}
 }

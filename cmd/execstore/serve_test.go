@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -253,5 +254,25 @@ func TestServeDefaultsToTheREADMEsDataDirectoryAndAddress(t *testing.T) {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("serve -h does not say %s:\n%s", want, errOut.String())
 		}
+	}
+}
+
+// serve takes the writer's wait for its callers from --group-wait, within
+// execstore.GroupWaitMax, and says so before it opens anything.
+func TestServeRefusesAGroupWaitPastItsLimit(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run([]string{"serve", "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("serve -h: %v", err)
+	}
+	if !strings.Contains(errOut.String(), "-group-wait duration") {
+		t.Errorf("serve -h does not list --group-wait:\n%s", errOut.String())
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	err := run([]string{"serve", "--data", data, "--addr", "127.0.0.1:0", "--group-wait", "1.5s"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--group-wait 1.5s is more than 1s") {
+		t.Fatalf("serve --group-wait 1.5s: %v, want it refused", err)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused serve made its data directory (%v)", err)
 	}
 }
