@@ -14,7 +14,6 @@ import (
 // that some fall inside the run; cpu-ns/op is the whole process's CPU time
 // per admission (the snapshot encoder and its read-back included).
 func BenchmarkAdmitSnapshotShare(b *testing.B) {
-	params := raw(`{"order":42,"customer":"c-1842","items":[{"sku":"A-1","qty":2},{"sku":"B-7","qty":1}]}`)
 	for _, snapshots := range []bool{true, false} {
 		b.Run(fmt.Sprintf("snapshots=%v", snapshots), func(b *testing.B) {
 			opts := execstore.Options{}
@@ -29,14 +28,7 @@ func BenchmarkAdmitSnapshotShare(b *testing.B) {
 			before, _ := s.Stats(ctx)
 			cpu := cpuTime()
 			b.ResetTimer()
-			parallel(b.N, 64, func(i int) {
-				_, err := s.Admit(ctx, execstore.AdmitRequest{
-					ExecutionID: fmt.Sprintf("order-%d", i), WorkflowID: "charge-order", Params: params,
-				})
-				if err != nil {
-					b.Error(err)
-				}
-			})
+			admitParallel(b, s, 64)
 			b.StopTimer()
 			reportBatches(b, s, before, b.N)
 			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")

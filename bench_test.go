@@ -57,22 +57,29 @@ func reportBatches(b *testing.B, s *execstore.Store, before execstore.Stats, cmd
 	b.ReportMetric(float64(cmds)/b.Elapsed().Seconds(), "cmds/s")
 }
 
+// admitParams are the params of every benchmark admission: an order's.
+var admitParams = raw(`{"order":42,"customer":"c-1842","items":[{"sku":"A-1","qty":2},{"sku":"B-7","qty":1}]}`)
+
+// admitParallel admits b.N executions from callers goroutines.
+func admitParallel(b *testing.B, s *execstore.Store, callers int) {
+	parallel(b.N, callers, func(i int) {
+		_, err := s.Admit(ctx, execstore.AdmitRequest{
+			ExecutionID: fmt.Sprintf("order-%d", i), WorkflowID: "charge-order", Params: admitParams,
+		})
+		if err != nil {
+			b.Error(err)
+		}
+	})
+}
+
 func BenchmarkAdmit(b *testing.B) {
-	params := raw(`{"order":42,"customer":"c-1842","items":[{"sku":"A-1","qty":2},{"sku":"B-7","qty":1}]}`)
 	for _, durable := range []bool{true, false} {
 		for _, callers := range []int{1, 64} {
 			b.Run(fmt.Sprintf("sync=%v/callers=%d", durable, callers), func(b *testing.B) {
 				s := openBench(b, !durable)
 				before, _ := s.Stats(ctx)
 				b.ResetTimer()
-				parallel(b.N, callers, func(i int) {
-					_, err := s.Admit(ctx, execstore.AdmitRequest{
-						ExecutionID: fmt.Sprintf("order-%d", i), WorkflowID: "charge-order", Params: params,
-					})
-					if err != nil {
-						b.Error(err)
-					}
-				})
+				admitParallel(b, s, callers)
 				reportBatches(b, s, before, b.N)
 			})
 		}

@@ -29,7 +29,8 @@ type Options struct {
 	// syncs, something is queued and fewer calls than it expects, and it
 	// waits less often after waits that ended at this bound. Zero (the
 	// default): half the latest fsync's time, at most 500 µs. Negative:
-	// never wait; each batch takes what has queued. At most GroupWaitMax
+	// never wait; each batch takes what has queued. A replicated store
+	// (OpenReplicated) does not wait: raft batches its writes. At most GroupWaitMax
 	// (Open refuses more): the writer spins while it waits, yielding its
 	// core to the callers.
 	GroupWait time.Duration

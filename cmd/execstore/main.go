@@ -97,7 +97,7 @@ func serve(args []string, stderr io.Writer) error {
 	data := fs.String("data", "./execstore-data", "the store's data directory (created if needed)")
 	addr := fs.String("addr", "127.0.0.1:7070", "the address to listen on")
 	noSync := fs.Bool("nosync", false, "skip fsync (faster; a crash of the machine may lose acknowledged writes)")
-	groupWait := fs.Duration("group-wait", 0, "how long the writer may wait, before a durable batch, for the callers it just answered, so that one fsync carries them all: 0 for half the latest fsync (at most 500µs), negative for never, at most "+execstore.GroupWaitMax.String())
+	groupWait := fs.Duration("group-wait", 0, "how long the writer may wait, before a durable batch, for the callers it just answered, so that one fsync carries them all: 0 for half the latest fsync (at most 500µs), negative for never, at most "+execstore.GroupWaitMax.String()+"; a node of a cluster (--node-id) does not wait")
 	tokenFile := fs.String("token-file", "", "require \"Authorization: Bearer <token>\" with the token on this file's first line (or in $"+tokenEnv+")")
 	insecure := fs.Bool("insecure", false, "serve without a token on an address other than loopback")
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
