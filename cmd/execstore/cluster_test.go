@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/fsm"
@@ -148,10 +150,8 @@ func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	joinCluster(ctx, f.url, "", extra.store, slog.New(slog.DiscardHandler))
 	cancel()
-	out = f.expect("GET", "/v1/cluster", "", http.StatusOK, "")
-	if members, _ := out["members"].([]any); len(members) != 4 {
-		t.Fatalf("after the fourth joined: members = %v", out["members"])
-	}
+	membersEventually(t, leader.srv, 4, "after the fourth joined")
+	membersEventually(t, f, 4, "after the fourth joined")
 	// Adding a member again changes nothing.
 	body4 := fmt.Sprintf(`{"id":%q,"raftAddr":%q}`, extra.store.Node().ID(), extra.store.Node().Addr())
 	out = f.expect("POST", "/v1/cluster/members", body4, http.StatusOK, "")
@@ -164,9 +164,31 @@ func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
 		return found
 	})
 	f.expect("DELETE", "/v1/cluster/members/"+extra.store.Node().ID(), "", http.StatusOK, "")
-	out = f.expect("GET", "/v1/cluster", "", http.StatusOK, "")
-	if members, _ := out["members"].([]any); len(members) != 3 {
-		t.Fatalf("after removing it: members = %v", out["members"])
+	// The leader answered once the removal was committed: its own view has
+	// it at once; the follower's, once the entry reaches it.
+	if out := leader.srv.expect("GET", "/v1/cluster", "", http.StatusOK, ""); len(out["members"].([]any)) != 3 {
+		t.Fatalf("the leader's view after removing it: members = %v", out["members"])
+	}
+	membersEventually(t, f, 3, "after removing it")
+}
+
+// membersEventually waits, with a bound, until s's own view of the cluster
+// (GET /v1/cluster) lists n members. A follower learns of a membership change
+// when its log entry reaches it, which may be after the leader answered.
+func membersEventually(t *testing.T, s *server, n int, when string) {
+	t.Helper()
+	var last any
+	deadline := time.Now().Add(patience)
+	for {
+		out := s.expect("GET", "/v1/cluster", "", http.StatusOK, "")
+		if members, _ := out["members"].([]any); len(members) == n {
+			return
+		}
+		last = out["members"]
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s lists members %v, want %d", when, s.url, last, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -255,8 +277,20 @@ func TestClusterStartRunsANodeClusterThatTheOtherClusterCommandsManage(t *testin
 	if !strings.Contains(added.String(), "member "+id+" "+addr+" voter") {
 		t.Fatalf("cluster add printed:\n%s", added.String())
 	}
+	// Removed through a follower, which forwards to the leader and may learn
+	// of the removal after it answered: the command waits for its view.
+	follower := ""
+	for _, a := range apis {
+		if (&server{t: t, url: a[2]}).expect("GET", "/v1/cluster", "", http.StatusOK, "")["state"] == "Follower" {
+			follower = a[2]
+			break
+		}
+	}
+	if follower == "" {
+		t.Fatal("no follower among the three nodes")
+	}
 	var removed bytes.Buffer
-	if err := run([]string{"cluster", "remove", "--api", apis[0][2], "--node-id", id}, &removed, io.Discard); err != nil {
+	if err := run([]string{"cluster", "remove", "--api", follower, "--node-id", id}, &removed, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(removed.String(), "member "+id) {
@@ -264,6 +298,56 @@ func TestClusterStartRunsANodeClusterThatTheOtherClusterCommandsManage(t *testin
 	}
 	if err := run([]string{"cluster", "add", "--api", apis[0][2], "--node-id", "bad id", "--raft-addr", addr}, io.Discard, io.Discard); err == nil {
 		t.Fatal("cluster add of a bad ID succeeded")
+	}
+}
+
+// A node that has not yet applied a committed removal still lists the member:
+// `cluster remove` prints its view once it does, and after its bound prints
+// it as it is, saying so.
+func TestClusterRemoveWaitsForTheNodesViewWithoutTheMember(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		staleReads int // GETs that still list the member
+		wantListed bool
+	}{
+		{"the view catches up", 3, false},
+		{"the view never does", 1 << 30, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var gets int
+			var mu sync.Mutex
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				gets++
+				n := gets
+				mu.Unlock()
+				c := clusterJSON{Replicated: true, NodeID: "n1", State: "Follower",
+					Members: []memberJSON{{ID: "n0", RaftAddr: "127.0.0.1:1", Voter: true}, {ID: "n1", RaftAddr: "127.0.0.1:2", Voter: true}}}
+				if n <= tc.staleReads {
+					c.Members = append(c.Members, memberJSON{ID: "gone", RaftAddr: "127.0.0.1:3", Voter: true})
+				}
+				writeJSON(w, http.StatusOK, c)
+			}))
+			defer srv.Close()
+			var out clusterJSON
+			var stderr bytes.Buffer
+			if err := viewWithout(context.Background(), srv.URL, "", "gone", 200*time.Millisecond, &out, &stderr); err != nil {
+				t.Fatal(err)
+			}
+			listed := slices.ContainsFunc(out.Members, func(m memberJSON) bool { return m.ID == "gone" })
+			if listed != tc.wantListed || len(out.Members) != 2+map[bool]int{true: 1}[tc.wantListed] {
+				t.Fatalf("members %v, want the removed one listed: %v", out.Members, tc.wantListed)
+			}
+			if said := strings.Contains(stderr.String(), "has not applied it"); said != tc.wantListed {
+				t.Fatalf("stderr %q", stderr.String())
+			}
+			mu.Lock()
+			n := gets
+			mu.Unlock()
+			if !tc.wantListed && n != tc.staleReads+1 {
+				t.Fatalf("%d GETs, want %d", n, tc.staleReads+1)
+			}
+		})
 	}
 }
 

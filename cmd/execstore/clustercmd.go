@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -188,7 +189,8 @@ commands:
   start    run a local cluster of N nodes in this process, for trials
   status   show a node's view of its cluster
   add      add a voting member (on the leader; any node forwards)
-  remove   remove a member
+  remove   remove a member (on the leader; any node forwards), then show
+           the node's view once it has applied the removal
 
 run "execstore cluster <command> -h" for a command's flags.
 `
@@ -247,7 +249,7 @@ func clusterAdmin(cmd string, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("cluster remove: %w", err)
 		}
 		if err = clusterCall(ctx, http.MethodDelete, *api, "/v1/cluster/members/"+*id, token, nil, nil); err == nil {
-			err = clusterCall(ctx, http.MethodGet, *api, "/v1/cluster", token, nil, &out)
+			err = viewWithout(ctx, *api, token, *id, removalSeen, &out, stderr)
 		}
 	default:
 		err = clusterCall(ctx, http.MethodGet, *api, "/v1/cluster", token, nil, &out)
@@ -257,6 +259,35 @@ func clusterAdmin(cmd string, args []string, stdout, stderr io.Writer) error {
 	}
 	printCluster(stdout, &out)
 	return nil
+}
+
+// removalSeen bounds how long `cluster remove` waits for the node it asked
+// to list the members without the one removed.
+const removalSeen = 5 * time.Second
+
+// viewWithout reads the node's view of the cluster (GET /v1/cluster) until it
+// no longer lists member id, for up to bound. The removal was
+// committed when the leader answered, but a follower learns of it only when
+// the entry reaches it: without the wait, a command that asked a follower
+// would print the member it had just removed. After the bound it prints the
+// view as it is and says so on stderr.
+func viewWithout(ctx context.Context, api, token, id string, bound time.Duration, out *clusterJSON, stderr io.Writer) error {
+	deadline := time.Now().Add(bound)
+	for {
+		*out = clusterJSON{}
+		if err := clusterCall(ctx, http.MethodGet, api, "/v1/cluster", token, nil, out); err != nil {
+			return err
+		}
+		listed := slices.ContainsFunc(out.Members, func(m memberJSON) bool { return m.ID == id })
+		if !listed {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(stderr, "cluster remove: the removal of %s is committed, but node %s has not applied it after %v; its view below still lists it\n", id, out.NodeID, bound)
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func printCluster(w io.Writer, c *clusterJSON) {
