@@ -178,18 +178,16 @@ func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
 func membersEventually(t *testing.T, s *server, n int, when string) {
 	t.Helper()
 	var last any
-	deadline := time.Now().Add(patience)
-	for {
-		out := s.expect("GET", "/v1/cluster", "", http.StatusOK, "")
-		if members, _ := out["members"].([]any); len(members) == n {
-			return
+	defer func() {
+		if t.Failed() {
+			t.Logf("%s: %s listed members %v", when, s.url, last)
 		}
-		last = out["members"]
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s lists members %v, want %d", when, s.url, last, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}()
+	eventually(t, fmt.Sprintf("%s lists %d members %s", s.url, n, when), func() bool {
+		last = s.expect("GET", "/v1/cluster", "", http.StatusOK, "")["members"]
+		members, _ := last.([]any)
+		return len(members) == n
+	})
 }
 
 func TestServeRefusesReplicaFlagsThatDoNotGoTogether(t *testing.T) {
