@@ -166,7 +166,8 @@ func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
 	f.expect("DELETE", "/v1/cluster/members/"+extra.store.Node().ID(), "", http.StatusOK, "")
 	// The leader answered once the removal was committed: its own view has
 	// it at once; the follower's, once the entry reaches it.
-	if out := leader.srv.expect("GET", "/v1/cluster", "", http.StatusOK, ""); len(out["members"].([]any)) != 3 {
+	out = leader.srv.expect("GET", "/v1/cluster", "", http.StatusOK, "")
+	if members, _ := out["members"].([]any); len(members) != 3 {
 		t.Fatalf("the leader's view after removing it: members = %v", out["members"])
 	}
 	membersEventually(t, f, 3, "after removing it")
