@@ -24,7 +24,10 @@
 // State.Copy is O(1) and yields a consistent point-in-time state (the trees
 // and chunks are copy-on-write, and a record a copy can see is replaced in
 // its slot, never changed) that a snapshot writer can encode while Apply
-// continues. Replacing a record writes its slot only: the ID tree changes at
+// continues. When the writer is done with a copy it hands it back
+// (State.Release); once no copy is outstanding, every record is changed in
+// place again, so a record is replaced at most once per copy it was shared
+// with, and only while that copy is in use. Replacing a record writes its slot only: the ID tree changes at
 // admissions and retirements. The applying goroutine's lookups try the item
 // after the previous one before they search, so the executions of one
 // acknowledge-batch, mostly neighbours, are found in O(1) each. Fields that

@@ -178,8 +178,15 @@ type State struct {
 
 	// gen marks records this state may change in place: a record whose gen
 	// equals it was created after the state's latest Copy, so no copy can
-	// see it. Every other record is shared and is replaced, never changed.
-	gen uint32
+	// see it. Every other record is shared and is replaced, never changed,
+	// until every copy has been released: then ownFrom is 0 and every record
+	// is the state's alone again (a record's gen is never above its state's).
+	gen     uint32
+	ownFrom uint32 // records with gen >= ownFrom are changed in place
+	// copies counts this state's Copies not yet released; origin is, for a
+	// copy, the state it was copied from, until it is released.
+	copies int
+	origin *State
 
 	// Scratch reused by Apply; never part of the state's value.
 	execHint     btree.PathHint
@@ -231,8 +238,12 @@ func (s *State) Copy() *State {
 	// shared record in place. (Two per snapshot: a uint32 lasts two billion
 	// snapshots of one process.)
 	s.gen += 2
+	s.ownFrom = s.gen
+	s.copies++
 	return &State{
 		gen:     s.gen - 1,
+		ownFrom: s.gen - 1,
+		origin:  s,
 		execs:   s.execs.Copy(),
 		due:     s.due.Copy(),
 		leases:  s.leases.Copy(),
@@ -253,6 +264,32 @@ func (s *State) Copy() *State {
 		trackEnded: s.trackEnded,
 	}
 }
+
+// Release tells s that c, a Copy of s, will not be read again (nor its
+// records, which it shares with s). Once every Copy of s has been released,
+// s changes its records in place again instead of replacing each on its
+// first change after the latest Copy. Release must be called by the
+// goroutine that applies to s, after every reader of c is done; a copy of c
+// must be released before c is. It panics if c is not an unreleased Copy of
+// s, or if a copy of c is still outstanding: either would let s change a
+// record some state can still see.
+func (s *State) Release(c *State) {
+	switch {
+	case c == nil || c.origin != s:
+		panic("fsm: Release of a state that is not an unreleased copy of this one")
+	case c.copies != 0:
+		panic("fsm: Release of a copy whose own copies are not all released")
+	}
+	c.origin = nil
+	if s.copies--; s.copies == 0 {
+		s.ownFrom = 0
+	}
+}
+
+// Copies returns the number of s's Copies not yet released. While it is
+// above zero, s replaces the records those copies share rather than change
+// them in place.
+func (s *State) Copies() int { return s.copies }
 
 // Meta returns the state's counters.
 func (s *State) Meta() Meta { return s.meta }
@@ -521,7 +558,7 @@ func (s *State) putRecord(old, e *Execution) *Execution {
 		}
 	}
 	stored := old
-	if old != nil && old.gen == s.gen {
+	if old != nil && old.gen >= s.ownFrom {
 		*old = *e
 	} else {
 		stored = new(Execution)
