@@ -46,6 +46,10 @@ func snapshotDue(o *Options, entries, bytes, records int, lastSize int64) bool {
 }
 
 type snapshotOutcome struct {
+	// state is the copy the snapshot was encoded from, which nothing reads
+	// once the outcome is sent: the writer releases it (fsm.State.Release),
+	// so that its records are changed in place again.
+	state   *fsm.State
 	info    snapshot.Info
 	records int
 	size    int64 // bytes of the snapshot file
@@ -127,7 +131,7 @@ func (s *Store) snapshotTick() {
 // compact the WAL up to the older kept snapshot.
 func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 	start := time.Now()
-	out := snapshotOutcome{records: st.Len()}
+	out := snapshotOutcome{state: st, records: st.Len()}
 	opts := snapshot.Options{NoSync: s.opts.NoSync, Faults: s.opts.SnapshotFaults}
 	out.info, out.err = snapshot.Write(s.snapshotDir(), st, hdr, opts)
 	if out.err == nil {
@@ -163,6 +167,9 @@ func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 func (s *Store) snapshotDone(out snapshotOutcome) {
 	sn := &s.snaps
 	sn.inFlight = false
+	s.rw.Lock() // as at the capture: the state's bookkeeping, not readers' data
+	s.state.Release(out.state)
+	s.rw.Unlock()
 	s.published.started(time.Time{})
 	err := out.err
 	switch {

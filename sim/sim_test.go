@@ -117,7 +117,6 @@ var mutations = []struct {
 	// Rarer too: it takes damage to the newest snapshot after a compaction
 	// that removed a segment the older snapshot still needs.
 	{"CompactPastKeep", &mutant.CompactPastKeep, 40},
-	{"ListKeepsReplacedRecords", &mutant.ListKeepsReplacedRecords, 0},
 	{"ChangeSeqRestarts", &mutant.ChangeSeqRestarts, 0},
 	{"SweepDropsLive", &mutant.SweepDropsLive, 0},
 	{"CancelSparesChildren", &mutant.CancelSparesChildren, 0},
@@ -154,8 +153,13 @@ func TestEveryMutantIsInTheTableOnce(t *testing.T) {
 		"WorkflowRerunsSavedSteps":     "the workflow check's tests below",
 		"WorkflowSleepsByWorkerClock":  "the workflow check's tests below",
 		"EncodeSkipsLastRecord":        "the snapshot read-back tests (snapshot/, snapshots_internal_test.go)",
-		"ReplicaStampsOwnClock":        "the replicated world's tests below",
-		"ReplicaRestoreKeepsState":     "the replicated world's tests below",
+		// A store releases its snapshot's copy of the state once the snapshot
+		// is written, so a record is replaced only while a snapshot is being
+		// encoded: in the simulator's worlds too rarely for a seed bound
+		// (seeds 1..20 of 400 operations never did).
+		"ListKeepsReplacedRecords": "the state machine's tests of shared records (fsm/: TestARecordNoCopyCanSeeIsChangedInPlace, TestLookupFindsWhatASearchFinds)",
+		"ReplicaStampsOwnClock":    "the replicated world's tests below",
+		"ReplicaRestoreKeepsState": "the replicated world's tests below",
 	}
 	seen := map[string]bool{}
 	for _, m := range mutations {
