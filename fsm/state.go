@@ -179,10 +179,9 @@ type State struct {
 	// gen marks records this state may change in place: a record whose gen
 	// equals it was created after the state's latest Copy, so no copy can
 	// see it. Every other record is shared and is replaced, never changed,
-	// until every copy has been released: then ownFrom is 0 and every record
-	// is the state's alone again (a record's gen is never above its state's).
-	gen     uint32
-	ownFrom uint32 // records with gen >= ownFrom are changed in place
+	// until every copy has been released: then every record is the state's
+	// alone again (see owns).
+	gen uint32
 	// copies counts this state's Copies not yet released; origin is, for a
 	// copy, the state it was copied from, until it is released.
 	copies int
@@ -238,11 +237,9 @@ func (s *State) Copy() *State {
 	// shared record in place. (Two per snapshot: a uint32 lasts two billion
 	// snapshots of one process.)
 	s.gen += 2
-	s.ownFrom = s.gen
 	s.copies++
 	return &State{
 		gen:     s.gen - 1,
-		ownFrom: s.gen - 1,
 		origin:  s,
 		execs:   s.execs.Copy(),
 		due:     s.due.Copy(),
@@ -281,9 +278,17 @@ func (s *State) Release(c *State) {
 		panic("fsm: Release of a copy whose own copies are not all released")
 	}
 	c.origin = nil
-	if s.copies--; s.copies == 0 {
-		s.ownFrom = 0
-	}
+	s.copies--
+}
+
+// owns reports whether s may change e, one of its records, in place: no
+// other state can see it. That is every record of a state that has no
+// unreleased Copy and is not itself one; otherwise only the records created
+// since its latest Copy, whose gen is the state's. (gen moves by two a Copy:
+// it would come round to an old record's only after two billion Copies in
+// one process.)
+func (s *State) owns(e *Execution) bool {
+	return e.gen == s.gen || (s.copies == 0 && s.origin == nil)
 }
 
 // Copies returns the number of s's Copies not yet released. While it is
@@ -558,7 +563,7 @@ func (s *State) putRecord(old, e *Execution) *Execution {
 		}
 	}
 	stored := old
-	if old != nil && old.gen >= s.ownFrom {
+	if old != nil && s.owns(old) {
 		*old = *e
 	} else {
 		stored = new(Execution)
