@@ -266,8 +266,9 @@ func (s *State) Copy() *State {
 // records, which it shares with s). Once every Copy of s has been released,
 // s changes its records in place again instead of replacing each on its
 // first change after the latest Copy. Release must be called by the
-// goroutine that applies to s, after every reader of c is done; a copy of c
-// must be released before c is. It panics if c is not an unreleased Copy of
+// goroutine that applies to s (or under the lock that keeps it from
+// applying), after every reader of c is done; a copy of c must be released
+// before c is. It panics if c is not an unreleased Copy of
 // s, or if a copy of c is still outstanding: either would let s change a
 // record some state can still see.
 func (s *State) Release(c *State) {
@@ -290,6 +291,10 @@ func (s *State) Release(c *State) {
 func (s *State) owns(e *Execution) bool {
 	return e.gen == s.gen || (s.copies == 0 && s.origin == nil)
 }
+
+// Origin returns the state s is an unreleased Copy of, or nil: the state to
+// Release s to.
+func (s *State) Origin() *State { return s.origin }
 
 // Copies returns the number of s's Copies not yet released. While it is
 // above zero, s replaces the records those copies share rather than change

@@ -161,18 +161,32 @@ func (f *FSM) View(fn func(st *fsm.State, applied uint64)) {
 }
 
 // Copy returns a point-in-time copy of the state, in O(1), and the index of the last log it
-// includes. The copy is the caller's: it may read it in any goroutine.
+// includes. The copy is the caller's: it may read it in any goroutine. Until it is handed
+// back with Release, the FSM replaces every record the copy shares on its first change
+// instead of changing it in place (fsm.State.Copy): a copy never released costs an
+// allocation per changed record for as long as the FSM runs.
 func (f *FSM) Copy() (*fsm.State, uint64) {
 	f.mu.Lock() // Copy changes the trees' bookkeeping
 	defer f.mu.Unlock()
 	return f.state.Copy(), f.applied
 }
 
+// Release hands back a Copy once nothing reads it any more. A copy of a state the FSM has
+// since replaced (Restore) is released to that state, which nothing changes any more; a
+// copy already released is left alone. Release may be called from any goroutine.
+func (f *FSM) Release(c *fsm.State) {
+	f.mu.Lock() // the state's count of copies is Apply's to read
+	defer f.mu.Unlock()
+	if o := c.Origin(); o != nil {
+		o.Release(c)
+	}
+}
+
 // Snapshot captures the state in O(1) (fsm.State.Copy: the trees are copy-on-write); raft
 // then calls Persist from another goroutine while Apply goes on.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	st, applied := f.Copy()
-	return &fsmSnapshot{state: st, header: snapshot.Header{
+	return &fsmSnapshot{f: f, state: st, header: snapshot.Header{
 		Index: applied, Clock: st.Meta().Now, Records: uint64(st.Len())}}, nil
 }
 
@@ -243,6 +257,7 @@ func (f *FSM) waitApplied(ctx context.Context, index uint64, stop <-chan struct{
 
 // fsmSnapshot is a state captured by Snapshot and its header.
 type fsmSnapshot struct {
+	f      *FSM
 	state  *fsm.State
 	header snapshot.Header
 }
@@ -258,5 +273,11 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	return sink.Close()
 }
 
-// Release drops the captured state.
-func (s *fsmSnapshot) Release() { s.state = nil }
+// Release hands the captured state back to the FSM (raft calls it once Persist is done or
+// the snapshot was given up), so that the FSM changes its records in place again.
+func (s *fsmSnapshot) Release() {
+	if s.state != nil {
+		s.f.Release(s.state)
+		s.state = nil
+	}
+}

@@ -160,6 +160,68 @@ func TestSnapshotIsThePointInTimeStateInTheSnapshotFormat(t *testing.T) {
 	}
 }
 
+// TestARaftSnapshotHandsItsCopyBack: raft releases every snapshot it took, once persisted;
+// the FSM's state then has no copy outstanding, so it changes its records in place again
+// (fsm.State.Release) instead of replacing each for as long as the node runs. A snapshot
+// taken before a Restore is released without touching the state restored.
+func TestARaftSnapshotHandsItsCopyBack(t *testing.T) {
+	ref := fsm.New()
+	logs, _ := commandLogs(t, 4, 200, ref)
+	f := NewFSM(fsm.New(), 0, FSMOptions{})
+	copies := func() (n int) {
+		f.View(func(st *fsm.State, _ uint64) { n = st.Copies() })
+		return n
+	}
+	f.ApplyBatch(logs[:100])
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := copies(); n != 1 {
+		t.Fatalf("copies outstanding while the snapshot is persisted = %d, want 1", n)
+	}
+	f.ApplyBatch(logs[100:150])
+	var sink memorySink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	snap.Release()
+	if n := copies(); n != 0 {
+		t.Fatalf("copies outstanding after raft released the snapshot = %d, want 0", n)
+	}
+	snap.Release() // a second release changes nothing
+	if n := copies(); n != 0 {
+		t.Fatalf("copies outstanding after a second release = %d, want 0", n)
+	}
+
+	// Taken, then the state is replaced by a Restore, then released.
+	old, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(io.NopCloser(sink.Reader())); err != nil {
+		t.Fatal(err)
+	}
+	old.Release()
+	if n := copies(); n != 0 {
+		t.Fatalf("the restored state has %d copies outstanding, want 0", n)
+	}
+	f.ApplyBatch(logs[100:])
+	a, _ := f.Copy()
+	defer f.Release(a)
+	b := fsm.New()
+	for _, l := range logs {
+		var c fsm.Command
+		if err := fsm.DecodeInto(&c, l.Data); err != nil {
+			t.Fatal(err)
+		}
+		b.Apply(&c)
+	}
+	if !bytes.Equal(stateBytes(t, a), stateBytes(t, b)) {
+		t.Fatal("after the restore and the same logs, the FSM's state differs from the logs applied in order")
+	}
+}
+
 func TestRestoreOfADamagedSnapshotChangesNothing(t *testing.T) {
 	ref := fsm.New()
 	logs, _ := commandLogs(t, 3, 100, ref)
