@@ -14,6 +14,12 @@ import (
 // are a floor for machines of their own), every append fsynced unless noSync,
 // and returns the leader's store.
 func openReplicatedBench(b *testing.B, n int, noSync bool) *execstore.Store {
+	return openReplicatedCluster(b, n, noSync)[0]
+}
+
+// openReplicatedCluster is openReplicatedBench returning every store, the
+// leader's first.
+func openReplicatedCluster(b *testing.B, n int, noSync bool) []*execstore.Store {
 	b.Helper()
 	stores := make([]*execstore.Store, n)
 	var peers []execstore.Peer
@@ -40,7 +46,8 @@ func openReplicatedBench(b *testing.B, n int, noSync bool) *execstore.Store {
 	}
 	for i := range stores {
 		if peers[i].ID == id {
-			return stores[i]
+			stores[0], stores[i] = stores[i], stores[0]
+			return stores
 		}
 	}
 	b.Fatalf("the leader %s is not a member", id)
@@ -49,7 +56,10 @@ func openReplicatedBench(b *testing.B, n int, noSync bool) *execstore.Store {
 
 // BenchmarkReplicated is BenchmarkAdmit and BenchmarkClaimers on the leader of
 // three replicas: each batch is committed once two of the three nodes stored
-// it durably, then applied on every node.
+// it durably, then applied on every node. The after-raft-snapshot row has
+// every node take a raft snapshot before the timer starts, without fsync so
+// that the state machine's share shows: a node that kept its snapshot's copy
+// of the state would replace each record it changes from then on.
 //
 //	go test -run '^$' -bench Replicated -benchtime 20000x .
 func BenchmarkReplicated(b *testing.B) {
@@ -71,14 +81,28 @@ func BenchmarkReplicated(b *testing.B) {
 	for _, cfg := range []struct {
 		claimers, batch int
 		together        bool
-	}{{1, 64, true}, {4, 64, false}, {16, 256, false}} {
-		name := fmt.Sprintf("claim-ack/replicas=3/sync=true/claimers=%d/batch=%d", cfg.claimers, cfg.batch)
+		noSync          bool
+		snapshotted     bool // every node took a raft snapshot before the timer
+	}{{1, 64, true, false, false}, {4, 64, false, false, false}, {16, 256, false, false, false}, {4, 64, false, true, true}} {
+		name := fmt.Sprintf("claim-ack/replicas=3/sync=%v/claimers=%d/batch=%d", !cfg.noSync, cfg.claimers, cfg.batch)
 		if cfg.together {
 			name += "/together"
 		}
+		if cfg.snapshotted {
+			name += "/after-raft-snapshot"
+		}
 		b.Run(name, func(b *testing.B) {
-			s := openReplicatedBench(b, 3, false)
+			stores := openReplicatedCluster(b, 3, cfg.noSync)
+			s := stores[0]
 			(&pool{b: b, s: s}).refill(20_000 + b.N)
+			if cfg.snapshotted {
+				for _, n := range stores {
+					if err := n.Node().Snapshot(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
 			claimLoop(b, s, cfg.claimers, cfg.batch, cfg.together)
 		})
 	}
