@@ -83,7 +83,12 @@ func BenchmarkReplicated(b *testing.B) {
 		together        bool
 		noSync          bool
 		snapshotted     bool // every node took a raft snapshot before the timer
-	}{{1, 64, true, false, false}, {4, 64, false, false, false}, {16, 256, false, false, false}, {4, 64, false, true, true}} {
+	}{
+		{claimers: 1, batch: 64, together: true},
+		{claimers: 4, batch: 64},
+		{claimers: 16, batch: 256},
+		{claimers: 4, batch: 64, noSync: true, snapshotted: true},
+	} {
 		name := fmt.Sprintf("claim-ack/replicas=3/sync=%v/claimers=%d/batch=%d", !cfg.noSync, cfg.claimers, cfg.batch)
 		if cfg.together {
 			name += "/together"

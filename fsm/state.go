@@ -268,9 +268,9 @@ func (s *State) Copy() *State {
 // first change after the latest Copy. Release must be called by the
 // goroutine that applies to s (or under the lock that keeps it from
 // applying), after every reader of c is done; a copy of c must be released
-// before c is. It panics if c is not an unreleased Copy of
-// s, or if a copy of c is still outstanding: either would let s change a
-// record some state can still see.
+// before c is. It panics if c is not an unreleased Copy of s, or if a copy
+// of c is still outstanding: either would let s change a record some state
+// can still see.
 func (s *State) Release(c *State) {
 	switch {
 	case c == nil || c.origin != s:
