@@ -116,9 +116,10 @@ func TestLargeConcurrentAdmissionsAreCutIntoBatchesByBytes(t *testing.T) {
 			// The writer's buffers did not keep the burst's memory. (Every
 			// request was answered, so the writer's last writes to them
 			// happened before.)
-			batchCap := reflect.ValueOf(&s.batch).Elem().FieldByName("data").Cap()
-			if cap(s.encoded) > reusedBytesMax || batchCap > reusedBytesMax || cap(s.logged) > queueCapMax {
-				t.Fatalf("after the burst the writer keeps %d encoded and %d batch bytes", cap(s.encoded), batchCap)
+			lc := s.commit.(*logCommitter)
+			batchCap := reflect.ValueOf(&lc.batch).Elem().FieldByName("data").Cap()
+			if cap(lc.encoded) > reusedBytesMax || batchCap > reusedBytesMax || cap(s.w.planner.p.logged) > queueCapMax {
+				t.Fatalf("after the burst the writer keeps %d encoded and %d batch bytes", cap(lc.encoded), batchCap)
 			}
 		})
 	}
@@ -275,10 +276,9 @@ func TestALogRefusalIsNotAStorageFailure(t *testing.T) {
 	r := newRequest()
 	r.cmd = fsm.Command{Kind: fsm.KindSaveStep, ExecutionID: "e", Token: leases[0].Token, Key: "k",
 		Value: strings.Repeat("v", wal.MaxPayloadBytes)}
-	s.qmu.Lock()
-	s.queue = append(s.queue, r)
-	s.qmu.Unlock()
-	s.signal()
+	if err := s.in.push([]*request{r}, s.failed); err != nil {
+		t.Fatal(err)
+	}
 	<-r.done
 	if !errors.Is(r.err, ErrInvalidArgument) || errors.Is(r.err, ErrStorageFailed) {
 		t.Fatalf("refused batch: err = %v, want ErrInvalidArgument and not ErrStorageFailed", r.err)

@@ -62,12 +62,11 @@ type clockWatch struct {
 	episodeMaxNs int64
 }
 
-// watchClock compares the clock's reading with the store's time before a
-// stamp, counting and reporting a reading behind it. Writer goroutine only,
-// BEFORE stamp updates s.last.
-func (s *Store) watchClock(clock int64, ok bool) {
+// watchClock compares the clock's reading with the store's time last before
+// a stamp, counting and reporting a reading behind it. Writer goroutine only.
+func (s *Store) watchClock(clock int64, ok bool, last int64) {
 	w := &s.clock
-	if !ok || clock >= s.last {
+	if !ok || clock >= last {
 		if w.episode > 0 {
 			s.logger.Info("execstore: the clock has caught up with the store's time",
 				"held_back", w.episode, "max_behind", time.Duration(w.episodeMaxNs))
@@ -76,7 +75,7 @@ func (s *Store) watchClock(clock int64, ok bool) {
 		}
 		return
 	}
-	gap := s.last - clock
+	gap := last - clock
 	w.heldBack.Add(1)
 	w.behind.Store(gap)
 	if gap > w.behindMax.Load() {
@@ -90,6 +89,6 @@ func (s *Store) watchClock(clock int64, ok bool) {
 	w.warned, w.warnedAt = true, clock
 	s.logger.Warn("execstore: the clock reads earlier than the store's time (it was stepped back, or an earlier jump ahead was corrected); "+
 		"commands are stamped with the store's time, which stands still until the clock catches up",
-		"behind", time.Duration(gap), "clock", timeFromNanos(clock), "store_time", timeFromNanos(s.last),
+		"behind", time.Duration(gap), "clock", timeFromNanos(clock), "store_time", timeFromNanos(last),
 		"held_back_since_open", w.heldBack.Load())
 }

@@ -57,13 +57,14 @@ type fallbackCheck struct {
 	err     atomic.Pointer[error]
 }
 
-func (c *fallbackCheck) start(s *Store) {
+func (c *fallbackCheck) start(lc *logCommitter) {
+	s := lc.s
 	ctx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		err := s.checkFallback(ctx, s.fallback)
+		err := lc.checkFallback(ctx, lc.fallback)
 		if ctx.Err() != nil {
 			return // the store closed first
 		}
@@ -102,7 +103,7 @@ func (c *fallbackCheck) result() (bool, error) {
 // checkFallback reads every byte of the fallback path. Entries compacted away
 // meanwhile are no longer needed, so running out of the log ends the check
 // without an error.
-func (s *Store) checkFallback(ctx context.Context, fb fallback) error {
+func (c *logCommitter) checkFallback(ctx context.Context, fb fallback) error {
 	if fb.snapshot != nil {
 		if _, err := snapshot.Verify(fb.snapshot.Path); err != nil {
 			return err
@@ -113,7 +114,7 @@ func (s *Store) checkFallback(ctx context.Context, fb fallback) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		payload, err := s.wal.Read(index)
+		payload, err := c.wal.Read(index)
 		switch {
 		case errors.Is(err, wal.ErrOutOfRange), errors.Is(err, wal.ErrClosed):
 			return nil

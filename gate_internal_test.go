@@ -32,9 +32,8 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func waitQueued(t *testing.T, s *Store, n int) {
 	t.Helper()
 	queued := func() int {
-		s.qmu.Lock()
-		defer s.qmu.Unlock()
-		return len(s.queue)
+		_, n, _ := s.in.state()
+		return n
 	}
 	waitFor(t, fmt.Sprintf("%d requests are queued", n), func() bool { return queued() == n })
 }
@@ -127,9 +126,7 @@ func (g *gatedStore) waitQueued(n int) {
 // The returned channel yields fn's error.
 func (g *gatedStore) call(fn func() error) <-chan error {
 	g.t.Helper()
-	g.s.qmu.Lock()
-	n := len(g.s.queue)
-	g.s.qmu.Unlock()
+	_, n, _ := g.s.in.state()
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
 	g.waitQueued(n + 1)

@@ -45,20 +45,6 @@ const (
 // like everything else.
 const GroupWaitMax = time.Second
 
-// groupBound is how long the next batch may wait for its callers: 0 for none.
-// Writer goroutine only.
-func (s *Store) groupBound() time.Duration {
-	switch {
-	case s.opts.NoSync || s.node != nil || s.opts.GroupWait < 0:
-		return 0 // nothing to share: no fsync, or a replica's own batching
-	case s.opts.GroupWait > 0:
-		return s.opts.GroupWait
-	default:
-		// A wait that saves an fsync pays while it is shorter than one.
-		return min(s.wal.LastSync()/2, groupWaitMax)
-	}
-}
-
 // awaitGroup waits, before a batch is taken, until the calls the writer
 // expects have queued, for at most groupBound. It waits only when something
 // is queued already but fewer calls than expected, and while the batch
@@ -66,8 +52,8 @@ func (s *Store) groupBound() time.Duration {
 // coming back: a timer would wake it late (Go rounds sleeps under a
 // millisecond up when nothing else runs), and the wait is shorter than the
 // fsync it saves. Writer goroutine only.
-func (s *Store) awaitGroup() {
-	g := &s.group
+func (w *writer) awaitGroup() {
+	g := &w.group
 	if g.expect < 2 {
 		return
 	}
@@ -75,16 +61,14 @@ func (s *Store) awaitGroup() {
 		g.skip--
 		return
 	}
-	bound := s.groupBound()
+	bound := w.c.groupBound(&w.s.opts)
 	if bound <= 0 {
 		return
 	}
 	var deadline time.Time
 	for {
-		s.qmu.Lock()
-		calls, queued, closing := s.qcalls, len(s.queue), s.closing
-		s.qmu.Unlock()
-		if calls == 0 || closing || queued >= s.opts.MaxBatch {
+		calls, queued, closing := w.s.in.state()
+		if calls == 0 || closing || queued >= w.s.opts.MaxBatch {
 			return
 		}
 		if calls >= g.expect {
@@ -113,9 +97,7 @@ func (s *Store) awaitGroup() {
 
 // noteGroup records, once a batch of calls has been written and answered,
 // how many calls the next batch should wait for. Writer goroutine only.
-func (s *Store) noteGroup(calls int) {
-	s.qmu.Lock()
-	queued := s.qcalls
-	s.qmu.Unlock()
-	s.group.expect, s.group.base = calls+queued, queued
+func (w *writer) noteGroup(calls int) {
+	queued, _, _ := w.s.in.state()
+	w.group.expect, w.group.base = calls+queued, queued
 }

@@ -5,16 +5,18 @@ import (
 	"time"
 )
 
-// groupStore is a Store with only what awaitGroup reads: the queue, the
-// options and the group's estimate.
-func groupStore(wait time.Duration, expect, queued int) *Store {
-	s := &Store{opts: Options{GroupWait: wait, MaxBatch: 4096}}
-	s.group.expect = expect
+// groupStore is a writer with only what awaitGroup reads: the queue, the
+// options, the committer's bound and the group's estimate.
+func groupStore(wait time.Duration, expect, queued int) *writer {
+	st := &Store{opts: Options{GroupWait: wait, MaxBatch: 4096}}
+	st.in.init()
+	w := &writer{s: st, c: &logCommitter{s: st}}
+	w.group.expect = expect
 	for i := 0; i < queued; i++ {
-		s.queue = append(s.queue, &request{lead: true})
+		st.in.reqs = append(st.in.reqs, &request{lead: true})
 	}
-	s.qcalls = queued
-	return s
+	st.in.calls = queued
+	return w
 }
 
 // The writer's wait for its callers is bounded, and a wait nobody answered
@@ -50,10 +52,10 @@ func TestGroupWaitEndsWhenTheExpectedCallsHaveQueued(t *testing.T) {
 	s.group.misses = 2
 	go func() {
 		for range 2 {
-			s.qmu.Lock()
-			s.queue = append(s.queue, &request{lead: true})
-			s.qcalls++
-			s.qmu.Unlock()
+			s.s.in.mu.Lock()
+			s.s.in.reqs = append(s.s.in.reqs, &request{lead: true})
+			s.s.in.calls++
+			s.s.in.mu.Unlock()
 		}
 	}()
 	s.awaitGroup() // an hour's bound: only the two calls end it
@@ -82,19 +84,19 @@ func TestGroupWaitAnsweredInPartDoesNotBackOff(t *testing.T) {
 // fewer than two callers are expected.
 func TestGroupWaitOnlyWhenItCanSaveAnFsync(t *testing.T) {
 	full := groupStore(time.Hour, 3, 1)
-	full.opts.MaxBatch = 1
+	full.s.opts.MaxBatch = 1
 	noSync := groupStore(time.Hour, 3, 1)
-	noSync.opts.NoSync = true
-	for name, s := range map[string]*Store{
+	noSync.s.opts.NoSync = true
+	for name, s := range map[string]*writer{
 		"no fsync":       noSync,
 		"GroupWait < 0":  groupStore(-1, 3, 1),
 		"nothing queued": groupStore(time.Hour, 3, 0),
 		"all queued":     groupStore(time.Hour, 3, 3),
 		"batch full":     full,
 		"one caller":     groupStore(time.Hour, 1, 1),
-		"closing": func() *Store {
+		"closing": func() *writer {
 			s := groupStore(time.Hour, 3, 1)
-			s.closing = true
+			s.s.in.closing = true
 			return s
 		}(),
 	} {

@@ -40,9 +40,4 @@ func newID(now time.Time, bits io.Reader) string {
 // (whose IDs then sort by creation, as the simulator relies on); on a
 // replica the store's time (Now), which never goes back across a leader
 // change, even when the new leader's clock is behind.
-func (s *Store) idTime() time.Time {
-	if s.node != nil {
-		return s.Now()
-	}
-	return s.opts.Now()
-}
+func (s *Store) idTime() time.Time { return s.commit.idTime() }

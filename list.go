@@ -255,7 +255,7 @@ func (s *Store) changesAfter(ctx context.Context, after uint64, limit int) (Chan
 	// even to a caller whose context ended. On a replica a linearizable read
 	// may wait for the leader (a partition), and stops with ctx.
 	readCtx := ctx
-	if s.node == nil {
+	if !s.commit.readsWait() {
 		readCtx = context.Background()
 	}
 	for {

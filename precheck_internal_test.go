@@ -110,9 +110,7 @@ func TestANoOpIsAnsweredBeforeTheBatchItCameWithIsWritten(t *testing.T) {
 	before, _ := s.Stats(ctx)
 
 	answer := func(fn func() error) <-chan error {
-		s.qmu.Lock()
-		n := len(s.queue)
-		s.qmu.Unlock()
+		_, n, _ := s.in.state()
 		ch := make(chan error, 1)
 		go func() { ch <- fn() }()
 		waitQueued(t, s, n+1) // queued in the order they are made

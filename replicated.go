@@ -110,10 +110,11 @@ func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
+	rc := &raftCommitter{s: s, stale: opts.StaleReads}
 	defer func() {
 		if err != nil {
-			if s.node != nil {
-				s.node.Close()
+			if rc.n != nil {
+				rc.n.Close()
 			}
 			s.releaseDir()
 			err = fmt.Errorf("execstore: open %s: %w", dir, err)
@@ -122,7 +123,6 @@ func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 	if err := checkReplicaDir(dir); err != nil {
 		return nil, err
 	}
-	s.stale = opts.StaleReads
 	// A command is one raft log's data, whose stored entry adds a header:
 	// larger ones are refused in their caller's goroutine (submit).
 	s.maxCommand = min(s.maxCommand, wal.MaxPayloadBytes-raftEntryOverhead)
@@ -139,24 +139,21 @@ func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 	}
 	no.FSM = replica.FSMOptions{
 		Lock:     &s.rw,
-		Restored: s.restored,
-		Adopted:  s.adopted,
-		Applied:  s.appliedOnNode,
+		Restored: rc.restored,
+		Adopted:  rc.adopted,
+		Applied:  rc.appliedOnNode,
 	}
-	if s.node, err = replica.Open(dir, no); err != nil {
+	if rc.n, err = replica.Open(dir, no); err != nil {
 		return nil, err
 	}
 	if len(opts.Peers) > 0 {
-		if err := s.node.Bootstrap(opts.Peers); err != nil && !errors.Is(err, replica.ErrBootstrapped) {
+		if err := rc.n.Bootstrap(opts.Peers); err != nil && !errors.Is(err, replica.ErrBootstrapped) {
 			return nil, err
 		}
 	}
-	s.rw.RLock()
-	s.last = s.state.Meta().Now
-	s.rw.RUnlock()
-	s.logger.Info("execstore: opened a replica", "dir", dir, "node", no.ID, "addr", s.node.Addr())
-	go s.run()
-	go s.followNode()
+	s.logger.Info("execstore: opened a replica", "dir", dir, "node", no.ID, "addr", rc.n.Addr())
+	s.start(rc)
+	go rc.followNode()
 	return s, nil
 }
 
@@ -191,12 +188,29 @@ const raftEntryOverhead = 64
 
 // Node returns the raft node of a replicated store (membership, leadership,
 // raft's state), or nil for a single-node store.
-func (s *Store) Node() *replica.Node { return s.node }
+func (s *Store) Node() *replica.Node { return s.commit.node() }
+
+// raftCommitter commits a replicated store's batches through raft: on the
+// leader, the writer proposes each plan's entries (replica.Node.Propose),
+// raft commits them once a majority of the nodes stored them durably, and
+// every node's FSM applies them; the writer answers each caller with the
+// result its command got from the leader's FSM.
+//
+// Locking rule: only the FSM's goroutine changes the state, holding s.rw
+// (the lock the store lends the FSM, replica.FSMOptions.Lock) for writing;
+// every other goroutine, the writer included, reads it under the read lock.
+type raftCommitter struct {
+	s     *Store
+	n     *replica.Node
+	stale bool // ReplicaOptions.StaleReads
+
+	changeSeen uint64 // the change feed's position at the FSM's last batch; FSM goroutine only
+}
 
 // restored prepares a state the FSM decoded from a snapshot, or its first
 // one, before it is adopted.
-func (s *Store) restored(st *fsm.State) {
-	if s.opts.Retention > 0 {
+func (c *raftCommitter) restored(st *fsm.State) {
+	if c.s.opts.Retention > 0 {
 		st.TrackRetirement()
 	}
 }
@@ -205,10 +219,11 @@ func (s *Store) restored(st *fsm.State) {
 // writing: with its first state, and with each one a snapshot restores. A
 // restored state may have ended awaited executions, made some due and moved
 // the change feed: everyone waiting is woken to look again.
-func (s *Store) adopted(st *fsm.State) {
+func (c *raftCommitter) adopted(st *fsm.State) {
+	s := c.s
 	first := s.state == nil
 	s.state = st
-	s.changeSeen = st.Meta().ChangeSeq
+	c.changeSeen = st.Meta().ChangeSeq
 	if first {
 		return
 	}
@@ -223,10 +238,11 @@ func (s *Store) adopted(st *fsm.State) {
 // appliedOnNode wakes, on every node, those waiting for what a batch of logs
 // the FSM applied did. It runs in the FSM's goroutine, which alone changes
 // the state: it reads the state without the lock.
-func (s *Store) appliedOnNode(cmds []fsm.Command, results []fsm.Result) {
+func (c *raftCommitter) appliedOnNode(cmds []fsm.Command, results []fsm.Result) {
+	s := c.s
 	seq := s.state.Meta().ChangeSeq
-	changed := seq != s.changeSeen
-	s.changeSeen = seq
+	changed := seq != c.changeSeen
+	c.changeSeen = seq
 	var became fsm.Transitions
 	for i := range results {
 		became.Due = became.Due || results[i].Became.Due
@@ -234,7 +250,7 @@ func (s *Store) appliedOnNode(cmds []fsm.Command, results []fsm.Result) {
 	}
 	// Only the leader's dispatchers can claim: a follower's hear of its
 	// election instead (followNode), rather than failing a claim per batch.
-	became.Due = became.Due && s.isLeader()
+	became.Due = became.Due && c.leads()
 	s.wake(became, changed, func(yield func(*fsm.Command, *fsm.Result)) {
 		for i := range cmds {
 			yield(&cmds[i], &results[i])
@@ -245,70 +261,61 @@ func (s *Store) appliedOnNode(cmds []fsm.Command, results []fsm.Result) {
 // followNode wakes the writer and the dispatchers on every change of the
 // node's raft state: a new leader's writer has schedules to fire and
 // retention to apply, and its dispatchers have executions to claim.
-func (s *Store) followNode() {
+func (c *raftCommitter) followNode() {
+	s := c.s
 	for {
-		ch := s.node.Changed()
+		ch := c.n.Changed()
 		select {
 		case <-ch:
 			s.due.notify()
 			s.changed.notify()
-			s.signal()
-		case <-s.node.Done():
+			s.in.signal()
+		case <-c.n.Done():
 			return
 		}
 	}
 }
 
-// isLeader reports whether this node of a replicated store is raft's leader.
-func (s *Store) isLeader() bool { return s.node.State() == raft.Leader }
+// leads reports whether this node is raft's leader.
+func (c *raftCommitter) leads() bool { return c.n.State() == raft.Leader }
 
-// lockedRead runs fn with the state as the writer reads it: unlocked on a
-// single node (the writer alone changes it), under the read lock on a
-// replica (the FSM's goroutine changes it). Writer goroutine only, and never
-// while it holds the read lock already.
-func (s *Store) lockedRead(fn func()) {
-	if s.node == nil {
-		fn()
-		return
-	}
-	s.rw.RLock()
-	defer s.rw.RUnlock()
-	fn()
+func (c *raftCommitter) view(fn func(st *fsm.State)) {
+	c.s.rw.RLock()
+	defer c.s.rw.RUnlock()
+	fn(c.s.state)
 }
+
+// groupBound is 0: a replica does not wait for its callers, raft batches its
+// writes.
+func (c *raftCommitter) groupBound(*Options) time.Duration { return 0 }
+
+// raft snapshots a replica (Node.SnapshotThreshold): the writer has no work
+// of its own between rounds.
+func (c *raftCommitter) poll(*writer)       {}
+func (c *raftCommitter) afterRound(*writer) {}
+func (c *raftCommitter) finish(*writer)     {}
 
 // proposeTimeout bounds how long the writer waits for raft to take a batch
 // and commit it. A leader that cannot reach a quorum steps down within its
 // LeaderLeaseTimeout, which fails the batch's futures long before this.
 const proposeTimeout = time.Minute
 
-// processReplicated is process on a replica: the batch is stamped by the
-// node, prechecked and encoded under its stamping lock, proposed to raft,
-// and each caller answered with its command's result once the leader's FSM
-// applied it. before, when not nil, runs first with the batch's time, under
-// the read lock, to fill in commands that depend on it (the retire and
-// fire-schedules commands the writer makes itself).
-func (s *Store) processReplicated(batch []*request, before func(now int64)) {
+// commit stamps the batch with the node's time, and plans and encodes it
+// under the node's stamping lock (replica.Node.Propose); then it answers each
+// caller with its command's result once the leader's FSM applied it.
+func (c *raftCommitter) commit(w *writer, batch []*request) {
+	s := c.s
 	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
 	defer cancel()
-	prepared := false
-	out, err := s.node.Propose(ctx, func(now int64) [][]byte {
-		prepared = true
+	var p *plan
+	out, err := c.n.Propose(ctx, func(now int64) [][]byte {
 		s.rw.RLock()
 		defer s.rw.RUnlock()
-		clock, ok := nanosFromTime(s.opts.Now())
-		s.last = max(s.last, s.state.Meta().Now)
-		s.watchClock(clock, ok)
-		s.last = now
-		if before != nil {
-			before(now)
-		}
-		s.prepare(batch, now)
-		if len(s.logged) == 0 {
-			return nil
-		}
-		return s.encodeReplicated(now)
+		w.stampAt(now, s.state.Meta().Now)
+		p = w.planner.plan(batch, s.state, now, s.failed())
+		return encodeEntries(p)
 	})
-	if !prepared {
+	if p == nil {
 		// Nothing was submitted: not the leader, closed, or no catch-up.
 		if errors.Is(err, replica.ErrNodeClosed) {
 			err = ErrClosed
@@ -321,6 +328,9 @@ func (s *Store) processReplicated(batch []*request, before func(now int64)) {
 		s.rw.RUnlock()
 		return
 	}
+	for _, r := range p.idle {
+		r.done <- struct{}{}
+	}
 	// What the batch answers from the state without logging (a no-op, a
 	// request deferred until the batch is applied) is true of the state only
 	// if this node still led when it was read: a deposed leader that has not
@@ -329,35 +339,40 @@ func (s *Store) processReplicated(batch []*request, before func(now int64)) {
 	// heartbeats does (raft's VerifyLeader), as a linearizable read's.
 	confirmed := err == nil && anyCommitted(out)
 	var refused error
-	if !confirmed && len(s.noops)+len(s.deferred) > 0 {
-		if refused = s.node.VerifyLeader(ctx); refused == nil {
+	if !confirmed && len(p.answered)+len(p.deferred) > 0 {
+		if refused = c.n.VerifyLeader(ctx); refused == nil {
 			confirmed = true
 		} else if errors.Is(refused, replica.ErrNodeClosed) {
 			refused = ErrClosed
 		}
 	}
 	s.rw.RLock()
-	if len(s.logged) > 0 {
-		s.answerReplicated(out, err)
+	if len(p.logged) > 0 {
+		c.answer(p, out, err)
 	}
-	for _, r := range s.noops {
+	for _, r := range p.answered {
 		if !confirmed {
 			r.res, r.err = fsm.Result{}, refused
 		}
 		s.answer(r)
 	}
-	clear(s.noops)
 	if !confirmed {
-		for _, r := range s.deferred {
+		for _, r := range p.deferred {
 			r.err = refused
 			s.answer(r)
 		}
-		clear(s.deferred)
-		s.deferred = s.deferred[:0]
+		clear(p.deferred)
+		p.deferred = p.deferred[:0]
+	}
+	var again []*request
+	if len(p.deferred) > 0 {
+		again = settle(p.deferred, s.state, s.failed(), s.answer)
 	}
 	s.rw.RUnlock()
-	s.settleDeferred()
-	s.shrinkBuffers()
+	if len(again) > 0 {
+		s.in.pushFront(again)
+	}
+	w.planner.done()
 	if s.obs != nil {
 		s.flushObserved()
 	}
@@ -374,23 +389,24 @@ func anyCommitted(out []replica.Applied) bool {
 	return false
 }
 
-// encodeReplicated groups the logged requests into entries, as encodeLogged
-// does, and returns each entry's command encoded in a slice of its own (raft
-// keeps it).
-func (s *Store) encodeReplicated(now int64) [][]byte {
-	s.encodeLogged(now)
-	datas := make([][]byte, len(s.entries))
-	for i := range s.entries {
-		datas[i] = fsm.AppendEncode(make([]byte, 0, s.entries[i].size()), s.entries[i].command())
+// encodeEntries returns each of a plan's entries encoded in a slice of its
+// own (raft keeps it), or nil when it logs nothing.
+func encodeEntries(p *plan) [][]byte {
+	if len(p.entries) == 0 {
+		return nil
+	}
+	datas := make([][]byte, len(p.entries))
+	for i := range p.entries {
+		datas[i] = fsm.AppendEncode(make([]byte, 0, p.entries[i].size()), p.entries[i].command())
 	}
 	return datas
 }
 
-// answerReplicated answers the logged requests from their entries'
-// outcomes. The caller holds the read lock.
-func (s *Store) answerReplicated(out []replica.Applied, err error) {
-	for k := range s.entries {
-		e := &s.entries[k]
+// answer answers a plan's logged requests from their entries' outcomes.
+// The caller holds the read lock.
+func (c *raftCommitter) answer(p *plan, out []replica.Applied, err error) {
+	for k := range p.entries {
+		e := &p.entries[k]
 		var a replica.Applied
 		switch {
 		case err != nil:
@@ -398,7 +414,7 @@ func (s *Store) answerReplicated(out []replica.Applied, err error) {
 		case k < len(out):
 			a = out[k]
 		default:
-			a.Err = fmt.Errorf("execstore: raft answered %d of %d commands", len(out), len(s.entries))
+			a.Err = fmt.Errorf("execstore: raft answered %d of %d commands", len(out), len(p.entries))
 		}
 		if errors.Is(a.Err, replica.ErrNodeClosed) {
 			a.Err = ErrClosed
@@ -414,35 +430,51 @@ func (s *Store) answerReplicated(out []replica.Applied, err error) {
 			}
 		}
 	}
-	for _, r := range s.logged {
-		s.answer(r)
+	for _, r := range p.logged {
+		c.s.answer(r)
 	}
-	clear(s.mergedAcks)
 }
 
-// snapshotReplicated is Snapshot on a replica: raft snapshots the state
+// read is linearizable unless ReplicaOptions.StaleReads: see Store.read.
+func (c *raftCommitter) read(ctx context.Context, fn func(st *fsm.State)) error {
+	if c.stale {
+		c.view(fn)
+		return nil
+	}
+	err := c.n.Read(ctx, fn)
+	if errors.Is(err, replica.ErrNodeClosed) {
+		err = ErrClosed
+	}
+	return err
+}
+
+// readsWait is true: a linearizable read may wait for the leader, and a
+// stale one stops with its caller's context too.
+func (c *raftCommitter) readsWait() bool { return true }
+
+// snapshot is Snapshot on a replica: raft snapshots the state
 // (replica.Node.Snapshot). Nothing applied since the last snapshot is not an
 // error: the last one holds the state.
-func (s *Store) snapshotReplicated(ctx context.Context) error {
-	err := s.node.Snapshot(ctx)
+func (c *raftCommitter) snapshot(ctx context.Context) error {
+	err := c.n.Snapshot(ctx)
 	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return nil
 	}
 	return err
 }
 
-// closeReplicated stops a replica's node (a leader hands its leadership over
-// first) and releases the directory. The writer has exited.
-func (s *Store) closeReplicated() error {
-	err := s.node.Close()
-	s.awaits.closeAll()
-	if s.lockf != nil {
-		if uerr := unlockDir(s.lockf); err == nil {
-			err = uerr
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("execstore: close: %w", err)
-	}
-	return nil
+// stats describes the node: its raft log's indexes stand for the WAL's.
+func (c *raftCommitter) stats(st *Stats) {
+	ns := c.n.Stats()
+	st.WALFirstIndex, st.WALLastIndex, st.AppliedIndex = ns.FirstIndex, ns.LastIndex, ns.Applied
+	st.Replica = &ns
 }
+
+// idTime is the store's time (Now), which never goes back across a leader
+// change, even when the new leader's clock is behind.
+func (c *raftCommitter) idTime() time.Time { return c.s.Now() }
+
+// close stops the node (a leader hands its leadership over first).
+func (c *raftCommitter) close() error { return c.n.Close() }
+
+func (c *raftCommitter) node() *replica.Node { return c.n }

@@ -364,51 +364,6 @@ func firstOccurrence(c *fsm.Command) {
 	c.At = o.after(c.Now)
 }
 
-// scheduleTick logs and applies one fire-schedules command when some
-// schedule's next occurrence has come. It reports whether more may be due.
-// Writer goroutine only.
-func (s *Store) scheduleTick() bool {
-	if s.failed() != nil || (s.node != nil && !s.isLeader()) {
-		return false
-	}
-	var next int64
-	ok := false
-	s.lockedRead(func() { next, ok = s.state.NextOccurrence() })
-	if !ok {
-		return false
-	}
-	clock, _ := nanosFromTime(s.opts.Now())
-	if next > max(clock, s.last) {
-		return false
-	}
-	r := newRequest()
-	r.cmd = fsm.Command{Kind: fsm.KindFireSchedules}
-	var now int64
-	if s.node != nil {
-		// The fires are planned at the time the node stamps the command with.
-		s.processReplicated([]*request{r}, func(at int64) {
-			now = at
-			r.cmd.Fires = s.planFires(at)
-		})
-	} else {
-		now = s.stamp()
-		if r.cmd.Fires = s.planFires(now); len(r.cmd.Fires) == 0 {
-			r.free()
-			return false
-		}
-		s.processAt([]*request{r}, now)
-	}
-	<-r.done
-	planned := len(r.cmd.Fires) > 0
-	r.free()
-	if !planned {
-		return false
-	}
-	var more int64
-	s.lockedRead(func() { more, ok = s.state.NextOccurrence() })
-	return ok && more <= now
-}
-
 // planFires decides what happens to each occurrence due at now, for the
 // schedules due earliest first, at most fsm.MaxFiresPerCommand of them:
 //
@@ -419,10 +374,10 @@ func (s *Store) scheduleTick() bool {
 //     admitted in a row, and then skips the rest of those missed;
 //     CatchUpLatest skips to the latest missed one and admits it;
 //     CatchUpNone skips every missed one.
-func (s *Store) planFires(now int64) []fsm.Fire {
+func (s *Store) planFires(now int64, st *fsm.State) []fsm.Fire {
 	var fires []fsm.Fire
 	late := now - int64(s.opts.ScheduleGrace) // an occurrence before it was missed
-	s.state.DueSchedules(now, func(sc *fsm.Schedule) bool {
+	st.DueSchedules(now, func(sc *fsm.Schedule) bool {
 		o, err := specOf(&sc.ScheduleDef)
 		if err != nil {
 			panic("execstore: a stored schedule does not parse: " + err.Error())
@@ -470,22 +425,22 @@ type scheduleTimer struct {
 // arm sets the timer for the next occurrence by the clock, or for
 // Options.ScheduleCheck if that is sooner, and returns its channel; nil
 // (never ready) when no schedule has a next occurrence or the timer is off.
-func (s *Store) armScheduleTimer() <-chan time.Time {
-	st := &s.schedTimer
+func (w *writer) armScheduleTimer() <-chan time.Time {
+	st := &w.sched
 	var next int64
 	ok := false
-	if s.node == nil || s.isLeader() {
-		s.lockedRead(func() { next, ok = s.state.NextOccurrence() })
+	if w.c.leads() {
+		w.c.view(func(s *fsm.State) { next, ok = s.NextOccurrence() })
 	}
-	if !ok || s.opts.ScheduleCheck < 0 {
+	if !ok || w.s.opts.ScheduleCheck < 0 {
 		if st.armed {
 			st.t.Stop()
 			st.armed = false
 		}
 		return nil
 	}
-	clock, _ := nanosFromTime(s.opts.Now())
-	wait := min(max(time.Duration(next-clock), 0), s.opts.ScheduleCheck)
+	clock, _ := nanosFromTime(w.s.opts.Now())
+	wait := min(max(time.Duration(next-clock), 0), w.s.opts.ScheduleCheck)
 	if st.t == nil {
 		st.t = time.NewTimer(wait)
 	} else {

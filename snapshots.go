@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/execstore/execstore/fsm"
@@ -18,10 +19,14 @@ const (
 	DefaultSnapshotWALBytes = 64 << 20
 )
 
-// snapshotter is the writer's bookkeeping for snapshots. Only the writer
-// goroutine touches it, except the channels.
+// snapshotter is a single node's bookkeeping for snapshots. Only the
+// writer goroutine touches it, except asked and stopped (under mu) and the
+// done channel.
 type snapshotter struct {
-	requests chan chan error      // Snapshot calls, to the writer
+	mu      sync.Mutex
+	asked   []chan error // Snapshot calls the writer has not taken yet
+	stopped bool         // the writer exited: Snapshot calls are refused
+
 	done     chan snapshotOutcome // from the background encoder, to the writer
 	inFlight bool
 	waiters  []chan error // answered when the in-flight snapshot is durable
@@ -30,6 +35,8 @@ type snapshotter struct {
 	bytes    int          // WAL payload bytes logged since the last capture
 	size     int64        // bytes of the last snapshot written since Open; 0 if none
 }
+
+func (sn *snapshotter) init() { sn.done = make(chan snapshotOutcome, 1) }
 
 // snapshotDue reports whether the log written since the last capture warrants
 // another snapshot: Options.SnapshotEntries commands or
@@ -77,17 +84,21 @@ func (s *Store) Snapshot(ctx context.Context) error {
 	if s.isClosed.Load() {
 		return ErrClosed
 	}
-	if s.node != nil {
-		return s.snapshotReplicated(ctx)
-	}
+	return s.commit.snapshot(ctx)
+}
+
+// snapshot hands a Snapshot call to the writer and waits for its answer.
+func (c *logCommitter) snapshot(ctx context.Context) error {
+	sn := &c.snaps
 	done := make(chan error, 1)
-	select {
-	case s.snaps.requests <- done:
-	case <-s.stopped:
+	sn.mu.Lock()
+	if sn.stopped {
+		sn.mu.Unlock()
 		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	sn.asked = append(sn.asked, done)
+	sn.mu.Unlock()
+	c.s.in.signal()
 	select {
 	case err := <-done:
 		return err
@@ -96,13 +107,27 @@ func (s *Store) Snapshot(ctx context.Context) error {
 	}
 }
 
-// snapshotTick starts a capture when one was asked for or the cadence is
-// reached, unless one is in flight. Writer goroutine only.
-func (s *Store) snapshotTick() {
-	if s.node != nil {
-		return // raft snapshots a replica (Node.SnapshotThreshold)
+// poll takes, without waiting, every Snapshot call asked and a finished
+// background snapshot. Writer goroutine only.
+func (c *logCommitter) poll(*writer) {
+	sn := &c.snaps
+	sn.mu.Lock()
+	sn.pending = append(sn.pending, sn.asked...)
+	clear(sn.asked)
+	sn.asked = sn.asked[:0]
+	sn.mu.Unlock()
+	select {
+	case out := <-sn.done:
+		c.snapshotDone(out)
+	default:
 	}
-	sn := &s.snaps
+}
+
+// afterRound starts a capture when one was asked for or the cadence is
+// reached, unless one is in flight. Writer goroutine only.
+func (c *logCommitter) afterRound(*writer) {
+	s := c.s
+	sn := &c.snaps
 	if err := s.failed(); err != nil && !sn.inFlight {
 		// A failed store takes no snapshot: its state may be ahead of no
 		// log, and its log refuses writes. Answer the callers at once.
@@ -119,17 +144,19 @@ func (s *Store) snapshotTick() {
 	s.rw.Lock() // Copy touches the trees' bookkeeping; readers must not race it
 	st := s.state.Copy()
 	s.rw.Unlock()
-	hdr := snapshot.Header{Index: s.applied, Clock: st.Meta().Now, Records: uint64(st.Len())}
+	hdr := snapshot.Header{Index: c.applied, Clock: st.Meta().Now, Records: uint64(st.Len())}
 	sn.inFlight = true
 	s.published.started(time.Now())
 	sn.waiters, sn.pending = sn.pending, nil
 	sn.entries, sn.bytes = 0, 0
-	go s.writeSnapshot(st, hdr)
+	go c.writeSnapshot(st, hdr)
 }
 
 // writeSnapshot runs in the background: encode, write durably, prune to two,
-// compact the WAL up to the older kept snapshot.
-func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
+// compact the WAL up to the older kept snapshot. It hands the outcome to the
+// writer and wakes it.
+func (c *logCommitter) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
+	s := c.s
 	start := time.Now()
 	out := snapshotOutcome{state: st, records: st.Len()}
 	opts := snapshot.Options{NoSync: s.opts.NoSync, Faults: s.opts.SnapshotFaults}
@@ -154,18 +181,20 @@ func (s *Store) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 		var kept []snapshot.Info
 		kept, out.err = snapshot.Prune(s.snapshotDir(), 2, opts)
 		if out.err == nil && len(kept) == 2 {
-			out.walFirstBefore = s.wal.FirstIndex()
-			out.walFirstAfter, out.walErr = s.wal.CompactTo(kept[1].Index + 1)
+			out.walFirstBefore = c.wal.FirstIndex()
+			out.walFirstAfter, out.walErr = c.wal.CompactTo(kept[1].Index + 1)
 		}
 	}
 	out.took = time.Since(start)
-	s.snaps.done <- out
+	c.snaps.done <- out
+	s.in.signal()
 }
 
 // snapshotDone records a finished snapshot and answers its waiters. Writer
 // goroutine only.
-func (s *Store) snapshotDone(out snapshotOutcome) {
-	sn := &s.snaps
+func (c *logCommitter) snapshotDone(out snapshotOutcome) {
+	s := c.s
+	sn := &c.snaps
 	sn.inFlight = false
 	s.rw.Lock() // as at the capture: the state's bookkeeping, not readers' data
 	s.state.Release(out.state)
@@ -181,10 +210,10 @@ func (s *Store) snapshotDone(out snapshotOutcome) {
 		err = fmt.Errorf("execstore: snapshot: %w", err)
 	default:
 		sn.size = out.size
-		s.snapshotIndex.Store(out.info.Index)
+		c.snapshotIndex.Store(out.info.Index)
 		s.published.snapshot(out.size, time.Now(), out.took)
 		s.logger.Info("execstore: snapshot written", "path", out.info.Path, "index", out.info.Index,
-			"records", out.records, "bytes", out.size, "took", out.took, "wal_first_index", s.wal.FirstIndex())
+			"records", out.records, "bytes", out.size, "took", out.took, "wal_first_index", c.wal.FirstIndex())
 		if out.walFirstAfter > out.walFirstBefore {
 			s.logger.Info("execstore: log compacted", "first_index_before", out.walFirstBefore,
 				"first_index", out.walFirstAfter, "entries_removed", out.walFirstAfter-out.walFirstBefore)
@@ -199,37 +228,18 @@ func (s *Store) snapshotDone(out snapshotOutcome) {
 	sn.waiters = nil
 }
 
-// pollSnapshots takes, without waiting, every pending Snapshot request and a
-// finished background snapshot. Writer goroutine only.
-func (s *Store) pollSnapshots() {
-	for {
-		select {
-		case req := <-s.snaps.requests:
-			s.snaps.pending = append(s.snaps.pending, req)
-		case out := <-s.snaps.done:
-			s.snapshotDone(out)
-		default:
-			return
-		}
-	}
-}
-
-// finishSnapshots waits for an in-flight snapshot at Close and refuses the
-// requests still pending. Writer goroutine only.
-func (s *Store) finishSnapshots() {
-	sn := &s.snaps
+// finish waits for an in-flight snapshot at Close and refuses the Snapshot
+// calls still pending, and every later one. Writer goroutine only.
+func (c *logCommitter) finish(*writer) {
+	sn := &c.snaps
 	if sn.inFlight {
-		s.snapshotDone(<-sn.done)
+		c.snapshotDone(<-sn.done)
 	}
-	for {
-		select {
-		case req := <-sn.requests:
-			sn.pending = append(sn.pending, req)
-			continue
-		default:
-		}
-		break
-	}
+	sn.mu.Lock()
+	sn.stopped = true
+	sn.pending = append(sn.pending, sn.asked...)
+	sn.asked = nil
+	sn.mu.Unlock()
 	for _, w := range sn.pending {
 		w <- ErrClosed
 	}
@@ -242,7 +252,8 @@ func (s *Store) finishSnapshots() {
 // also returns what recovery would fall back on if the loaded snapshot were
 // lost: the next older snapshot the log continues (or the log from its
 // start), with the entries between them, which this Open does not read.
-func (s *Store) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, fallback, error) {
+func (c *logCommitter) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, fallback, error) {
+	s := c.s
 	infos, err := snapshot.List(s.snapshotDir())
 	if err != nil {
 		return nil, 0, fallback{}, err

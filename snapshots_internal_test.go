@@ -194,7 +194,7 @@ func TestASnapshotThatDoesNotDecodeDeletesNothingOlder(t *testing.T) {
 	}
 	admit(80, 120)
 	good, _ := snapshot.List(filepath.Join(dir, "snapshots"))
-	walFirst := s.wal.FirstIndex()
+	walFirst := s.commit.(*logCommitter).wal.FirstIndex()
 
 	reset := mutant.Set(&mutant.EncodeSkipsLastRecord)
 	err = s.Snapshot(ctx)
@@ -205,7 +205,7 @@ func TestASnapshotThatDoesNotDecodeDeletesNothingOlder(t *testing.T) {
 	if kept, _ := snapshot.List(filepath.Join(dir, "snapshots")); !reflect.DeepEqual(kept, good) {
 		t.Fatalf("snapshots after the refused one: %v, want %v", kept, good)
 	}
-	if got := s.wal.FirstIndex(); got != walFirst {
+	if got := s.commit.(*logCommitter).wal.FirstIndex(); got != walFirst {
 		t.Fatalf("the log was compacted from %d to %d", walFirst, got)
 	}
 	if err := s.Close(); err != nil {

@@ -111,29 +111,16 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		})
 		st.WorkflowsOmitted = state.WorkflowCount() - len(st.ByWorkflow)
 		st.LastChange = m.ChangeSeq
-		if s.node != nil {
-			return
-		}
-		st.WALFirstIndex = s.wal.FirstIndex()
-		st.WALLastIndex = s.wal.LastIndex()
-		st.WALBatches = s.batches.Load()
-		st.GroupWaits, st.GroupWaitsMissed = s.group.waited.Load(), s.group.missed.Load()
-		st.AppliedIndex = s.appliedIndex.Load()
-		st.SnapshotIndex = s.snapshotIndex.Load()
 	})
-	if s.node != nil {
-		ns := s.node.Stats()
-		st.WALFirstIndex, st.WALLastIndex, st.AppliedIndex = ns.FirstIndex, ns.LastIndex, ns.Applied
-		st.Replica = &ns
+	if err == nil {
+		s.commit.stats(&st)
 	}
-	s.qmu.Lock()
-	st.Queued = len(s.queue)
-	s.qmu.Unlock()
+	st.GroupWaits, st.GroupWaitsMissed = s.w.group.waited.Load(), s.w.group.missed.Load()
+	_, st.Queued, _ = s.in.state()
 	st.ClockBehindStamps = s.clock.heldBack.Load()
 	st.ClockBehindMax = time.Duration(s.clock.behindMax.Load())
 	st.ClockBehind = time.Duration(s.clock.behind.Load())
 	st.Failed = s.failed()
-	st.FallbackChecked, st.FallbackErr = s.checks.result()
 	return st, err
 }
 

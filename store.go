@@ -2,21 +2,16 @@ package execstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/execstore/execstore/fsm"
-	"github.com/execstore/execstore/internal/mutant"
-	"github.com/execstore/execstore/replica"
-	"github.com/execstore/execstore/wal"
 )
 
 // Store is an open execstore: the state machine in memory behind its
@@ -42,70 +37,32 @@ type Store struct {
 	opts   Options
 	limits Limits
 	logger *slog.Logger
-	wal    *wal.Log
 	lockf  *os.File
 
 	metrics Metrics   // Options.Metrics; nil: nothing is measured
 	obs     *observer // writer-owned; nil unless metrics or warnings are wanted (observe.go)
 
-	// rw guards state against readers; only the writer goroutine changes it.
+	// rw guards state against readers; only the writer goroutine (on a
+	// replica, the FSM's) changes it: see the committer's locking rule.
 	rw    sync.RWMutex
 	state *fsm.State
 
-	qmu      sync.Mutex
-	queue    []*request
-	closing  bool          // guarded by qmu: no new requests
-	qcalls   int           // guarded by qmu: the calls (submits) queued, counted by their lead requests
-	kick     chan struct{} // wakes the writer; capacity 1
-	stopped  chan struct{} // closed when the writer has exited
-	isClosed atomic.Bool   // set once Close began: every method returns ErrClosed
-	failure  atomic.Pointer[error]
-	batches  atomic.Uint64 // WAL batches written since Open
-	clock    clockWatch    // stamps the clock would have put before the store's time (clock.go)
+	in     inbox     // the requests queued for the writer (inbox.go)
+	w      writer    // the writer goroutine's own state (writer.go)
+	commit committer // chosen at Open: the log or raft (committer.go)
 
-	// Writer-owned.
-	last       int64 // the latest time stamped, never decreasing
-	batch      wal.Batch
-	encoded    []byte
-	logged     []*request  // this batch's requests that are logged
-	deferred   []*request  // this batch's requests answered after it is applied
-	noops      []*request  // a replica's requests that change nothing, answered once its leadership is confirmed
-	view       batchView   // what the logged requests will do
-	entries    []logEntry  // their WAL entries
-	mergedAcks []fsm.Ack   // backing store of merged acknowledge-batch commands
-	mergedBuf  fsm.Buffers // a merged acknowledge-batch command's results, copied out to its requests
-	batchBytes int         // encoded bytes of the batch being written
-
-	maxCommand int // the largest encoded command queued (see checkOptions)
-
-	group groupCommit // how many callers a batch waits for (group.go)
-
-	schedTimer scheduleTimer // writer-owned: the timer for the next schedule occurrence (schedules.go)
-
-	applied uint64 // the last WAL index applied to state
-
-	// Published for Stats: applied, and the index the newest snapshot loaded
-	// or written since Open covers (0: none).
-	appliedIndex  atomic.Uint64
-	snapshotIndex atomic.Uint64
-	published     publishedSnapshot // the newest snapshot's size and time, for Gauges
+	stopped    chan struct{} // closed when the writer has exited
+	isClosed   atomic.Bool   // set once Close began: every method returns ErrClosed
+	failure    atomic.Pointer[error]
+	clock      clockWatch        // stamps the clock would have put before the store's time (clock.go)
+	maxCommand int               // the largest encoded command queued (see checkOptions)
+	published  publishedSnapshot // the newest snapshot's size and time, for Gauges
 
 	awaits awaiters
 	due    dueSignal
-	snaps  snapshotter
-
 	// changed is signalled after each applied batch that changed an
 	// execution's status: Changes waits on it (list.go).
 	changed dueSignal
-
-	fallback fallback      // what recovery would fall back on; checked in the background
-	checks   fallbackCheck // that check
-
-	// A replicated store's node (replicated.go); nil on a single node, where
-	// the writer logs to wal and applies itself.
-	node       *replica.Node
-	stale      bool   // ReplicaOptions.StaleReads
-	changeSeen uint64 // the change feed's position at the FSM's last batch; FSM goroutine only
 }
 
 // request is one queued command and, once done is signalled, its answer.
@@ -118,6 +75,10 @@ type request struct {
 	// lead marks the first request of its submit call: the writer counts
 	// calls, not requests, to tell how many callers wait (group.go).
 	lead bool
+	// fill, on the writer's own commands, fills in the command at the
+	// batch's time from the applied state (planner.plan), or reports that
+	// there is nothing to do at that time.
+	fill func(c *fsm.Command, st *fsm.State) bool
 	res  fsm.Result
 	buf  fsm.Buffers // lent to the state for res's slices; kept when pooled (free)
 	err  error
@@ -137,13 +98,22 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.releaseDir()
 		return nil, fmt.Errorf("execstore: open %s: %w", dir, invalidArg("the directory holds a node of a replicated store (raft/): open it with OpenReplicated"))
 	}
-	if err := s.recover(); err != nil {
+	lc, err := openLog(s)
+	if err != nil {
 		s.releaseDir()
 		return nil, err
 	}
-	go s.run()
-	s.checks.start(s)
+	s.start(lc)
+	lc.checks.start(lc)
 	return s, nil
+}
+
+// start starts the writer with its committer, from the recovered state.
+func (s *Store) start(c committer) {
+	s.commit = c
+	s.w = writer{s: s, c: c}
+	c.view(func(st *fsm.State) { s.w.last = st.Meta().Now })
+	go s.w.run()
 }
 
 // newStore checks the options, fills in their defaults, and makes and locks
@@ -180,10 +150,9 @@ func newStore(dir string, opts Options) (*Store, error) {
 		logger:  logger,
 		metrics: opts.Metrics,
 		obs:     newObserver(opts.Metrics, logger),
-		kick:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
-		snaps:   snapshotter{requests: make(chan chan error), done: make(chan snapshotOutcome, 1)},
 	}
+	s.in.init()
 	maxCommand, err := checkOptions(&s.opts, &s.limits)
 	if err != nil {
 		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
@@ -224,9 +193,6 @@ func lockDir(dir string) (*os.File, error) {
 }
 
 func (s *Store) releaseDir() {
-	if s.wal != nil {
-		s.wal.Close()
-	}
 	if s.lockf != nil {
 		unlockDir(s.lockf)
 	}
@@ -238,68 +204,16 @@ func unlockDir(f *os.File) error {
 	return f.Close()
 }
 
-// recover rebuilds the state: the newest valid snapshot, then every later
-// WAL entry through the same Apply the writer uses.
-func (s *Store) recover() error {
-	start := time.Now()
-	w, err := wal.Open(filepath.Join(s.dir, "wal"), wal.Options{
-		NoSync:      s.opts.NoSync,
-		SegmentSize: s.opts.SegmentSize,
-		Logger:      s.logger,
-		Faults:      s.opts.WALFaults,
-	})
-	if err != nil {
-		return fmt.Errorf("execstore: open write-ahead log: %w", err)
-	}
-	s.wal = w
-	state, applied, fb, err := s.loadSnapshot(w.FirstIndex(), w.LastIndex())
-	if err != nil {
-		return err
-	}
-	s.fallback = fb
-	if s.opts.Retention > 0 {
-		state.TrackRetirement()
-	}
-	var cmd fsm.Command
-	replayed := 0
-	err = w.Replay(applied+1, func(index uint64, payload []byte) error {
-		if err := fsm.DecodeInto(&cmd, payload); err != nil {
-			return fmt.Errorf("entry %d: %w", index, err)
-		}
-		state.Apply(&cmd)
-		replayed++
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("execstore: replay write-ahead log: %w", err)
-	}
-	s.state = state
-	s.applied = w.LastIndex()
-	s.appliedIndex.Store(s.applied)
-	s.snapshotIndex.Store(applied)
-	s.last = state.Meta().Now
-	s.logger.Info("execstore: opened", "dir", s.dir, "executions", state.Len(), "snapshot_index", applied,
-		"replayed", replayed, "last_index", s.applied, "took", time.Since(start))
-	return nil
-}
-
 // Close finishes in-flight writes, syncs and releases the directory. Every
 // method called after Close returns ErrClosed.
 func (s *Store) Close() error {
 	if !s.isClosed.CompareAndSwap(false, true) {
 		return ErrClosed
 	}
-	s.qmu.Lock()
-	s.closing = true
-	s.qmu.Unlock()
-	s.signal()
+	s.in.close()
 	<-s.stopped
-	if s.node != nil {
-		return s.closeReplicated()
-	}
-	s.checks.stop()
+	err := s.commit.close()
 	s.awaits.closeAll()
-	err := s.wal.Close()
 	if s.lockf != nil {
 		if cerr := unlockDir(s.lockf); err == nil {
 			err = cerr
@@ -309,13 +223,6 @@ func (s *Store) Close() error {
 		return fmt.Errorf("execstore: close: %w", err)
 	}
 	return nil
-}
-
-func (s *Store) signal() {
-	select {
-	case s.kick <- struct{}{}:
-	default:
-	}
 }
 
 // failed returns the fail-stop error, or nil.
@@ -402,29 +309,14 @@ func (s *Store) submit(ctx context.Context, reqs []*request) error {
 			err = invalidArg("a %s command of %d bytes, more than the %d one write-ahead log batch holds", r.cmd.Kind, r.size, s.maxCommand)
 		}
 	}
-	s.qmu.Lock()
 	if err == nil {
-		err = s.failed()
-	}
-	if err == nil && s.closing {
-		err = ErrClosed
+		err = s.in.push(reqs, s.failed)
 	}
 	if err != nil {
-		s.qmu.Unlock()
 		for _, r := range reqs {
 			r.free()
 		}
 		return err
-	}
-	first := len(s.queue) == 0
-	if len(reqs) > 0 {
-		reqs[0].lead = true
-		s.qcalls++
-	}
-	s.queue = append(s.queue, reqs...)
-	s.qmu.Unlock()
-	if first {
-		s.signal()
 	}
 	for _, r := range reqs {
 		select {
@@ -436,154 +328,6 @@ func (s *Store) submit(ctx context.Context, reqs []*request) error {
 	return nil
 }
 
-// run is the writer goroutine.
-func (s *Store) run() {
-	defer close(s.stopped)
-	var taken []*request
-	var retireTicker <-chan time.Time
-	if s.opts.Retention > 0 && s.opts.RetentionCheck > 0 {
-		t := time.NewTicker(s.opts.RetentionCheck)
-		defer t.Stop()
-		retireTicker = t.C
-	}
-	for {
-		// Snapshot requests and a finished background snapshot are taken on
-		// every round, so that a steady stream of writes never starves them.
-		s.pollSnapshots()
-		s.awaitGroup()
-		s.qmu.Lock()
-		n := takeBatch(s.queue, s.opts.MaxBatch, s.opts.MaxBatchBytes)
-		taken = append(taken[:0], s.queue[:n]...)
-		calls := 0
-		for _, r := range taken {
-			if r.lead {
-				calls++
-				r.lead = false // a deferred request queued again is not a new call
-			}
-		}
-		s.qcalls -= calls
-		rest := copy(s.queue, s.queue[n:])
-		clear(s.queue[rest:])
-		s.queue = s.queue[:rest]
-		if rest == 0 && cap(s.queue) > queueCapMax {
-			s.queue = nil // a burst's backing array is not kept for ever
-		}
-		closing := s.closing
-		s.qmu.Unlock()
-		// Retire what is due first, so that a write that follows the
-		// retention's deadline answers after the retirement. Without the
-		// ticker, only requests bring the writer here, and it retires all
-		// that is due before taking them.
-		more := false
-		if s.opts.RetentionCheck >= 0 {
-			more = s.retireTick()
-		} else if n > 0 {
-			for s.retireTick() {
-			}
-		}
-		// Likewise admit the schedules' occurrences that have come, so that
-		// a write stamped at or after an occurrence answers after it (unless
-		// one command could not hold them all: the rest follow next round).
-		if n > 0 || s.opts.ScheduleCheck >= 0 {
-			more = s.scheduleTick() && s.opts.ScheduleCheck >= 0 || more
-		}
-		if n > 0 {
-			s.process(taken)
-			s.noteGroup(calls)
-			clear(taken)
-			if cap(taken) > queueCapMax {
-				taken = nil
-			}
-		}
-		s.snapshotTick()
-		if more {
-			rest++ // more to retire: go round again before sleeping
-		}
-		switch {
-		case rest > 0:
-			continue
-		case closing && n == 0:
-			s.finishSnapshots()
-			return
-		case closing:
-			continue
-		}
-		schedTimer := s.armScheduleTimer()
-		select {
-		case <-s.kick:
-		case <-schedTimer:
-		case <-retireTicker:
-		case req := <-s.snaps.requests:
-			s.snaps.pending = append(s.snaps.pending, req)
-		case out := <-s.snaps.done:
-			s.snapshotDone(out)
-		}
-	}
-}
-
-// queueCapMax bounds the request slices the writer keeps between batches, so
-// that one burst does not pin its memory for the life of the store.
-const queueCapMax = 1 << 14
-
-// process runs one batch through precheck, the log, and apply.
-func (s *Store) process(batch []*request) {
-	if s.node != nil {
-		s.processReplicated(batch, nil)
-		return
-	}
-	s.processAt(batch, s.stamp())
-}
-
-// processAt is process with the batch's time already stamped.
-func (s *Store) processAt(batch []*request, now int64) {
-	s.prepare(batch, now)
-	if len(s.logged) > 0 {
-		s.writeLogged(now)
-	}
-	s.settleDeferred()
-	s.shrinkBuffers()
-	if s.obs != nil {
-		s.flushObserved()
-	}
-}
-
-// prepare stamps a batch's commands with now and prechecks each against the
-// applied state: it answers those that change nothing (a replica holds them
-// in s.noops), and sorts the others into s.logged (to be logged now) and
-// s.deferred (to be answered once the logged ones are applied, see
-// batchView).
-func (s *Store) prepare(batch []*request, now int64) {
-	s.logged = s.logged[:0]
-	s.noops = s.noops[:0]
-	s.deferred = s.deferred[:0]
-	s.view.reset()
-	for _, r := range batch {
-		r.cmd.Now = now
-		if r.cmd.Kind == fsm.KindPutSchedule {
-			firstOccurrence(&r.cmd) // its first occurrence follows its time
-		}
-		if err := s.failed(); err != nil {
-			r.err = err
-			s.answer(r)
-			continue
-		}
-		res, mutates := s.state.Precheck(&r.cmd)
-		switch {
-		case !mutates && s.node != nil:
-			r.res = res
-			s.noops = append(s.noops, r) // answered once leadership is confirmed (replicated.go)
-		case !mutates:
-			r.res = res
-			s.answer(r)
-		case !r.logNext && s.view.settles(&r.cmd):
-			s.deferred = append(s.deferred, r)
-		default:
-			s.view.note(&r.cmd, s.state)
-			s.logged = append(s.logged, r)
-		}
-	}
-}
-
 // answer tells a request's caller its answer, after accounting for it. The
 // caller owns the request again afterwards. Writer goroutine only.
 func (s *Store) answer(r *request) {
@@ -591,221 +335,6 @@ func (s *Store) answer(r *request) {
 		s.observe(r)
 	}
 	r.done <- struct{}{}
-}
-
-// writeLogged logs the batch's logged requests, applies them and answers
-// their callers.
-func (s *Store) writeLogged(now int64) {
-	s.encodeLogged(now)
-	if mutant.ApplyBeforeLog {
-		s.applyLogged()
-	}
-	var start time.Time
-	if s.metrics != nil {
-		start = time.Now()
-	}
-	first, err := s.wal.Write(&s.batch)
-	s.batches.Add(1)
-	if s.metrics != nil && err == nil {
-		s.metrics.Batch(len(s.entries), s.batchBytes, time.Since(start), s.wal.LastSync())
-	}
-	if err != nil {
-		if !errors.Is(err, wal.ErrFailed) {
-			// The log refused the batch before writing a byte: a command the
-			// budget should have kept out (a programming error, not a storage
-			// failure). Those callers get the error; the store goes on.
-			s.logger.Error("execstore: the write-ahead log refused a batch; nothing was written", "err", err)
-			err = invalidArg("the write-ahead log refused the batch: %v", err)
-		} else {
-			s.failStop(err)
-			err = s.failed()
-		}
-		if mutant.ApplyBeforeLog {
-			return // already answered
-		}
-		for _, r := range s.logged {
-			r.err = err
-			s.answer(r)
-		}
-		return
-	}
-	n := len(s.entries)
-	if mutant.AppliedCountsRequests {
-		n = len(s.logged)
-	}
-	s.applied = first + uint64(n) - 1
-	s.appliedIndex.Store(s.applied)
-	s.snaps.entries += len(s.entries)
-	if !mutant.ApplyBeforeLog {
-		s.applyLogged()
-	}
-}
-
-// settleDeferred answers the batch's deferred requests from the applied
-// state, or queues again, at the front, those that turn out to change it.
-func (s *Store) settleDeferred() {
-	if len(s.deferred) == 0 {
-		return
-	}
-	var again []*request
-	if s.node != nil {
-		s.rw.RLock()
-	}
-	for _, r := range s.deferred {
-		if err := s.failed(); err != nil {
-			r.err = err
-			s.answer(r)
-			continue
-		}
-		res, mutates := s.state.Precheck(&r.cmd)
-		if !mutates {
-			r.res = res
-			s.answer(r)
-			continue
-		}
-		r.logNext = true
-		again = append(again, r)
-	}
-	if s.node != nil {
-		s.rw.RUnlock()
-	}
-	clear(s.deferred)
-	if len(again) > 0 {
-		s.qmu.Lock()
-		s.queue = append(again, s.queue...)
-		s.qmu.Unlock()
-		s.signal() // the writer must go round again even if nothing else arrives
-	}
-}
-
-// shrinkBuffers drops the writer's batch buffers after a large batch, so that
-// one burst of large commands does not pin its memory for the life of the
-// store.
-func (s *Store) shrinkBuffers() {
-	if s.batchBytes > reusedBytesMax {
-		s.batch = wal.Batch{}
-	}
-	if cap(s.encoded) > reusedBytesMax {
-		s.encoded = nil
-	}
-	if cap(s.logged) > queueCapMax {
-		s.logged, s.entries, s.mergedAcks = nil, nil, nil
-	}
-	if cap(s.mergedBuf.Acks) > reusedResultsMax {
-		s.mergedBuf = fsm.Buffers{}
-	}
-	if cap(s.deferred) > queueCapMax {
-		s.deferred = nil
-	}
-	if cap(s.noops) > queueCapMax {
-		s.noops = nil
-	}
-}
-
-// reusedBytesMax bounds the encoded bytes the writer's buffers keep between
-// batches.
-const reusedBytesMax = 4 << 20
-
-// logEntry is one logged command: one request's, or a run of consecutive
-// acknowledge requests merged into one acknowledge-batch command (which
-// applies each exactly as its own command would, with its own result), so
-// that concurrent workers' acknowledgements cost one WAL entry, not one each.
-type logEntry struct {
-	reqs   []*request  // the requests it answers, in order
-	merged fsm.Command // the acknowledge-batch command, when len(reqs) > 1
-}
-
-// size is an upper bound of the entry's encoded length: its requests'
-// (a merged acknowledge-batch takes less).
-func (e *logEntry) size() int {
-	n := 0
-	for _, r := range e.reqs {
-		n += r.size
-	}
-	return n
-}
-
-func (e *logEntry) command() *fsm.Command {
-	if len(e.reqs) == 1 {
-		return &e.reqs[0].cmd
-	}
-	return &e.merged
-}
-
-// encodeLogged groups the logged requests into entries and encodes them into
-// the WAL batch. Writer goroutine only.
-func (s *Store) encodeLogged(now int64) {
-	s.entries = s.entries[:0]
-	s.mergedAcks = slices.Grow(s.mergedAcks[:0], len(s.logged)) // never reallocated below
-	s.batch.Reset()
-	s.batchBytes = 0
-	size := 0
-	for _, r := range s.logged {
-		size += r.size
-	}
-	s.batch.Grow(size) // an upper bound: merged acknowledgements take less
-	for i := 0; i < len(s.logged); {
-		j := i + 1
-		if s.logged[i].cmd.Kind == fsm.KindAcknowledge {
-			for j < len(s.logged) && s.logged[j].cmd.Kind == fsm.KindAcknowledge {
-				j++
-			}
-			run := s.logged[i:j]
-			j = i + ackRunLen(len(run), func(k int) (string, *fsm.Outcome) {
-				return run[k].cmd.ExecutionID, &run[k].cmd.Outcome
-			})
-		}
-		e := logEntry{reqs: s.logged[i:j]}
-		if j-i > 1 {
-			start := len(s.mergedAcks)
-			for _, r := range e.reqs {
-				s.mergedAcks = append(s.mergedAcks, fsm.Ack{ExecutionID: r.cmd.ExecutionID, Token: r.cmd.Token, Outcome: r.cmd.Outcome})
-			}
-			e.merged = fsm.Command{Kind: fsm.KindAcknowledgeBatch, Now: now, Acks: s.mergedAcks[start:len(s.mergedAcks):len(s.mergedAcks)]}
-		}
-		s.entries = append(s.entries, e)
-		s.encoded = fsm.AppendEncode(s.encoded[:0], e.command())
-		s.batch.Add(s.encoded)
-		s.batchBytes += len(s.encoded)
-		s.snaps.bytes += len(s.encoded)
-		i = j
-	}
-}
-
-// applyLogged applies the logged entries of a batch, in order, and answers
-// their callers.
-func (s *Store) applyLogged() {
-	var became fsm.Transitions
-	s.rw.Lock()
-	changesBefore := s.state.Meta().ChangeSeq
-	for k := range s.entries {
-		e := &s.entries[k]
-		if len(e.reqs) == 1 {
-			r := e.reqs[0]
-			r.res = s.state.ApplyWith(e.command(), &r.buf)
-			became.Due = became.Due || r.res.Became.Due
-			became.Terminal = became.Terminal || r.res.Became.Terminal
-			continue
-		}
-		res := s.state.ApplyWith(e.command(), &s.mergedBuf)
-		for i, r := range e.reqs {
-			r.res = res.Acks[i]
-		}
-		became.Due = became.Due || res.Became.Due
-		became.Terminal = became.Terminal || res.Became.Terminal
-	}
-	changed := s.state.Meta().ChangeSeq != changesBefore
-	s.rw.Unlock()
-	s.wake(became, changed, func(yield func(*fsm.Command, *fsm.Result)) {
-		for _, r := range s.logged {
-			yield(&r.cmd, &r.res)
-		}
-	})
-	for _, r := range s.logged {
-		s.answer(r)
-	}
-	clear(s.mergedAcks) // drop references to the callers' data
-	clear(s.mergedBuf.Acks)
 }
 
 // wake tells those waiting what a batch of applied commands did: the change
@@ -846,19 +375,6 @@ func (s *Store) wake(became fsm.Transitions, changed bool, each func(yield func(
 	}
 }
 
-// stamp returns the time for the next batch: the clock, but never earlier
-// than any time already stamped (across restarts too: recovery starts from
-// the state's latest time).
-func (s *Store) stamp() int64 {
-	now, ok := nanosFromTime(s.opts.Now())
-	s.watchClock(now, ok)
-	if !ok || now < s.last {
-		now = s.last
-	}
-	s.last = now
-	return now
-}
-
 func (s *Store) failStop(cause error) {
 	err := storageFailed(cause)
 	if s.failure.CompareAndSwap(nil, &err) {
@@ -891,17 +407,7 @@ func (s *Store) read(ctx context.Context, fn func(st *fsm.State)) error {
 	if s.isClosed.Load() {
 		return ErrClosed
 	}
-	if s.node != nil && !s.stale {
-		err := s.node.Read(ctx, fn)
-		if errors.Is(err, replica.ErrNodeClosed) {
-			err = ErrClosed
-		}
-		return err
-	}
-	s.rw.RLock()
-	fn(s.state)
-	s.rw.RUnlock()
-	return nil
+	return s.commit.read(ctx, fn)
 }
 
 // resultErr turns a state-machine result code into the public error.
@@ -1038,52 +544,6 @@ func (d *dueSignal) channel() <-chan struct{} {
 	defer d.mu.Unlock()
 	d.handed = true
 	return d.ch
-}
-
-// retireLimit bounds the executions one retire command retires, so that one
-// command never holds the writer long.
-const retireLimit = 1024
-
-// retireTick logs and applies a retire command when some terminal execution
-// is older than the retention. It reports whether more may remain. Writer
-// goroutine only.
-func (s *Store) retireTick() bool {
-	if s.opts.Retention <= 0 || s.failed() != nil || (s.node != nil && !s.isLeader()) {
-		return false
-	}
-	var oldest int64
-	ok := false
-	s.lockedRead(func() { oldest, ok = s.state.NextRetirable() })
-	if !ok {
-		return false
-	}
-	now, _ := nanosFromTime(s.opts.Now())
-	cutoff := s.retireCutoff(max(now, s.last))
-	if oldest >= cutoff {
-		return false
-	}
-	r := newRequest()
-	r.cmd = fsm.Command{Kind: fsm.KindRetire, At: cutoff, Limit: retireLimit}
-	if s.node != nil {
-		// The cutoff follows the time the node stamps the command with.
-		s.processReplicated([]*request{r}, func(now int64) { r.cmd.At = s.retireCutoff(now) })
-	} else {
-		s.process([]*request{r})
-	}
-	<-r.done
-	more := r.err == nil && r.res.Count == retireLimit
-	r.free()
-	return more
-}
-
-// retireCutoff is the time before which a terminal execution is retired, at
-// the store's time now.
-func (s *Store) retireCutoff(now int64) int64 {
-	cutoff := now - int64(s.opts.Retention)
-	if mutant.RetireAtCutoff {
-		cutoff++
-	}
-	return cutoff
 }
 
 func fsyncDir(dir string) error {

@@ -1,0 +1,208 @@
+package execstore
+
+import (
+	"time"
+
+	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/mutant"
+)
+
+// writer is the writer goroutine and what it alone touches: the store's
+// latest stamped time, the planner, the group-commit estimate and the
+// schedules' timer. Each round it takes a batch from the inbox; commits its
+// own commands first (retirement, schedule fires: requests like any caller's,
+// each a batch of its own), then the batch, through the committer chosen at
+// Open; and sleeps until woken by a request, a timer or the committer.
+type writer struct {
+	s *Store
+	c committer
+
+	last    int64 // the latest time stamped, never decreasing
+	planner planner
+	group   groupCommit   // how many callers a batch waits for (group.go)
+	sched   scheduleTimer // the timer for the next schedule occurrence (schedules.go)
+	taken   []*request
+}
+
+// run is the writer goroutine.
+func (w *writer) run() {
+	s := w.s
+	defer close(s.stopped)
+	var retireTicker <-chan time.Time
+	if s.opts.Retention > 0 && s.opts.RetentionCheck > 0 {
+		t := time.NewTicker(s.opts.RetentionCheck)
+		defer t.Stop()
+		retireTicker = t.C
+	}
+	for {
+		// The committer's own work (snapshot requests and a finished
+		// background snapshot) is taken on every round, so that a steady
+		// stream of writes never starves it.
+		w.c.poll(w)
+		w.awaitGroup()
+		var calls, rest int
+		var closing bool
+		w.taken, calls, rest, closing = s.in.take(w.taken[:0], s.opts.MaxBatch, s.opts.MaxBatchBytes)
+		n := len(w.taken)
+		more := w.ownCommands(n > 0)
+		if n > 0 {
+			w.c.commit(w, w.taken)
+			w.noteGroup(calls)
+			clear(w.taken)
+			if cap(w.taken) > queueCapMax {
+				w.taken = nil
+			}
+		}
+		w.c.afterRound(w)
+		if more {
+			rest++ // more of its own to do: go round again before sleeping
+		}
+		switch {
+		case rest > 0:
+			continue
+		case closing && n == 0:
+			w.c.finish(w)
+			return
+		case closing:
+			continue
+		}
+		select {
+		case <-s.in.kick:
+		case <-w.armScheduleTimer():
+		case <-retireTicker:
+		}
+	}
+}
+
+// ownCommands commits the writer's own commands that are due, before the
+// batch it took (took says whether it took one): retirement first, so that a
+// write that follows the retention's deadline answers after the retirement;
+// then the schedules' occurrences that have come, so that a write stamped at
+// or after an occurrence answers after it. Without the retention's ticker,
+// only requests bring the writer here, and it retires all that is due
+// before taking them; without the schedules' timer, it fires them only then.
+// It reports whether more may be due at once.
+func (w *writer) ownCommands(took bool) (more bool) {
+	o := &w.s.opts
+	if o.RetentionCheck >= 0 {
+		more = w.own(w.retirement)
+	} else if took {
+		for w.own(w.retirement) {
+		}
+	}
+	if took || o.ScheduleCheck >= 0 {
+		more = w.own(w.scheduleFires) && o.ScheduleCheck >= 0 || more
+	}
+	return more
+}
+
+// own commits one of the writer's own commands when next makes one, as a
+// batch of its own, and returns what next's done says of it: whether more
+// may be due.
+func (w *writer) own(next func() (r *request, done func() bool)) bool {
+	if w.s.failed() != nil || !w.c.leads() {
+		return false
+	}
+	r, done := next()
+	if r == nil {
+		return false
+	}
+	w.c.commit(w, []*request{r})
+	<-r.done
+	more := done()
+	r.free()
+	return more
+}
+
+// stamp returns the time for the next batch: the clock, but never earlier
+// than any time already stamped (across restarts too: recovery starts from
+// the state's latest time).
+func (w *writer) stamp() int64 {
+	now, ok := nanosFromTime(w.s.opts.Now())
+	w.s.watchClock(now, ok, w.last)
+	if !ok || now < w.last {
+		now = w.last
+	}
+	w.last = now
+	return now
+}
+
+// stampAt records a time the committer stamped a batch with (a replica's
+// node stamps it): at least the state's time st, which it follows.
+func (w *writer) stampAt(now, st int64) {
+	clock, ok := nanosFromTime(w.s.opts.Now())
+	w.last = max(w.last, st)
+	w.s.watchClock(clock, ok, w.last)
+	w.last = now
+}
+
+// ---- The writer's own commands ------------------------------------------------
+
+// retireLimit bounds the executions one retire command retires, so that one
+// command never holds the writer long.
+const retireLimit = 1024
+
+// retirement makes a retire command when some terminal execution is older
+// than the retention; its cutoff follows the batch's time.
+func (w *writer) retirement() (*request, func() bool) {
+	s := w.s
+	if s.opts.Retention <= 0 {
+		return nil, nil
+	}
+	var oldest int64
+	ok := false
+	w.c.view(func(st *fsm.State) { oldest, ok = st.NextRetirable() })
+	if !ok {
+		return nil, nil
+	}
+	now, _ := nanosFromTime(s.opts.Now())
+	if oldest >= w.retireCutoff(max(now, w.last)) {
+		return nil, nil
+	}
+	r := newRequest()
+	r.cmd = fsm.Command{Kind: fsm.KindRetire, Limit: retireLimit}
+	r.fill = func(c *fsm.Command, _ *fsm.State) bool {
+		c.At = w.retireCutoff(c.Now)
+		return true
+	}
+	return r, func() bool { return r.err == nil && r.res.Count == retireLimit }
+}
+
+// retireCutoff is the time before which a terminal execution is retired, at
+// the store's time now.
+func (w *writer) retireCutoff(now int64) int64 {
+	cutoff := now - int64(w.s.opts.Retention)
+	if mutant.RetireAtCutoff {
+		cutoff++
+	}
+	return cutoff
+}
+
+// scheduleFires makes a fire-schedules command when some schedule's next
+// occurrence has come; what it fires is planned at the batch's time.
+func (w *writer) scheduleFires() (*request, func() bool) {
+	var next int64
+	ok := false
+	w.c.view(func(st *fsm.State) { next, ok = st.NextOccurrence() })
+	if !ok {
+		return nil, nil
+	}
+	clock, _ := nanosFromTime(w.s.opts.Now())
+	if next > max(clock, w.last) {
+		return nil, nil
+	}
+	r := newRequest()
+	r.cmd = fsm.Command{Kind: fsm.KindFireSchedules}
+	r.fill = func(c *fsm.Command, st *fsm.State) bool {
+		c.Fires = w.s.planFires(c.Now, st)
+		return len(c.Fires) > 0
+	}
+	return r, func() bool {
+		if len(r.cmd.Fires) == 0 {
+			return false
+		}
+		var more int64
+		w.c.view(func(st *fsm.State) { more, ok = st.NextOccurrence() })
+		return ok && more <= r.cmd.Now
+	}
+}
