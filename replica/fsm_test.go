@@ -244,8 +244,8 @@ func TestRestoreOfADamagedSnapshotChangesNothing(t *testing.T) {
 // AppendedAt (the leader's wall time: not part of the command). context is for WaitApplied's
 // caller to give up waiting, which changes nothing.
 func TestTheFSMAdapterReadsNoClockAndNoRandomness(t *testing.T) {
-	// internal/mutant holds the simulator's deliberate bugs: plain bools, false outside its
-	// mutation tests.
+	// internal/mutant holds the simulator's deliberate bugs: constants, false, unless built
+	// with the mutants tag for the mutation tests.
 	allowed := []string{"context", "fmt", "io", "sync", "github.com/hashicorp/raft",
 		"github.com/execstore/execstore/fsm", "github.com/execstore/execstore/internal/mutant",
 		"github.com/execstore/execstore/snapshot"}

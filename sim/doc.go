@@ -368,7 +368,7 @@
 //
 // # The harness can fail
 //
-// sim_test.go turns on each mutation of internal/mutant in turn (a WAL that
+// mutants_test.go turns on each mutation of internal/mutant in turn (a WAL that
 // skips its CRC check, a store that applies before logging, a WAL that skips
 // its fsync, an acknowledgement that keeps covered wakes, a claim that reuses
 // a token, a WAL that trusts the page cache when it reopens after an unclean
@@ -391,10 +391,25 @@
 // violation, fails if none does within the bound, and reruns the catching
 // seed without the mutation, which must pass.
 //
+// The mutations exist only in builds with the mutants tag: without it every
+// switch of internal/mutant is a constant false that the compiler removes,
+// so the library and the shipped binary carry none of them, and
+// mutants_test.go (which turns them on) is not compiled. CI runs the
+// mutation tests of every package with the tag:
+//
+//	go test -tags mutants -race -count=1 -run '<the mutation tests>' ./...
+//
+// and a binary built with the tag offers the sim command's -mutant flag, to
+// watch one mutation get caught (a rerun line printed under a mutation
+// carries the tag):
+//
+//	go run -tags mutants ./cmd/execstore sim -seeds 20 -ops 400 -mutant SkipFsync
+//
 // # Running it
 //
-// `go test ./sim/` runs a quick share (it also runs under -race). The budget
-// run is the binary's sim command:
+// `go test ./sim/` runs a quick share (it also runs under -race), without the
+// mutation tests unless -tags mutants is given. The budget run is the
+// binary's sim command:
 //
 //	go run ./cmd/execstore sim -seeds 2000 -ops 1000
 //	go run ./cmd/execstore sim -seed 56 -seeds 1 -ops 1000 -lin 0 -v   # replay one seed

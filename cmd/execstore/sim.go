@@ -9,13 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/execstore/execstore/internal/mutant"
 	"github.com/execstore/execstore/sim"
 )
 
@@ -42,6 +40,11 @@ trace hash on every run (the checks of concurrent clients, dispatchers,
 workflows and replicated worlds are outside the hash: the seed fixes their
 workloads, plans and faults, the scheduler and raft's timing their
 interleaving).
+
+The -mutant flag exists only in a binary built with -tags mutants (go run
+-tags mutants ./cmd/execstore sim -mutant NAME): it turns on one deliberate
+bug of internal/mutant to watch the simulator catch it. Every other build,
+the shipped binary included, compiles the bugs out and has no such flag.
 
 flags:
 `
@@ -70,7 +73,7 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 	progressEvery := fs.Duration("progress", 10*time.Second, "interval between progress lines on stderr")
 	strictDirs := fs.Bool("strict-dirs", false, "let crashes lose directories created since their parent's last fsync (POSIX, not ext4)")
 	coverage := fs.Bool("coverage", false, "print what the seeds reached (operations x results, crash points, faults, batches, boundaries) and fail if a required cell stays at zero")
-	mutation := fs.String("mutant", "", "turn on one deliberate bug to watch the simulator catch it: "+strings.Join(mutantNames(), ", "))
+	mutation := mutantFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,11 +81,11 @@ func simCommand(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("sim: unexpected arguments %q", fs.Args())
 	}
 	if *mutation != "" {
-		v, ok := mutants[*mutation]
-		if !ok {
-			return fmt.Errorf("sim: unknown mutant %q (want one of %s)", *mutation, strings.Join(mutantNames(), ", "))
+		reset, err := setMutant(*mutation)
+		if err != nil {
+			return err
 		}
-		defer mutant.Set(v)()
+		defer reset()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -162,7 +165,7 @@ func reportSeed(w io.Writer, f sim.SeedResult, cfg sim.Config, mutation string) 
 			fmt.Fprintf(w, "    %s\n", l)
 		}
 	}
-	replay := fmt.Sprintf("go run ./cmd/execstore sim -seed %d -seeds 1 -ops %d -lin 0 -v", f.Seed, cfg.Ops)
+	replay := fmt.Sprintf("%s -seed %d -seeds 1 -ops %d -lin 0 -v", simRun(mutation), f.Seed, cfg.Ops)
 	if cfg.CheckEvery != 25 {
 		replay += fmt.Sprintf(" -check-every %d", cfg.CheckEvery)
 	}
@@ -206,7 +209,7 @@ func runDispatch(ctx context.Context, w io.Writer, n int, first uint64, dir, mut
 		}
 		failed++
 		fmt.Fprintf(w, "\nsim: dispatcher seed %d: VIOLATION: %v\n", seed, rep.Violation)
-		rerun := fmt.Sprintf("go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 1 -workflow 0 -seed %d", seed)
+		rerun := fmt.Sprintf("%s -seeds 0 -lin 0 -dispatch 1 -workflow 0 -seed %d", simRun(mutation), seed)
 		if mutation != "" {
 			rerun += " -mutant " + mutation
 		}
@@ -250,7 +253,7 @@ func runWorkflow(ctx context.Context, w io.Writer, n int, first uint64, dir, mut
 		}
 		failed++
 		fmt.Fprintf(w, "\nsim: workflow seed %d: VIOLATION: %v\n", seed, rep.Violation)
-		rerun := fmt.Sprintf("go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 0 -workflow 1 -seed %d", seed)
+		rerun := fmt.Sprintf("%s -seeds 0 -lin 0 -dispatch 0 -workflow 1 -seed %d", simRun(mutation), seed)
 		if mutation != "" {
 			rerun += " -mutant " + mutation
 		}
@@ -304,7 +307,7 @@ func runReplicated(ctx context.Context, w io.Writer, n int, first uint64, dir, m
 				fmt.Fprintf(w, "sim: the history is in %s\n", path)
 			}
 		}
-		rerun := fmt.Sprintf("go run ./cmd/execstore sim -seeds 0 -lin 0 -dispatch 0 -workflow 0 -replicated 1 -seed %d", seed)
+		rerun := fmt.Sprintf("%s -seeds 0 -lin 0 -dispatch 0 -workflow 0 -replicated 1 -seed %d", simRun(mutation), seed)
 		if mutation != "" {
 			rerun += " -mutant " + mutation
 		}
@@ -346,14 +349,12 @@ func runLin(ctx context.Context, w io.Writer, n int, first uint64, dir, out stri
 	return failed, nil
 }
 
-// mutants maps the -mutant names to internal/mutant's switches.
-var mutants = mutant.All
-
-func mutantNames() []string {
-	names := make([]string, 0, len(mutants))
-	for n := range mutants {
-		names = append(names, n)
+// simRun is the start of a command that runs the simulator; with a
+// mutation, the binary must be built with the tag that compiles the
+// switches in.
+func simRun(mutation string) string {
+	if mutation == "" {
+		return "go run ./cmd/execstore sim"
 	}
-	slices.Sort(names)
-	return names
+	return "go run -tags mutants ./cmd/execstore sim"
 }

@@ -1,0 +1,80 @@
+//go:build mutants
+
+package mutant
+
+// The switches as variables, in builds with -tags mutants only: a test or
+// the simulator's -mutant flag turns one on. Each is documented where the
+// default build declares it as a constant (switches_off.go).
+var (
+	SkipCRC                      bool
+	ApplyBeforeLog               bool
+	SkipFsync                    bool
+	KeepCoveredWakes             bool
+	ReuseToken                   bool
+	EncodeSkipsLastRecord        bool
+	SkipTailRewrite              bool
+	CompactPastKeep              bool
+	AppendAfterPadding           bool
+	CompactNewestFirst           bool
+	CancelSparesChildren         bool
+	AppliedCountsRequests        bool
+	SnapshotSkipDirSync          bool
+	TokenZeroPasses              bool
+	WakeAtPendingTimeWrites      bool
+	DispatcherIgnoresLostLease   bool
+	DispatcherPublishesUnapplied bool
+	WorkflowRerunsSavedSteps     bool
+	WorkflowSleepsByWorkerClock  bool
+	RetireAtCutoff               bool
+	ScheduleKeepsNext            bool
+)
+
+// Listing and the change log.
+var (
+	ListKeepsReplacedRecords bool
+	ChangeSeqRestarts        bool
+	SweepDropsLive           bool
+)
+
+// Replication (package replica).
+var (
+	ReplicaStampsOwnClock    bool
+	ReplicaRestoreKeepsState bool
+)
+
+// Set turns one mutation on and returns the function that turns it off.
+func Set(v *bool) (reset func()) {
+	*v = true
+	return func() { *v = false }
+}
+
+// All names every switch, for a command that sets one by name (the
+// simulator's -mutant flag). TestAllNamesEverySwitch keeps it complete.
+var All = map[string]*bool{
+	"SkipCRC":                      &SkipCRC,
+	"ApplyBeforeLog":               &ApplyBeforeLog,
+	"SkipFsync":                    &SkipFsync,
+	"KeepCoveredWakes":             &KeepCoveredWakes,
+	"ReuseToken":                   &ReuseToken,
+	"EncodeSkipsLastRecord":        &EncodeSkipsLastRecord,
+	"SkipTailRewrite":              &SkipTailRewrite,
+	"CompactPastKeep":              &CompactPastKeep,
+	"AppendAfterPadding":           &AppendAfterPadding,
+	"CompactNewestFirst":           &CompactNewestFirst,
+	"CancelSparesChildren":         &CancelSparesChildren,
+	"AppliedCountsRequests":        &AppliedCountsRequests,
+	"SnapshotSkipDirSync":          &SnapshotSkipDirSync,
+	"TokenZeroPasses":              &TokenZeroPasses,
+	"WakeAtPendingTimeWrites":      &WakeAtPendingTimeWrites,
+	"DispatcherIgnoresLostLease":   &DispatcherIgnoresLostLease,
+	"DispatcherPublishesUnapplied": &DispatcherPublishesUnapplied,
+	"WorkflowRerunsSavedSteps":     &WorkflowRerunsSavedSteps,
+	"WorkflowSleepsByWorkerClock":  &WorkflowSleepsByWorkerClock,
+	"RetireAtCutoff":               &RetireAtCutoff,
+	"ScheduleKeepsNext":            &ScheduleKeepsNext,
+	"ListKeepsReplacedRecords":     &ListKeepsReplacedRecords,
+	"ChangeSeqRestarts":            &ChangeSeqRestarts,
+	"SweepDropsLive":               &SweepDropsLive,
+	"ReplicaStampsOwnClock":        &ReplicaStampsOwnClock,
+	"ReplicaRestoreKeepsState":     &ReplicaRestoreKeepsState,
+}
