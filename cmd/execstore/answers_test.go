@@ -58,8 +58,8 @@ func TestHTTPUnknownRoutesAndWrongMethodsAnswerInJSON(t *testing.T) {
 }
 
 // One rule for limits: a request over a documented limit answers 422
-// LIMIT_EXCEEDED (413 for a body over 4 MiB); the same route with a
-// malformed request answers 400 with its own code.
+// LIMIT_EXCEEDED (413 for a body over its route's limit); the same route
+// with a malformed request answers 400 with its own code.
 func TestHTTPARequestOverALimitIs422AndAMalformedOneIs400(t *testing.T) {
 	s := newServer(t)
 	lease := s.claimOne("e")
@@ -85,7 +85,7 @@ func TestHTTPARequestOverALimitIs422AndAMalformedOneIs400(t *testing.T) {
 		{"an await of no time", "GET", "/v1/executions/e/await?timeout=0s", "", 400, "INVALID_ARGUMENT"},
 		{"a step page over 1000", "GET", "/v1/executions/e/steps?limit=1001", "", 422, "LIMIT_EXCEEDED"},
 		{"a step page of none", "GET", "/v1/executions/e/steps?limit=0", "", 400, "INVALID_ARGUMENT"},
-		{"a body over 4 MiB", "POST", "/v1/store/commit", `{"writes":[{"key":"k","value":"` + long(4<<20) + `"}]}`, 413, "LIMIT_EXCEEDED"},
+		{"a body over its route's limit", "POST", "/v1/claims", padded(t, `{"limit":1,"leaseDurationMs":1000}`, routeLimit(t, s, "POST /v1/claims")+1), 413, "LIMIT_EXCEEDED"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

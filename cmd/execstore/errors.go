@@ -13,8 +13,8 @@ import (
 // duplicate trigger's conflict adds "sameEvent"). The rule for the status:
 //
 //   - a request over a documented limit is LIMIT_EXCEEDED: 413 for a body
-//     over maxBody, 422 for everything else (a size or count of Limits, an
-//     ID's length, maxAttempts, await's timeout);
+//     over its route's limit (limits.go), 422 for everything else (a size
+//     or count of Limits, an ID's length, maxAttempts, await's timeout);
 //   - any other request the server or the store refuses as it stands is 400,
 //     with the route's code (INVALID_EXECUTION_EVENT for an admission's or a
 //     child start's event, INVALID_ARGUMENT otherwise);

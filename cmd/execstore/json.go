@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/internal/jsonv"
@@ -16,23 +17,49 @@ import (
 // its tag says omitempty (the README's "?"), and names match exactly
 // (body.go).
 
-// maxBody bounds a request body: the largest event or value plus room for
-// the JSON around it.
-const maxBody = 4 << 20
+// routeBody is a request's body as a JSON route reads it: at most its
+// route's limit (http.MaxBytesReader), and the body type the route table
+// declares for it.
+type routeBody struct {
+	io.ReadCloser
+	declared requestBody
+}
 
-// decode reads a JSON body strictly: at most maxBody bytes, one JSON object
-// with no duplicate keys or invalid UTF-8 (which encoding/json would
+// withBody bounds a JSON route's request body by the largest body its body
+// type can take under lim (none when the route declares no body), before h
+// reads it.
+func withBody(body requestBody, lim *execstore.Limits, h http.HandlerFunc) http.HandlerFunc {
+	var n int64
+	if body != nil {
+		n = body.maxBytes(lim)
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		r.Body = &routeBody{ReadCloser: http.MaxBytesReader(w, r.Body, n), declared: body}
+		h(w, r)
+	}
+}
+
+// decode reads a JSON body strictly: at most its route's limit, one JSON
+// object with no duplicate keys or invalid UTF-8 (which encoding/json would
 // silently drop or replace), then the rules of decodeBody (exact field
-// names, required fields, values of the right kind). A body over maxBody
+// names, required fields, values of the right kind). A body over the limit
 // answers 413 LIMIT_EXCEEDED; a bad body answers 400 with the code of
-// invalid (the admission route's is INVALID_EXECUTION_EVENT).
+// invalid (the admission route's is INVALID_EXECUTION_EVENT). v MUST point
+// to the body type the route table declares for the route: the limit is
+// that type's.
 func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, invalid error) bool {
 	code := execstore.ErrorCode(invalid)
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	body, ok := r.Body.(*routeBody)
+	if !ok || body.declared == nil || reflect.TypeOf(body.declared) != reflect.TypeOf(v).Elem() {
+		a.logger.Error("execstore: a handler reads a body its route does not declare", "route", r.Pattern, "type", fmt.Sprintf("%T", v))
+		writeError(w, http.StatusInternalServerError, "INTERNAL", "the route's body is not the one it declares")
+		return false
+	}
+	b, err := io.ReadAll(body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED", fmt.Sprintf("request body over the limit of %d bytes", maxBody))
+			writeError(w, http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED", fmt.Sprintf("request body over the limit of %d bytes", tooBig.Limit))
 			return false
 		}
 		writeError(w, http.StatusBadRequest, code, "reading the request body: "+err.Error())

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -384,5 +385,35 @@ func TestTheREADMEsRouteTableIsTheDocuments(t *testing.T) {
 	sort.Strings(listed)
 	if documented := documentedRoutes(c.doc); !slices.Equal(listed, documented) {
 		t.Errorf("the README's routes %q, openapi.yaml's %q", listed, documented)
+	}
+}
+
+// The description's table of body limits gives every route that reads a
+// body, with the limit it has at the store's default limits.
+func TestTheDocumentGivesEveryRoutesBodyLimitAtTheDefaultLimits(t *testing.T) {
+	c := loadContract(t)
+	row := regexp.MustCompile("(?m)^\\| `([A-Z]+ /[^`]*)` \\| ([0-9]+) \\|$")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(c.doc.Info.Description, -1) {
+		documented[m[1]] = m[2]
+	}
+	lim := execstore.DefaultLimits
+	var want strings.Builder
+	for _, rt := range routeTable(&api{}, &webUI{}, http.NotFoundHandler()) {
+		if rt.body == nil {
+			continue
+		}
+		limit := strconv.FormatInt(rt.body.maxBytes(&lim), 10)
+		fmt.Fprintf(&want, "    | `%s` | %s |\n", rt.pattern, limit)
+		if documented[rt.pattern] != limit {
+			t.Errorf("openapi.yaml gives %s the body limit %q, the server %s", rt.pattern, documented[rt.pattern], limit)
+		}
+		delete(documented, rt.pattern)
+	}
+	for route := range documented {
+		t.Errorf("openapi.yaml gives %s a body limit, but it reads no body", route)
+	}
+	if t.Failed() {
+		t.Logf("the table's rows:\n%s", want.String())
 	}
 }

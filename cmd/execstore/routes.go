@@ -10,8 +10,8 @@ import (
 )
 
 // The whole HTTP surface of serve is the table in routeTable: every route,
-// the handler that answers it (each in the file of its resource), and
-// whether it is part of the JSON API. openapi.yaml is the JSON API's
+// the handler that answers it (each in the file of its resource), the body
+// it reads, and whether it is part of the JSON API. openapi.yaml is the JSON API's
 // contract; TestEveryRegisteredRouteIsDocumentedAndTheReverse holds the two
 // to each other.
 //
@@ -43,6 +43,7 @@ const (
 type route struct {
 	pattern string // as http.ServeMux reads it: "METHOD /path/{wildcard}"
 	handler http.HandlerFunc
+	body    requestBody // what the handler decodes, nil for none; its maxBytes bounds the body (limits.go)
 	kind    routeKind
 }
 
@@ -50,80 +51,86 @@ type route struct {
 func routeTable(a *api, u *webUI, metrics http.Handler) []route {
 	return []route{
 		// executions.go
-		{"POST /v1/executions", a.admit, jsonRoute},
-		{"GET /v1/executions", a.list, jsonRoute},
-		{"GET /v1/executions/{id}", a.get, jsonRoute},
-		{"GET /v1/executions/{id}/await", a.await, jsonRoute},
-		{"POST /v1/executions/{id}/wakes", a.wake, jsonRoute},
-		{"POST /v1/executions/{id}/watches", a.watch, jsonRoute},
-		{"POST /v1/executions/{id}/cancel", a.cancel, jsonRoute},
+		{"POST /v1/executions", a.admit, admitBody{}, jsonRoute},
+		{"GET /v1/executions", a.list, nil, jsonRoute},
+		{"GET /v1/executions/{id}", a.get, nil, jsonRoute},
+		{"GET /v1/executions/{id}/await", a.await, nil, jsonRoute},
+		{"POST /v1/executions/{id}/wakes", a.wake, wakeBody{}, jsonRoute},
+		{"POST /v1/executions/{id}/watches", a.watch, watchBody{}, jsonRoute},
+		{"POST /v1/executions/{id}/cancel", a.cancel, cancelBody{}, jsonRoute},
 
 		// steps.go
-		{"GET /v1/executions/{id}/steps", a.listSteps, jsonRoute},
-		{"GET /v1/executions/{id}/steps/{key}", a.step, jsonRoute},
-		{"POST /v1/leases/steps", a.saveStep, jsonRoute},
+		{"GET /v1/executions/{id}/steps", a.listSteps, nil, jsonRoute},
+		{"GET /v1/executions/{id}/steps/{key}", a.step, nil, jsonRoute},
+		{"POST /v1/leases/steps", a.saveStep, saveStepBody{}, jsonRoute},
 
 		// leases.go
-		{"POST /v1/claims", a.claim, jsonRoute},
-		{"POST /v1/leases/renew", a.renew, jsonRoute},
-		{"POST /v1/leases/release", a.release, jsonRoute},
-		{"POST /v1/leases/acknowledge", a.acknowledge, jsonRoute},
-		{"POST /v1/leases/acknowledge-batch", a.acknowledgeBatch, jsonRoute},
-		{"POST /v1/leases/acknowledge-and-claim", a.acknowledgeAndClaim, jsonRoute},
-		{"POST /v1/leases/start", a.start, jsonRoute},
-		{"POST /v1/outcomes/check", a.checkOutcome, jsonRoute},
+		{"POST /v1/claims", a.claim, claimBody{}, jsonRoute},
+		{"POST /v1/leases/renew", a.renew, renewBody{}, jsonRoute},
+		{"POST /v1/leases/release", a.release, releaseBody{}, jsonRoute},
+		{"POST /v1/leases/acknowledge", a.acknowledge, acknowledgeBody{}, jsonRoute},
+		{"POST /v1/leases/acknowledge-batch", a.acknowledgeBatch, acknowledgeBatchBody{}, jsonRoute},
+		{"POST /v1/leases/acknowledge-and-claim", a.acknowledgeAndClaim, acknowledgeAndClaimBody{}, jsonRoute},
+		{"POST /v1/leases/start", a.start, startBody{}, jsonRoute},
+		{"POST /v1/outcomes/check", a.checkOutcome, checkOutcomeBody{}, jsonRoute},
 
 		// kv.go
-		{"POST /v1/store/commit", a.commit, jsonRoute},
-		{"GET /v1/store/{key}", a.read, jsonRoute},
+		{"POST /v1/store/commit", a.commit, commitBody{}, jsonRoute},
+		{"GET /v1/store/{key}", a.read, nil, jsonRoute},
 
 		// schedules.go
-		{"PUT /v1/schedules/{id}", a.putSchedule, jsonRoute},
-		{"GET /v1/schedules/{id}", a.getSchedule, jsonRoute},
-		{"DELETE /v1/schedules/{id}", a.deleteSchedule, jsonRoute},
-		{"GET /v1/schedules", a.listSchedules, jsonRoute},
+		{"PUT /v1/schedules/{id}", a.putSchedule, scheduleBody{}, jsonRoute},
+		{"GET /v1/schedules/{id}", a.getSchedule, nil, jsonRoute},
+		{"DELETE /v1/schedules/{id}", a.deleteSchedule, nil, jsonRoute},
+		{"GET /v1/schedules", a.listSchedules, nil, jsonRoute},
 
 		// changes.go
-		{"GET /v1/changes", a.changes, jsonRoute},
+		{"GET /v1/changes", a.changes, nil, jsonRoute},
 
 		// stats.go
-		{"GET /v1/stats", a.stats, jsonRoute},
-		{"GET /healthz", a.health, jsonRoute},
+		{"GET /v1/stats", a.stats, nil, jsonRoute},
+		{"GET /healthz", a.health, nil, jsonRoute},
 
 		// cluster.go
-		{"GET /v1/cluster", a.cluster, jsonRoute},
-		{"POST /v1/cluster/members", a.addMember, jsonRoute},
-		{"DELETE /v1/cluster/members/{id}", a.removeMember, jsonRoute},
+		{"GET /v1/cluster", a.cluster, nil, jsonRoute},
+		{"POST /v1/cluster/members", a.addMember, addMemberBody{}, jsonRoute},
+		{"DELETE /v1/cluster/members/{id}", a.removeMember, nil, jsonRoute},
 
 		// openapi.go
-		{"GET /v1/openapi.json", openAPIHandler(), jsonRoute},
+		{"GET /v1/openapi.json", openAPIHandler(), nil, jsonRoute},
 
 		// metrics.go
-		{"GET /metrics", metrics.ServeHTTP, pageRoute},
+		{"GET /metrics", metrics.ServeHTTP, nil, pageRoute},
 
 		// ui.go
-		{"GET /ui", u.toShell, pageRoute},
-		{"GET /ui/", u.shell, pageRoute},
-		{"GET /ui/static/", uiStatic().ServeHTTP, pageRoute},
-		{"GET /ui/f/overview", u.fragment(u.overview), pageRoute},
-		{"GET /ui/f/executions", u.fragment(u.list), pageRoute},
-		{"GET /ui/f/executions/{id}", u.fragment(u.record), pageRoute},
-		{"GET /ui/f/schedules", u.fragment(u.schedules), pageRoute},
+		{"GET /ui", u.toShell, nil, pageRoute},
+		{"GET /ui/", u.shell, nil, pageRoute},
+		{"GET /ui/static/", uiStatic().ServeHTTP, nil, pageRoute},
+		{"GET /ui/f/overview", u.fragment(u.overview), nil, pageRoute},
+		{"GET /ui/f/executions", u.fragment(u.list), nil, pageRoute},
+		{"GET /ui/f/executions/{id}", u.fragment(u.record), nil, pageRoute},
+		{"GET /ui/f/schedules", u.fragment(u.schedules), nil, pageRoute},
 	}
 }
 
 // newMux serves every route of the table on one mux, behind jsonFallback:
 // whatever the mux answers itself (a path no route has, a method the path's
 // routes do not take, a path not in its clean form) is an error in JSON,
-// and so is every answer of the JSON API. /metrics exports reg (nil: the
-// store's gauges alone).
+// and so is every answer of the JSON API. A JSON route reads at most the
+// largest body its body type can take under the store's Limits (limits.go),
+// and a route that declares no body reads none. /metrics exports reg (nil:
+// the store's gauges alone).
 func newMux(store *execstore.Store, logger *slog.Logger, reg prometheus.Gatherer) http.Handler {
 	a := &api{store: store, logger: logger}
 	u := &webUI{store: store, logger: logger}
+	lim := store.Limits()
 	mux := http.NewServeMux()
 	for _, rt := range routeTable(a, u, metricsHandler(store, reg)) {
 		h := rt.handler
-		if rt.kind == pageRoute {
+		switch rt.kind {
+		case jsonRoute:
+			h = withBody(rt.body, &lim, h)
+		case pageRoute:
 			h = asIs(h)
 		}
 		mux.Handle(rt.pattern, h)

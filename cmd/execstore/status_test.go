@@ -132,16 +132,3 @@ func TestHTTPRecordsUseTheGoFieldNamesInLowerCamelCase(t *testing.T) {
 		}
 	}
 }
-
-// A body of exactly 4 MiB is read (here to be refused by the store's value
-// limit, 422, not for its size); one byte more answers 413. Both are
-// LIMIT_EXCEEDED.
-func TestHTTPABodyOfAtMost4MiBIsRead(t *testing.T) {
-	s := newServer(t)
-	body := func(size int) string {
-		const open, closing = `{"writes":[{"key":"k","value":"`, `"}]}`
-		return open + strings.Repeat("x", size-len(open)-len(closing)) + closing
-	}
-	s.expect("POST", "/v1/store/commit", body(4<<20), http.StatusUnprocessableEntity, "LIMIT_EXCEEDED")
-	s.expect("POST", "/v1/store/commit", body(4<<20+1), http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED")
-}
