@@ -83,8 +83,10 @@ func TestHTTPARequestOverALimitIs422AndAMalformedOneIs400(t *testing.T) {
 		{"a cancel reason over 4096 bytes", "POST", "/v1/executions/e/cancel", `{"reason":"` + long(4097) + `"}`, 422, "LIMIT_EXCEEDED"},
 		{"an await over 60 s", "GET", "/v1/executions/e/await?timeout=61s", "", 422, "LIMIT_EXCEEDED"},
 		{"an await of no time", "GET", "/v1/executions/e/await?timeout=0s", "", 400, "INVALID_ARGUMENT"},
-		{"a step page over 1000", "GET", "/v1/executions/e/steps?limit=1001", "", 422, "LIMIT_EXCEEDED"},
+		{"a step page over ClaimLimit, 10,000", "GET", "/v1/executions/e/steps?limit=10001", "", 422, "LIMIT_EXCEEDED"},
+		{"a step page of ClaimLimit", "GET", "/v1/executions/e/steps?limit=10000", "", 200, ""},
 		{"a step page of none", "GET", "/v1/executions/e/steps?limit=0", "", 400, "INVALID_ARGUMENT"},
+		{"a step page of no number", "GET", "/v1/executions/e/steps?limit=ten", "", 400, "INVALID_ARGUMENT"},
 		{"a body over its route's limit", "POST", "/v1/claims", padded(t, `{"limit":1,"leaseDurationMs":1000}`, routeLimit(t, s, "POST /v1/claims")+1), 413, "LIMIT_EXCEEDED"},
 	}
 	for _, c := range cases {

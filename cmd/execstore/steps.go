@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -50,12 +51,9 @@ func (a *api) step(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"value": v})
 }
 
-// Bounds of one page of GET /v1/executions/{id}/steps.
-const (
-	stepsPageDefault = 100
-	stepsPageMax     = 1000
-	stepsPageBytes   = 4 << 20 // the values' total; a page holds at least one step
-)
+// stepsPageBytes bounds the values of one page of GET
+// /v1/executions/{id}/steps: their total; a page holds at least one step.
+const stepsPageBytes = 4 << 20
 
 type savedStepJSON struct {
 	Key   string          `json:"key"`
@@ -63,20 +61,19 @@ type savedStepJSON struct {
 }
 
 // listSteps answers a page of an execution's saved steps in key order:
-// ?after=KEY starts after that key, ?limit=N (1 to 1000, default 100) bounds
-// the count, and the values of one page stop at about 4 MiB. "next", present
-// when more steps remain, is the after of the next page.
+// ?after=KEY starts after that key, ?limit=N bounds the count, and the
+// values of one page stop at about 4 MiB. "next", present when more steps
+// remain, is the after of the next page. The count is the store's to bound
+// (Store.ListSteps: 1 to Limits.ClaimLimit, 422 past it); left out, it is
+// the store's page size, Limits.ListPageDefault.
 func (a *api) listSteps(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit := stepsPageDefault
+	lim := a.store.Limits()
+	limit := min(lim.ListPageDefault, lim.ClaimLimit)
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
-		switch {
-		case err != nil || n < 1:
-			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "limit must be a whole number from 1 to 1000")
-			return
-		case n > stepsPageMax:
-			writeError(w, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED", "limit is more than the limit of 1000")
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("limit must be a whole number from 1 to %d", lim.ClaimLimit))
 			return
 		}
 		limit = n
