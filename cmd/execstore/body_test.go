@@ -3,14 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/execstore/execstore"
 )
 
 // bodyFixture is a server holding execution "e" under a current lease,
@@ -385,29 +381,5 @@ func TestHTTPNullPassesOnlyAsAJSONValueOrAnOptionalObject(t *testing.T) {
 	out := f.expect("POST", "/v1/executions", `{"workflowId":"w","params":null}`, http.StatusBadRequest, "INVALID_EXECUTION_EVENT")
 	if msg, _ := out["message"].(string); strings.HasPrefix(msg, "request body:") {
 		t.Fatalf("the body rules refused null params: %q", msg)
-	}
-}
-
-// leaseLostAndNotFound is an error that matches both sentinels but carries
-// LEASE_LOST as its own code: the answer must not hang on which of the two
-// an error happens to name first.
-type leaseLostAndNotFound struct{}
-
-func (leaseLostAndNotFound) Error() string { return "execstore: lease lost: no such execution" }
-func (leaseLostAndNotFound) Code() string  { return "LEASE_LOST" }
-func (leaseLostAndNotFound) Unwrap() []error {
-	return []error{execstore.ErrLeaseLost, execstore.ErrExecutionNotFound}
-}
-
-func TestHTTPAnErrorMatchingExecutionNotFoundIs404EvenIfTheLeaseIsLostToo(t *testing.T) {
-	a := &api{logger: slog.New(slog.DiscardHandler)}
-	rec := httptest.NewRecorder()
-	a.fail(rec, leaseLostAndNotFound{})
-	var out map[string]string
-	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-		t.Fatal(err)
-	}
-	if rec.Code != http.StatusNotFound || out["code"] != "EXECUTION_NOT_FOUND" {
-		t.Fatalf("answered %d %v, want 404 EXECUTION_NOT_FOUND", rec.Code, out)
 	}
 }

@@ -330,3 +330,43 @@ func TestAHandlerReadingABodyItsRouteDoesNotDeclareAnswers500(t *testing.T) {
 		}
 	}
 }
+
+// One rule for limits: a request over a documented limit answers 422
+// LIMIT_EXCEEDED (413 for a body over its route's limit); the same route
+// with a malformed request answers 400 with its own code.
+func TestHTTPARequestOverALimitIs422AndAMalformedOneIs400(t *testing.T) {
+	s := newServer(t)
+	lease := s.claimOne("e")
+	long := func(n int) string { return strings.Repeat("x", n) }
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"params over 1 MiB", "POST", "/v1/executions", `{"workflowId":"w","params":{"p":"` + long(3<<19) + `"}}`, 422, "LIMIT_EXCEEDED"},
+		{"params not an object", "POST", "/v1/executions", `{"workflowId":"w","params":[]}`, 400, "INVALID_EXECUTION_EVENT"},
+		{"an execution ID over 200 bytes", "POST", "/v1/executions", `{"executionId":"` + long(201) + `","workflowId":"w"}`, 422, "LIMIT_EXCEEDED"},
+		{"an empty workflow ID", "POST", "/v1/executions", `{"workflowId":""}`, 400, "INVALID_EXECUTION_EVENT"},
+		{"maxAttempts over 65535", "POST", "/v1/executions", `{"workflowId":"w","maxAttempts":65536}`, 422, "LIMIT_EXCEEDED"},
+		{"a claim over 10,000", "POST", "/v1/claims", `{"limit":10001,"leaseDurationMs":1000}`, 422, "LIMIT_EXCEEDED"},
+		{"a claim of none", "POST", "/v1/claims", `{"limit":0,"leaseDurationMs":1000}`, 400, "INVALID_ARGUMENT"},
+		{"a lease over 24 h", "POST", "/v1/claims", `{"limit":1,"leaseDurationMs":86400001}`, 422, "LIMIT_EXCEEDED"},
+		{"a step key over 1024 bytes", "POST", "/v1/leases/steps", `{"lease":` + lease + `,"key":"` + long(1025) + `","value":1}`, 422, "LIMIT_EXCEEDED"},
+		{"a step value that is not JSON", "POST", "/v1/leases/steps", `{"lease":` + lease + `,"key":"k","value":1,"x":2}`, 400, "INVALID_ARGUMENT"},
+		{"a watch of 65 keys", "POST", "/v1/executions/e/watches", `{"keys":["` + strings.Repeat(`k","`, 64) + `k"]}`, 422, "LIMIT_EXCEEDED"},
+		{"a cancel reason over 4096 bytes", "POST", "/v1/executions/e/cancel", `{"reason":"` + long(4097) + `"}`, 422, "LIMIT_EXCEEDED"},
+		{"an await over 60 s", "GET", "/v1/executions/e/await?timeout=61s", "", 422, "LIMIT_EXCEEDED"},
+		{"an await of no time", "GET", "/v1/executions/e/await?timeout=0s", "", 400, "INVALID_ARGUMENT"},
+		{"a step page over ClaimLimit, 10,000", "GET", "/v1/executions/e/steps?limit=10001", "", 422, "LIMIT_EXCEEDED"},
+		{"a step page of ClaimLimit", "GET", "/v1/executions/e/steps?limit=10000", "", 200, ""},
+		{"a step page of none", "GET", "/v1/executions/e/steps?limit=0", "", 400, "INVALID_ARGUMENT"},
+		{"a step page of no number", "GET", "/v1/executions/e/steps?limit=ten", "", 400, "INVALID_ARGUMENT"},
+		{"a body over its route's limit", "POST", "/v1/claims", padded(t, `{"limit":1,"leaseDurationMs":1000}`, routeLimit(t, s, "POST /v1/claims")+1), 413, "LIMIT_EXCEEDED"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s.t = t
+			s.expect(c.method, c.path, c.body, c.status, c.code)
+		})
+	}
+}
