@@ -11,9 +11,9 @@ import (
 
 // The whole HTTP surface of serve is the table in routeTable: every route,
 // the handler that answers it (each in the file of its resource), the body
-// it reads, and whether it is part of the JSON API. openapi.yaml is the JSON API's
-// contract; TestEveryRegisteredRouteIsDocumentedAndTheReverse holds the two
-// to each other.
+// it reads, and whether it is part of the JSON API. openapi.yaml is the
+// JSON API's contract; TestEveryRegisteredRouteIsDocumentedAndTheReverse
+// holds the two to each other.
 //
 // The shared plumbing is in files of its own: json.go reads request bodies
 // (by the rules of body.go) and writes answers, errors.go turns errors into
