@@ -338,3 +338,23 @@ func TestAMalformedRequestDoesNotMatchErrLimitExceeded(t *testing.T) {
 		})
 	}
 }
+
+// Store.Limits answers the limits the store enforces: the ones given, with
+// every field left zero at its default.
+func TestStoreLimitsAreTheOptionsLimitsWithTheirDefaults(t *testing.T) {
+	given := execstore.Limits{CommitBytes: 1 << 10, ClaimLimit: 7, LeaseDuration: time.Minute}
+	s, err := execstore.Open(t.TempDir(), execstore.Options{NoSync: true, Limits: given})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := execstore.DefaultLimits
+	want.CommitBytes, want.ClaimLimit, want.LeaseDuration = given.CommitBytes, given.ClaimLimit, given.LeaseDuration
+	if diff := cmp.Diff(want, s.Limits()); diff != "" {
+		t.Errorf("Store.Limits (-want +got):\n%s", diff)
+	}
+	// The store enforces what it answers: one write over CommitBytes is refused.
+	if err := s.Commit(ctx, execstore.Write{Key: "k", Value: jsonStringOf(1 << 10)}); !errors.Is(err, execstore.ErrLimitExceeded) {
+		t.Errorf("a commit over the CommitBytes Limits answered: %v", err)
+	}
+}

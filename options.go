@@ -218,6 +218,12 @@ var DefaultLimits = Limits{
 	ScheduleCatchUp:  1000,
 }
 
+// Limits returns the limits the store enforces: Options.Limits with every
+// zero field at its default. A server in front of the store derives its own
+// bounds from them (the HTTP server's body and page sizes), so that it never
+// refuses for its size a request the store would take.
+func (s *Store) Limits() Limits { return s.limits }
+
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
 	pick := func(v *int, def int) {

@@ -108,3 +108,12 @@ func checkListenAddr(addr net.Addr, token string, insecure bool) error {
 	}
 	return nil
 }
+
+// isPublic says which requests need no token: the health check, which a
+// load balancer asks without credentials and which tells nothing about the
+// executions, and the web view's shell and static files, which hold no data
+// (a browser cannot send a token with a page load; the shell's script sends
+// it with every request for data).
+func isPublic(r *http.Request) bool {
+	return r.URL.Path == "/healthz" || isUIShell(r)
+}

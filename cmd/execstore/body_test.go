@@ -3,14 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/execstore/execstore"
 )
 
 // bodyFixture is a server holding execution "e" under a current lease,
@@ -23,7 +19,12 @@ type bodyFixture struct {
 
 func newBodyFixture(t *testing.T) *bodyFixture {
 	t.Helper()
-	s := newServer(t)
+	return newBodyFixtureOn(t, newServer(t))
+}
+
+// newBodyFixtureOn makes s, a server with an empty store, a body fixture.
+func newBodyFixtureOn(t *testing.T, s *server) *bodyFixture {
+	t.Helper()
 	s.expect("POST", "/v1/executions", `{"executionId":"e","workflowId":"w"}`, http.StatusCreated, "")
 	out := s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000}`, http.StatusOK, "")
 	leases, _ := out["leases"].([]any)
@@ -380,40 +381,5 @@ func TestHTTPNullPassesOnlyAsAJSONValueOrAnOptionalObject(t *testing.T) {
 	out := f.expect("POST", "/v1/executions", `{"workflowId":"w","params":null}`, http.StatusBadRequest, "INVALID_EXECUTION_EVENT")
 	if msg, _ := out["message"].(string); strings.HasPrefix(msg, "request body:") {
 		t.Fatalf("the body rules refused null params: %q", msg)
-	}
-}
-
-func TestHTTPBodyOver4MiBIs413(t *testing.T) {
-	f := newBodyFixture(t)
-	value := `"` + strings.Repeat("x", 4<<20) + `"`
-	before := f.state()
-	f.expect("POST", "/v1/store/commit", `{"writes":[{"key":"k","value":`+value+`}]}`, http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED")
-	f.expect("POST", "/v1/executions", `{"workflowId":"w","params":{"a":`+value+`}}`, http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED")
-	if f.state() != before {
-		t.Fatal("a refused body changed the store")
-	}
-}
-
-// leaseLostAndNotFound is an error that matches both sentinels but carries
-// LEASE_LOST as its own code: the answer must not hang on which of the two
-// an error happens to name first.
-type leaseLostAndNotFound struct{}
-
-func (leaseLostAndNotFound) Error() string { return "execstore: lease lost: no such execution" }
-func (leaseLostAndNotFound) Code() string  { return "LEASE_LOST" }
-func (leaseLostAndNotFound) Unwrap() []error {
-	return []error{execstore.ErrLeaseLost, execstore.ErrExecutionNotFound}
-}
-
-func TestHTTPAnErrorMatchingExecutionNotFoundIs404EvenIfTheLeaseIsLostToo(t *testing.T) {
-	a := &api{logger: slog.New(slog.DiscardHandler)}
-	rec := httptest.NewRecorder()
-	a.fail(rec, leaseLostAndNotFound{})
-	var out map[string]string
-	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-		t.Fatal(err)
-	}
-	if rec.Code != http.StatusNotFound || out["code"] != "EXECUTION_NOT_FOUND" {
-		t.Fatalf("answered %d %v, want 404 EXECUTION_NOT_FOUND", rec.Code, out)
 	}
 }

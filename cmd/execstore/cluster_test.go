@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -262,7 +263,19 @@ func TestClusterStartRunsANodeClusterThatTheOtherClusterCommandsManage(t *testin
 	if !strings.Contains(status.String(), "node node-2: ") || strings.Count(status.String(), "\nmember node-") != 3 {
 		t.Fatalf("cluster status printed:\n%s", status.String())
 	}
-	// A write through any node.
+	// A write through any node, once every node knows the leader's API (the
+	// line above is printed once one of them does).
+	for _, a := range apis {
+		eventually(t, a[2]+" knows the leader's API", func() bool {
+			resp, err := http.Get(a[2] + "/v1/cluster")
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var c clusterJSON
+			return json.NewDecoder(resp.Body).Decode(&c) == nil && c.LeaderAPI != ""
+		})
+	}
 	s := &server{t: t, url: apis[1][2]}
 	s.expect("POST", "/v1/executions", `{"executionId":"a","workflowId":"w"}`, http.StatusCreated, "")
 

@@ -138,6 +138,10 @@ func joinCluster(ctx context.Context, url, token string, store *execstore.Store,
 	}
 }
 
+// answerBytesMax bounds how much of an answer clusterCall reads: a cluster's
+// view is a few hundred bytes a member.
+const answerBytesMax = 4 << 20
+
 // clusterCall sends one request to a node's API and decodes its JSON answer
 // into out; an error answer becomes an error with its code and message.
 func clusterCall(ctx context.Context, method, base, path, token string, in, out any) error {
@@ -166,7 +170,7 @@ func clusterCall(ctx context.Context, method, base, path, token string, in, out 
 		return err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, answerBytesMax))
 	if err != nil {
 		return err
 	}

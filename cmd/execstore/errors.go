@@ -13,8 +13,8 @@ import (
 // duplicate trigger's conflict adds "sameEvent"). The rule for the status:
 //
 //   - a request over a documented limit is LIMIT_EXCEEDED: 413 for a body
-//     over maxBody, 422 for everything else (a size or count of Limits, an
-//     ID's length, maxAttempts, await's timeout);
+//     over its route's limit (limits.go), 422 for everything else (a size
+//     or count of Limits, an ID's length, maxAttempts, await's timeout);
 //   - any other request the server or the store refuses as it stands is 400,
 //     with the route's code (INVALID_EXECUTION_EVENT for an admission's or a
 //     child start's event, INVALID_ARGUMENT otherwise);
@@ -121,12 +121,23 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 // not take (405 METHOD_NOT_ALLOWED, with the Allow header), and a path that
 // is not in its clean form (the mux's redirect, its status and Location
 // kept, with the code ROUTE_NOT_FOUND: the path as sent names no route).
-// The handlers answer with writeJSON, which sets the JSON content type
-// before the status; any other answer is one of the mux's own.
+// The JSON API's handlers answer with writeJSON, which sets the JSON
+// content type before the status, and the pages answer past it (asIs); any
+// other answer is one of the mux's own.
 func jsonFallback(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(&jsonOnly{ResponseWriter: w, r: r}, r)
 	})
+}
+
+// asIs lets a page answer in its own format from behind jsonFallback.
+func asIs(page http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if j, ok := w.(*jsonOnly); ok {
+			w = j.ResponseWriter
+		}
+		page(w, r)
+	}
 }
 
 // jsonOnly rewrites an answer that is not JSON into an error in JSON.

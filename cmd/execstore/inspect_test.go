@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -222,5 +223,28 @@ func TestInspectVerifyFailsOnADamagedSnapshotOrLogEntry(t *testing.T) {
 	}
 	if err := run([]string{"inspect", "summary", "--data", filepath.Join(t.TempDir(), "missing")}, &out, &errOut); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("inspect of a missing directory: %v", err)
+	}
+}
+
+func TestInspectPrintsTheStoreAndChecksIt(t *testing.T) {
+	dir := t.TempDir()
+	store, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Admit(context.Background(), execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+	store.Snapshot(context.Background())
+	store.Close()
+	var out, errOut bytes.Buffer
+	if err := run([]string{"inspect", "--data", dir}, &out, &errOut); err != nil {
+		t.Fatalf("inspect: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"1 (0 terminal, 0 retired, 1 pending)", "entries 1 to 1", "snapshot-00000000000000000001.snap (index 1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := run([]string{"inspect", "--data", dir + "/missing"}, &out, &errOut); err == nil {
+		t.Error("inspect of a missing directory succeeded")
 	}
 }

@@ -189,10 +189,13 @@ func serveHTTP(ctx context.Context, ln net.Listener, store *execstore.Store, log
 	srv := &http.Server{
 		Handler:           newHandler(store, logger, cfg),
 		ReadHeaderTimeout: 10 * time.Second,
-		// A request's body must arrive within ReadTimeout (bodies are at
-		// most 4 MiB); an idle keep-alive connection is closed after
-		// IdleTimeout. No write timeout: await and the change feed answer
-		// after up to 60 s by design.
+		// A request's body must arrive within ReadTimeout (a body is at
+		// most its route's limit, limits.go: at the default Limits a
+		// commit's is 14 MB, and an acknowledgement batch's, whose strings
+		// could all be escaped, 458 MB, which then must arrive at 15 MB/s);
+		// an idle keep-alive connection is closed after IdleTimeout. No
+		// write timeout: await and the change feed answer after up to 60 s
+		// by design.
 		ReadTimeout: 30 * time.Second,
 		IdleTimeout: 2 * time.Minute,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },

@@ -13,16 +13,17 @@ import (
 // the server converts it to JSON once, when it starts, and answers it at
 // GET /v1/openapi.json.
 
-func (a *api) openAPIRoute(mux *http.ServeMux) {
+// openAPIHandler answers the document, converted once.
+func openAPIHandler() http.HandlerFunc {
 	doc, err := openAPIJSON(execstore.OpenAPI())
 	if err != nil {
 		panic("execstore: the embedded OpenAPI document does not convert to JSON: " + err.Error())
 	}
-	mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, r *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(doc)
-	})
+	}
 }
 
 // openAPIJSON converts a YAML document to JSON.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -134,27 +135,29 @@ func TestTheOpenAPIDocumentIsValidAndServedAsJSON(t *testing.T) {
 // here.
 var notYetDocumented = map[string]bool{}
 
-// notTheAPI reports whether a registered pattern is outside the HTTP API the
-// document describes: "/", where server.go mounts the API's own mux (whose
-// routes api.go registers, each checked here), and the web view (ui.go),
-// HTML pages and their fragments for people, whose answers its own tests
-// check.
+// notTheAPI reports whether a route of the table is outside the HTTP API
+// the document describes: the web view (ui.go), HTML pages and their
+// fragments for people, whose answers its own tests check.
 func notTheAPI(pattern string) bool {
-	return pattern == "/" || pattern == "GET /ui" || strings.HasPrefix(pattern, "GET /ui/")
+	return pattern == "GET /ui" || strings.HasPrefix(pattern, "GET /ui/")
 }
 
-// registeredRoutes reads every pattern the server's files register with
-// HandleFunc or Handle, as "METHOD /path".
+// registeredRoutes lists every pattern of the route table, as "METHOD
+// /path". It fails t if a file registers a route outside the table: every
+// Handle or HandleFunc call is newMux's, in routes.go.
 func registeredRoutes(t *testing.T) []string {
 	t.Helper()
+	var routes []string
+	for _, rt := range routeTable(&api{}, &webUI{}, http.NotFoundHandler()) {
+		routes = append(routes, rt.pattern)
+	}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var routes []string
 	fset := token.NewFileSet()
 	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
+		if strings.HasSuffix(name, "_test.go") || name == "routes.go" {
 			continue
 		}
 		f, err := parser.ParseFile(fset, name, nil, 0)
@@ -163,20 +166,12 @@ func registeredRoutes(t *testing.T) []string {
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
+			if !ok {
 				return true
 			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "HandleFunc" && sel.Sel.Name != "Handle") {
-				return true
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "HandleFunc" || sel.Sel.Name == "Handle") {
+				t.Errorf("%s: a route registered outside the route table (routes.go)", fset.Position(call.Pos()))
 			}
-			lit, ok := call.Args[0].(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				t.Errorf("%s: a route registered with a pattern that is not a string literal", fset.Position(call.Pos()))
-				return true
-			}
-			pattern, _ := strconv.Unquote(lit.Value)
-			routes = append(routes, pattern)
 			return true
 		})
 	}
@@ -218,7 +213,7 @@ func TestEveryRegisteredRouteIsDocumentedAndTheReverse(t *testing.T) {
 	s := newServer(t)
 	for _, r := range documented {
 		if r == "GET /metrics" {
-			continue // served beside the API by server.go; TestHTTPMetricsExportsTheStoreInPrometheusFormat asks it
+			continue // Prometheus's text, not JSON; TestHTTPMetricsExportsTheStoreInPrometheusFormat asks it
 		}
 		method, path, _ := strings.Cut(r, " ")
 		path = regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, "x")
@@ -390,5 +385,35 @@ func TestTheREADMEsRouteTableIsTheDocuments(t *testing.T) {
 	sort.Strings(listed)
 	if documented := documentedRoutes(c.doc); !slices.Equal(listed, documented) {
 		t.Errorf("the README's routes %q, openapi.yaml's %q", listed, documented)
+	}
+}
+
+// The description's table of body limits gives every route that reads a
+// body, with the limit it has at the store's default limits.
+func TestTheDocumentGivesEveryRoutesBodyLimitAtTheDefaultLimits(t *testing.T) {
+	c := loadContract(t)
+	row := regexp.MustCompile("(?m)^\\| `([A-Z]+ /[^`]*)` \\| ([0-9]+) \\|$")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(c.doc.Info.Description, -1) {
+		documented[m[1]] = m[2]
+	}
+	lim := execstore.DefaultLimits
+	var want strings.Builder
+	for _, rt := range routeTable(&api{}, &webUI{}, http.NotFoundHandler()) {
+		if rt.body == nil {
+			continue
+		}
+		limit := strconv.FormatInt(rt.body.maxBytes(&lim), 10)
+		fmt.Fprintf(&want, "    | `%s` | %s |\n", rt.pattern, limit)
+		if documented[rt.pattern] != limit {
+			t.Errorf("openapi.yaml gives %s the body limit %q, the server %s", rt.pattern, documented[rt.pattern], limit)
+		}
+		delete(documented, rt.pattern)
+	}
+	for route := range documented {
+		t.Errorf("openapi.yaml gives %s a body limit, but it reads no body", route)
+	}
+	if t.Failed() {
+		t.Logf("the table's rows:\n%s", want.String())
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"reflect"
 	"regexp"
@@ -9,25 +10,18 @@ import (
 	"testing"
 )
 
-// routeBodies is the body type of every route that takes one.
-var routeBodies = map[string]reflect.Type{
-	"POST /v1/executions":                   reflect.TypeFor[admitBody](),
-	"POST /v1/executions/{id}/wakes":        reflect.TypeFor[wakeBody](),
-	"POST /v1/executions/{id}/watches":      reflect.TypeFor[watchBody](),
-	"POST /v1/claims":                       reflect.TypeFor[claimBody](),
-	"POST /v1/leases/renew":                 reflect.TypeFor[renewBody](),
-	"POST /v1/leases/release":               reflect.TypeFor[releaseBody](),
-	"POST /v1/leases/acknowledge":           reflect.TypeFor[acknowledgeBody](),
-	"POST /v1/leases/steps":                 reflect.TypeFor[saveStepBody](),
-	"POST /v1/leases/start":                 reflect.TypeFor[startBody](),
-	"POST /v1/store/commit":                 reflect.TypeFor[commitBody](),
-	"POST /v1/executions/{id}/cancel":       reflect.TypeFor[cancelBody](),
-	"PUT /v1/schedules/{id}":                reflect.TypeFor[scheduleBody](),
-	"POST /v1/leases/acknowledge-batch":     reflect.TypeFor[acknowledgeBatchBody](),
-	"POST /v1/leases/acknowledge-and-claim": reflect.TypeFor[acknowledgeAndClaimBody](),
-	"POST /v1/outcomes/check":               reflect.TypeFor[checkOutcomeBody](),
-	"POST /v1/cluster/members":              reflect.TypeFor[addMemberBody](),
-}
+// routeBodies is the body type of every route that takes one, as the route
+// table declares it (decode answers 500 for a body a route does not
+// declare).
+var routeBodies = func() map[string]reflect.Type {
+	bodies := map[string]reflect.Type{}
+	for _, rt := range routeTable(&api{}, &webUI{}, http.NotFoundHandler()) {
+		if rt.body != nil {
+			bodies[rt.pattern] = reflect.TypeOf(rt.body)
+		}
+	}
+	return bodies
+}()
 
 // docField is a field as the README spells a body: "name", "name"? (may be
 // left out), then optionally ": {...}" (an object spelt out), ": [{...}]"

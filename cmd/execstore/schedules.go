@@ -8,15 +8,8 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// The schedules' routes: PUT, GET and DELETE /v1/schedules/{id}, and GET
+// The schedules: PUT, GET and DELETE /v1/schedules/{id}, and GET
 // /v1/schedules for all of them.
-
-func (a *api) scheduleRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("PUT /v1/schedules/{id}", a.putSchedule)
-	mux.HandleFunc("GET /v1/schedules/{id}", a.getSchedule)
-	mux.HandleFunc("DELETE /v1/schedules/{id}", a.deleteSchedule)
-	mux.HandleFunc("GET /v1/schedules", a.listSchedules)
-}
 
 // scheduleBody is a schedule as PUT takes it: the ID is the path's.
 // cronOffset is a fixed offset from UTC as RFC 3339 writes one ("+02:00",

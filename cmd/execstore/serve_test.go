@@ -276,3 +276,36 @@ func TestServeRefusesAGroupWaitPastItsLimit(t *testing.T) {
 		t.Errorf("the refused serve made its data directory (%v)", err)
 	}
 }
+
+func TestServeShutsDownCleanlyAndClosesTheStore(t *testing.T) {
+	dir := t.TempDir()
+	store, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveUntil(ctx, ln, store, slog.New(slog.DiscardHandler)) }()
+	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/executions", "application/json", strings.NewReader(`{"executionId":"e","workflowId":"w"}`))
+	if err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("admit over HTTP: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serveUntil: %v", err)
+	}
+	// The store was closed: its directory can be opened again, and kept the admission.
+	again, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if _, err := again.Get(context.Background(), "e"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -63,17 +63,15 @@ type webUI struct {
 	logger *slog.Logger
 }
 
-// uiRoutes adds the web view's routes to mux.
-func uiRoutes(mux *http.ServeMux, store *execstore.Store, logger *slog.Logger) {
-	u := &webUI{store: store, logger: logger}
+// uiStatic serves the shell's script and style sheet.
+func uiStatic() http.Handler {
 	static, _ := fs.Sub(uiFiles, "ui/static")
-	mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /ui/", u.shell)
-	mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusFound) })
-	mux.HandleFunc("GET /ui/f/overview", u.fragment(u.overview))
-	mux.HandleFunc("GET /ui/f/executions", u.fragment(u.list))
-	mux.HandleFunc("GET /ui/f/executions/{id}", u.fragment(u.record))
-	mux.HandleFunc("GET /ui/f/schedules", u.fragment(u.schedules))
+	return http.StripPrefix("/ui/static/", http.FileServerFS(static))
+}
+
+// toShell sends /ui to the shell at /ui/.
+func (u *webUI) toShell(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, "/ui/", http.StatusFound)
 }
 
 // isUIShell says whether a request is for the web view's shell or its

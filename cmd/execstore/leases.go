@@ -1,27 +1,99 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"maps"
 	"net/http"
-	"strconv"
+	"time"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/internal/jsonv"
 )
 
-// Answers that say what happened, and the routes that give a worker in
-// another language what the Go API gives: acknowledgements in batches, an
-// execution's saved steps, and a check of an outcome before it is recorded.
+// The leases: claiming due executions, renewing and releasing a lease,
+// acknowledging how a delivery ended (alone, in a batch, or with the next
+// claim in the same write of the log), checking an outcome before it is
+// recorded, and starting a child under a lease.
 
-func (a *api) answerRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/leases/acknowledge-batch", a.acknowledgeBatch)
-	mux.HandleFunc("POST /v1/leases/acknowledge-and-claim", a.acknowledgeAndClaim)
-	mux.HandleFunc("GET /v1/executions/{id}/steps", a.listSteps)
-	mux.HandleFunc("POST /v1/outcomes/check", a.checkOutcome)
-	a.openAPIRoute(mux) // openapi.go
+type leaseJSON struct {
+	ExecutionID string    `json:"executionId"`
+	Token       uint64    `json:"token"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+}
+
+func leaseOut(l execstore.Lease) leaseJSON {
+	return leaseJSON{ExecutionID: l.ExecutionID, Token: l.Token, ExpiresAt: l.ExpiresAt}
+}
+
+func (l leaseJSON) lease() execstore.Lease {
+	return execstore.Lease{ExecutionID: l.ExecutionID, Token: l.Token, ExpiresAt: l.ExpiresAt}
+}
+
+type claimBody struct {
+	Limit           int    `json:"limit"`
+	LeaseDurationMs millis `json:"leaseDurationMs"`
+}
+
+func (a *api) claim(w http.ResponseWriter, r *http.Request) {
+	var body claimBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	leases, err := a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]leaseJSON, len(leases))
+	for i, l := range leases {
+		out[i] = leaseOut(l)
+	}
+	// now is the store's time after the claim (Store.Now): a worker decides
+	// with it, not with its own clock, whether a wake it waits for has come.
+	writeJSON(w, http.StatusOK, map[string]any{"leases": out, "now": a.store.Now()})
+}
+
+type renewBody struct {
+	Lease           leaseJSON `json:"lease"`
+	LeaseDurationMs millis    `json:"leaseDurationMs"`
+}
+
+func (a *api) renew(w http.ResponseWriter, r *http.Request) {
+	var body renewBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	l, err := a.store.Renew(r.Context(), body.Lease.lease(), body.LeaseDurationMs.duration())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, leaseOut(l))
+}
+
+type releaseBody struct {
+	Lease        leaseJSON  `json:"lease"`
+	RetryAfterMs millis     `json:"retryAfterMs"`
+	Error        *errorJSON `json:"error,omitempty"` // why the delivery ended (Store.ReleaseWithCause)
+}
+
+func (a *api) release(w http.ResponseWriter, r *http.Request) {
+	var body releaseBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	var cause error
+	if e := body.Error.workflowError(); e != nil {
+		cause = e
+	}
+	if err := a.store.ReleaseWithCause(r.Context(), body.Lease.lease(), body.RetryAfterMs.duration(), cause); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "released"})
+}
+
+type acknowledgeBody struct {
+	Lease   leaseJSON   `json:"lease"`
+	Outcome outcomeJSON `json:"outcome"`
 }
 
 // acknowledgedJSON is an acknowledgement's answer: the record afterwards and
@@ -37,13 +109,6 @@ func acknowledgedOut(res execstore.AckResult) acknowledgedJSON {
 	return acknowledgedJSON{recordJSON: recordOut(res.Record), Applied: res.Applied}
 }
 
-// stepSavedJSON is a step save's answer: whether this request saved its
-// value, and the value kept (the first one saved under the key).
-type stepSavedJSON struct {
-	Applied bool            `json:"applied"`
-	Value   json.RawMessage `json:"value"`
-}
-
 func (o *outcomeJSON) runOutcome() execstore.RunOutcome {
 	out := execstore.RunOutcome{Status: o.Status, Result: o.Result}
 	if e := o.Error.workflowError(); e != nil {
@@ -52,41 +117,21 @@ func (o *outcomeJSON) runOutcome() execstore.RunOutcome {
 	return out
 }
 
-func outcomeOut(o execstore.Outcome) outcomeJSON {
-	return outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}
-}
-
-// failAdmission answers a refused admission. A conflict says whether the
-// execution that holds the ID was admitted with this request's event, so a
-// client that retried after losing the first answer knows that the first
-// attempt was admitted. The server keeps every record whole (it runs
-// without retention), so the comparison always has the event to compare.
-func (a *api) failAdmission(w http.ResponseWriter, r *http.Request, body *admitBody, err error) {
-	if !errors.Is(err, execstore.ErrExecutionIDConflict) {
+func (a *api) acknowledge(w http.ResponseWriter, r *http.Request) {
+	var body acknowledgeBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	// A batch of one is Acknowledge, and also says whether it was applied.
+	res, err := a.store.AcknowledgeBatch(r.Context(), []execstore.Ack{{Lease: body.Lease.lease(), Outcome: body.Outcome.runOutcome()}})
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	out := errorJSONBody{Code: "EXECUTION_ID_CONFLICT", Message: err.Error()}
-	if rec, getErr := a.store.Get(r.Context(), body.ExecutionID); getErr == nil {
-		same := sameEvent(&rec, body)
-		out.SameEvent = &same
-	}
-	writeJSON(w, http.StatusConflict, out)
-}
-
-// sameEvent reports whether rec was admitted with body's workflow, params
-// (in canonical form: key order and insignificant whitespace aside),
-// context (none and an empty one alike) and attempt bound.
-func sameEvent(rec *execstore.Record, body *admitBody) bool {
-	if rec.WorkflowID != body.WorkflowID || rec.MaxAttempts != body.MaxAttempts || !maps.Equal(rec.Context, body.Context) {
-		return false
-	}
-	if rec.Params == nil || body.Params == nil {
-		return rec.Params == nil && body.Params == nil
-	}
-	had, err1 := jsonv.Canonical(nil, rec.Params)
-	sent, err2 := jsonv.Canonical(nil, body.Params)
-	return err1 == nil && err2 == nil && bytes.Equal(had, sent)
+	writeJSON(w, http.StatusOK, acknowledgedOut(res[0]))
 }
 
 type acknowledgeBatchBody struct {
@@ -166,55 +211,6 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"results": ackResultsOut(results), "leases": out, "now": a.store.Now()})
 }
 
-// Bounds of one page of GET /v1/executions/{id}/steps.
-const (
-	stepsPageDefault = 100
-	stepsPageMax     = 1000
-	stepsPageBytes   = 4 << 20 // the values' total; a page holds at least one step
-)
-
-type savedStepJSON struct {
-	Key   string          `json:"key"`
-	Value json.RawMessage `json:"value"`
-}
-
-// listSteps answers a page of an execution's saved steps in key order:
-// ?after=KEY starts after that key, ?limit=N (1 to 1000, default 100) bounds
-// the count, and the values of one page stop at about 4 MiB. "next", present
-// when more steps remain, is the after of the next page.
-func (a *api) listSteps(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	limit := stepsPageDefault
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		switch {
-		case err != nil || n < 1:
-			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "limit must be a whole number from 1 to 1000")
-			return
-		case n > stepsPageMax:
-			writeError(w, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED", "limit is more than the limit of 1000")
-			return
-		}
-		limit = n
-	}
-	steps, more, err := a.store.ListSteps(r.Context(), r.PathValue("id"), q.Get("after"), limit, stepsPageBytes)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	out := struct {
-		Steps []savedStepJSON `json:"steps"`
-		Next  *string         `json:"next,omitempty"`
-	}{Steps: make([]savedStepJSON, len(steps))}
-	for i, s := range steps {
-		out.Steps[i] = savedStepJSON{Key: s.Key, Value: s.Value}
-	}
-	if more {
-		out.Next = &steps[len(steps)-1].Key
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
 type checkOutcomeBody struct {
 	Outcome outcomeJSON `json:"outcome"`
 }
@@ -234,4 +230,24 @@ func (a *api) checkOutcome(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]outcomeJSON{"outcome": outcomeOut(o)})
+}
+
+type startBody struct {
+	Lease      leaseJSON       `json:"lease"`
+	StepKey    string          `json:"stepKey"`
+	WorkflowID string          `json:"workflowId"`
+	Params     json.RawMessage `json:"params,omitempty"`
+}
+
+func (a *api) start(w http.ResponseWriter, r *http.Request) {
+	var body startBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	id, err := a.store.Start(r.Context(), body.Lease.lease(), body.StepKey, body.WorkflowID, body.Params)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"executionId": id})
 }

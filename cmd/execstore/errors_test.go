@@ -2,31 +2,33 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
-	"strings"
+	"slices"
 	"sync/atomic"
 	"testing"
-	"unicode"
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/wal"
 )
 
-// newServerWith serves a store opened with opts.
-func newServerWith(t *testing.T, opts execstore.Options) *server {
-	t.Helper()
-	store, err := execstore.Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
+// Every code statusOf gives a store error, with its status, is one of
+// errorCodes, the list the document's error codes are checked against.
+func TestEveryStoreErrorAnswersAListedCodeAndStatus(t *testing.T) {
+	errs := []error{execstore.ErrExecutionIDConflict, execstore.ErrInvalidExecutionEvent, execstore.ErrExecutionNotFound,
+		execstore.ErrLeaseLost, execstore.ErrStartRequestMismatch, execstore.ErrClosed, execstore.ErrInvalidArgument,
+		execstore.ErrLimitExceeded, execstore.ErrStorageFailed, execstore.ErrScheduleNotFound,
+		context.Canceled, context.DeadlineExceeded, errors.New("a bug")}
+	for _, err := range errs {
+		code, status := statusOf(err)
+		if !slices.Contains(errorCodes[code], status) {
+			t.Errorf("%v answers %d %s, which errorCodes does not list", err, status, code)
+		}
 	}
-	ts := httptest.NewServer(newAPI(store, slog.New(slog.DiscardHandler)))
-	t.Cleanup(func() { ts.Close(); store.Close() })
-	return &server{t: t, url: ts.URL, store: store}
 }
 
 // The statuses the README gives the store's own errors: LIMIT_EXCEEDED
@@ -100,48 +102,28 @@ func TestHTTPStatusesOfTheStoresOwnErrors(t *testing.T) {
 	}
 }
 
-// lowerCamel is a Go field name as the README says records spell it:
-// ExecutionID is "executionId".
-func lowerCamel(name string) string {
-	name = strings.ReplaceAll(name, "ID", "Id")
-	return string(unicode.ToLower(rune(name[0]))) + name[1:]
+// leaseLostAndNotFound is an error that matches both sentinels but carries
+// LEASE_LOST as its own code: the answer must not hang on which of the two
+// an error happens to name first.
+type leaseLostAndNotFound struct{}
+
+func (leaseLostAndNotFound) Error() string { return "execstore: lease lost: no such execution" }
+
+func (leaseLostAndNotFound) Code() string { return "LEASE_LOST" }
+
+func (leaseLostAndNotFound) Unwrap() []error {
+	return []error{execstore.ErrLeaseLost, execstore.ErrExecutionNotFound}
 }
 
-// Records use the Go field names in lowerCamelCase: every field of
-// execstore.Record, and of the types inside it, is in the JSON under that
-// name, and nothing else is.
-func TestHTTPRecordsUseTheGoFieldNamesInLowerCamelCase(t *testing.T) {
-	pairs := []struct{ goType, wire reflect.Type }{
-		{reflect.TypeFor[execstore.Record](), reflect.TypeFor[recordJSON]()},
-		{reflect.TypeFor[execstore.Outcome](), reflect.TypeFor[outcomeJSON]()},
-		{reflect.TypeFor[execstore.WorkflowError](), reflect.TypeFor[errorJSON]()},
-		{reflect.TypeFor[execstore.Parent](), reflect.TypeFor[parentJSON]()},
-		{reflect.TypeFor[execstore.Lease](), reflect.TypeFor[leaseJSON]()},
+func TestHTTPAnErrorMatchingExecutionNotFoundIs404EvenIfTheLeaseIsLostToo(t *testing.T) {
+	a := &api{logger: slog.New(slog.DiscardHandler)}
+	rec := httptest.NewRecorder()
+	a.fail(rec, leaseLostAndNotFound{})
+	var out map[string]string
+	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range pairs {
-		var want, got []string
-		for f := range p.goType.Fields() {
-			want = append(want, lowerCamel(f.Name))
-		}
-		for f := range p.wire.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			got = append(got, name)
-		}
-		if !reflect.DeepEqual(want, got) {
-			t.Errorf("%s travels as %q, want %q", p.goType, got, want)
-		}
+	if rec.Code != http.StatusNotFound || out["code"] != "EXECUTION_NOT_FOUND" {
+		t.Fatalf("answered %d %v, want 404 EXECUTION_NOT_FOUND", rec.Code, out)
 	}
-}
-
-// A body of exactly 4 MiB is read (here to be refused by the store's value
-// limit, 422, not for its size); one byte more answers 413. Both are
-// LIMIT_EXCEEDED.
-func TestHTTPABodyOfAtMost4MiBIsRead(t *testing.T) {
-	s := newServer(t)
-	body := func(size int) string {
-		const open, closing = `{"writes":[{"key":"k","value":"`, `"}]}`
-		return open + strings.Repeat("x", size-len(open)-len(closing)) + closing
-	}
-	s.expect("POST", "/v1/store/commit", body(4<<20), http.StatusUnprocessableEntity, "LIMIT_EXCEEDED")
-	s.expect("POST", "/v1/store/commit", body(4<<20+1), http.StatusRequestEntityTooLarge, "LIMIT_EXCEEDED")
 }

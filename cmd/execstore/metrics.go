@@ -1,7 +1,6 @@
 package main
 
 import (
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -13,25 +12,8 @@ import (
 	"github.com/execstore/execstore/metrics"
 )
 
-// newHandler is everything serve answers: the API (api.go) behind the
-// token check (auth.go), each request logged (logging.go).
-func newHandler(store *execstore.Store, logger *slog.Logger, cfg serveConfig) http.Handler {
-	mux := http.NewServeMux()
-	mux.Handle("/", newAPI(store, logger))
-	mux.Handle("GET /metrics", metricsHandler(store, cfg.metrics))
-	uiRoutes(mux, store, logger) // ui.go
-	// After the token check: a follower forwards only requests it accepted.
-	return logRequests(logger, requireToken(cfg.token, isPublic, forwardToLeader(store, cfg.staleReads, mux)))
-}
-
-// isPublic says which requests need no token: the health check, which a
-// load balancer asks without credentials and which tells nothing about the
-// executions, and the web view's shell and static files, which hold no data
-// (a browser cannot send a token with a page load; the shell's script sends
-// it with every request for data).
-func isPublic(r *http.Request) bool {
-	return r.URL.Path == "/healthz" || isUIShell(r)
-}
+// GET /metrics: the store's metrics and the process's, in Prometheus's text
+// format.
 
 // newRegistry returns the registry serve exports at /metrics: the store's
 // metrics (m, which serve passes to Open as Options.Metrics and points at

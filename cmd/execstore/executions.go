@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/jsonv"
+)
+
+// The executions: admission, a record, the listing, waiting for the
+// outcome, wakes and watches, cancellation; and the record as every route
+// that answers one writes it.
+
+type admitBody struct {
+	ExecutionID string            `json:"executionId,omitempty"`
+	WorkflowID  string            `json:"workflowId"`
+	Params      json.RawMessage   `json:"params,omitempty"`
+	Context     map[string]string `json:"context,omitempty"`
+	MaxAttempts int               `json:"maxAttempts,omitempty"`
+}
+
+func (a *api) admit(w http.ResponseWriter, r *http.Request) {
+	var body admitBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidExecutionEvent) {
+		return
+	}
+	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
+		ExecutionID: body.ExecutionID, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
+		MaxAttempts: body.MaxAttempts,
+	})
+	if err != nil {
+		a.failAdmission(w, r, &body, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]string{"executionId": id})
+}
+
+// failAdmission answers a refused admission. A conflict says whether the
+// execution that holds the ID was admitted with this request's event, so a
+// client that retried after losing the first answer knows that the first
+// attempt was admitted. The server keeps every record whole (it runs
+// without retention), so the comparison always has the event to compare.
+func (a *api) failAdmission(w http.ResponseWriter, r *http.Request, body *admitBody, err error) {
+	if !errors.Is(err, execstore.ErrExecutionIDConflict) {
+		a.fail(w, err)
+		return
+	}
+	out := errorJSONBody{Code: "EXECUTION_ID_CONFLICT", Message: err.Error()}
+	if rec, getErr := a.store.Get(r.Context(), body.ExecutionID); getErr == nil {
+		same := sameEvent(&rec, body)
+		out.SameEvent = &same
+	}
+	writeJSON(w, http.StatusConflict, out)
+}
+
+// sameEvent reports whether rec was admitted with body's workflow, params
+// (in canonical form: key order and insignificant whitespace aside),
+// context (none and an empty one alike) and attempt bound.
+func sameEvent(rec *execstore.Record, body *admitBody) bool {
+	if rec.WorkflowID != body.WorkflowID || rec.MaxAttempts != body.MaxAttempts || !maps.Equal(rec.Context, body.Context) {
+		return false
+	}
+	if rec.Params == nil || body.Params == nil {
+		return rec.Params == nil && body.Params == nil
+	}
+	had, err1 := jsonv.Canonical(nil, rec.Params)
+	sent, err2 := jsonv.Canonical(nil, body.Params)
+	return err1 == nil && err2 == nil && bytes.Equal(had, sent)
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	rec, err := a.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordOut(rec))
+}
+
+// awaitTimeoutMax is the longest an await waits, and its default.
+const awaitTimeoutMax = 60 * time.Second
+
+// await waits for the execution to be terminal, up to ?timeout= (a Go
+// duration, default and maximum 60s); on timeout it answers 408 with the
+// code "TIMEOUT".
+func (a *api) await(w http.ResponseWriter, r *http.Request) {
+	timeout := awaitTimeoutMax
+	if s := r.URL.Query().Get("timeout"); s != "" {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil || d <= 0:
+			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "timeout must be a positive duration such as 30s or 1500ms")
+			return
+		case d > awaitTimeoutMax:
+			writeError(w, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED", "timeout is longer than the limit of 60s")
+			return
+		}
+		timeout = d
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	rec, err := a.store.Await(ctx, r.PathValue("id"))
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil {
+		writeError(w, http.StatusRequestTimeout, "TIMEOUT", "the execution is not terminal yet")
+		return
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordOut(rec))
+}
+
+// list serves GET /v1/executions: a page of records and the cursor of the
+// next ("" when the listing is complete).
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	p, err := queryParams(r, "status", "workflowId", "parentId", "admittedAfter", "admittedBefore", "order", "limit", "cursor")
+	q := execstore.ListQuery{Status: execstore.Status(p["status"]), WorkflowID: p["workflowId"], ParentID: p["parentId"],
+		Order: execstore.Order(p["order"]), Cursor: p["cursor"]}
+	if err == nil {
+		q.AdmittedAfter, err = parseTime("admittedAfter", p["admittedAfter"])
+	}
+	if err == nil {
+		q.AdmittedBefore, err = parseTime("admittedBefore", p["admittedBefore"])
+	}
+	if err == nil {
+		q.Limit, err = parseInt("limit", p["limit"])
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
+		return
+	}
+	page, err := a.store.List(r.Context(), q)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]recordJSON, len(page.Records))
+	for i, rec := range page.Records {
+		out[i] = recordOut(rec)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": out, "cursor": page.Cursor})
+}
+
+type wakeBody struct {
+	At time.Time `json:"at"`
+}
+
+func (a *api) wake(w http.ResponseWriter, r *http.Request) {
+	var body wakeBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	res, err := a.store.RequestWake(r.Context(), r.PathValue("id"), body.At)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]execstore.WakeResult{"status": res})
+}
+
+type watchBody struct {
+	Keys []string `json:"keys"`
+}
+
+func (a *api) watch(w http.ResponseWriter, r *http.Request) {
+	var body watchBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	res, err := a.store.Watch(r.Context(), r.PathValue("id"), body.Keys...)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]execstore.WakeResult{"status": res})
+}
+
+type cancelBody struct {
+	Reason string `json:"reason"`
+}
+
+// cancel cancels an execution (and the children it started) and answers
+// with its record: the cancelled one, or the terminal one it already had.
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	var body cancelBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	rec, err := a.store.Cancel(r.Context(), r.PathValue("id"), body.Reason)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, recordOut(rec))
+}
+
+type recordJSON struct {
+	ExecutionID string            `json:"executionId"`
+	WorkflowID  string            `json:"workflowId"`
+	Params      json.RawMessage   `json:"params,omitempty"`
+	Context     map[string]string `json:"context,omitempty"`
+	Status      execstore.Status  `json:"status"`
+	Outcome     *outcomeJSON      `json:"outcome,omitempty"`
+	Parent      *parentJSON       `json:"parent,omitempty"`
+	AdmittedAt  time.Time         `json:"admittedAt"`
+	UpdatedAt   time.Time         `json:"updatedAt"`
+	DueAt       *time.Time        `json:"dueAt,omitempty"`
+	Lease       *leaseJSON        `json:"lease,omitempty"`
+	Attempts    int               `json:"attempts"`
+	MaxAttempts int               `json:"maxAttempts"`
+}
+
+func recordOut(r execstore.Record) recordJSON {
+	out := recordJSON{
+		ExecutionID: r.ExecutionID,
+		WorkflowID:  r.WorkflowID,
+		Params:      r.Params,
+		Context:     r.Context,
+		Status:      r.Status,
+		AdmittedAt:  r.AdmittedAt,
+		UpdatedAt:   r.UpdatedAt,
+		Attempts:    r.Attempts,
+		MaxAttempts: r.MaxAttempts,
+	}
+	if o := r.Outcome; o != nil {
+		out.Outcome = &outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}
+	}
+	if p := r.Parent; p != nil {
+		out.Parent = &parentJSON{ExecutionID: p.ExecutionID, StepKey: p.StepKey}
+	}
+	if !r.DueAt.IsZero() {
+		due := r.DueAt
+		out.DueAt = &due
+	}
+	if r.Lease != nil {
+		l := leaseOut(*r.Lease)
+		out.Lease = &l
+	}
+	return out
+}
+
+type parentJSON struct {
+	ExecutionID string `json:"executionId"`
+	StepKey     string `json:"stepKey"`
+}
+
+type outcomeJSON struct {
+	Status execstore.Status `json:"status"`
+	Result json.RawMessage  `json:"result,omitempty"`
+	Error  *errorJSON       `json:"error,omitempty"`
+}
+
+func outcomeOut(o execstore.Outcome) outcomeJSON {
+	return outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}
+}
+
+type errorJSON struct {
+	Name    string     `json:"name"`
+	Message string     `json:"message"`
+	Code    string     `json:"code,omitempty"`
+	Cause   *errorJSON `json:"cause,omitempty"`
+}
+
+func errorOut(e *execstore.WorkflowError) *errorJSON {
+	if e == nil {
+		return nil
+	}
+	return &errorJSON{Name: e.Name, Message: e.Message, Code: e.Code, Cause: errorOut(e.Cause)}
+}
+
+func (e *errorJSON) workflowError() *execstore.WorkflowError {
+	if e == nil {
+		return nil
+	}
+	return &execstore.WorkflowError{Name: e.Name, Message: e.Message, Code: e.Code, Cause: e.Cause.workflowError()}
+}

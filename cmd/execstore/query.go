@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Query parameters are read strictly: a parameter the route does not know,
+// one given twice, or a value that does not parse answers 400
+// INVALID_ARGUMENT. An empty value is the same as leaving the parameter out.
+
+// queryParams checks a request's query against the parameters a route
+// takes, and returns each one's value ("" when left out).
+func queryParams(r *http.Request, known ...string) (map[string]string, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("query: %v", err)
+	}
+	out := make(map[string]string, len(known))
+	for name, vals := range q {
+		ok := false
+		for _, k := range known {
+			ok = ok || k == name
+		}
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("unknown query parameter %q", name)
+		case len(vals) > 1:
+			return nil, fmt.Errorf("query parameter %q given %d times", name, len(vals))
+		}
+		out[name] = vals[0]
+	}
+	return out, nil
+}
+
+func parseTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: not an RFC 3339 time: %q", name, v)
+	}
+	return t, nil
+}
+
+func parseInt(name, v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s: not a whole number: %q", name, v)
+	}
+	return n, nil
+}

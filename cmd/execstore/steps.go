@@ -1,0 +1,97 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/execstore/execstore"
+)
+
+// The saved steps: saving one under a lease, reading one, and listing an
+// execution's steps in pages.
+
+type saveStepBody struct {
+	Lease leaseJSON       `json:"lease"`
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// stepSavedJSON is a step save's answer: whether this request saved its
+// value, and the value kept (the first one saved under the key).
+type stepSavedJSON struct {
+	Applied bool            `json:"applied"`
+	Value   json.RawMessage `json:"value"`
+}
+
+func (a *api) saveStep(w http.ResponseWriter, r *http.Request) {
+	var body saveStepBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	kept, saved, err := a.store.SaveStepKept(r.Context(), body.Lease.lease(), body.Key, body.Value)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, stepSavedJSON{Applied: saved, Value: kept})
+}
+
+func (a *api) step(w http.ResponseWriter, r *http.Request) {
+	v, ok, err := a.store.Step(r.Context(), r.PathValue("id"), r.PathValue("key"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	if !ok {
+		writeError(w, http.StatusNotFound, "STEP_NOT_FOUND", "no saved value for this step")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"value": v})
+}
+
+// stepsPageBytes bounds the values of one page of GET
+// /v1/executions/{id}/steps: their total; a page holds at least one step.
+const stepsPageBytes = 4 << 20
+
+type savedStepJSON struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// listSteps answers a page of an execution's saved steps in key order:
+// ?after=KEY starts after that key, ?limit=N bounds the count, and the
+// values of one page stop at about 4 MiB. "next", present when more steps
+// remain, is the after of the next page. The count is the store's to bound
+// (Store.ListSteps: 1 to Limits.ClaimLimit, 422 past it); left out, it is
+// the store's page size, Limits.ListPageDefault.
+func (a *api) listSteps(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	lim := a.store.Limits()
+	limit := min(lim.ListPageDefault, lim.ClaimLimit)
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("limit must be a whole number from 1 to %d", lim.ClaimLimit))
+			return
+		}
+		limit = n
+	}
+	steps, more, err := a.store.ListSteps(r.Context(), r.PathValue("id"), q.Get("after"), limit, stepsPageBytes)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := struct {
+		Steps []savedStepJSON `json:"steps"`
+		Next  *string         `json:"next,omitempty"`
+	}{Steps: make([]savedStepJSON, len(steps))}
+	for i, s := range steps {
+		out.Steps[i] = savedStepJSON{Key: s.Key, Value: s.Value}
+	}
+	if more {
+		out.Next = &steps[len(steps)-1].Key
+	}
+	writeJSON(w, http.StatusOK, out)
+}

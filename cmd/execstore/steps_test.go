@@ -1,0 +1,39 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+)
+
+// "A step save of a key already saved answers with the value that is kept."
+func TestHTTPASavedStepKeyAnswersTheKeptValueNotApplied(t *testing.T) {
+	s := newServer(t)
+	lease := s.claimOne("e")
+	out := s.expect("POST", "/v1/leases/steps", `{"lease":`+lease+`,"key":"charge","value":{"receipt":"r-1"}}`, 200, "")
+	if out["applied"] != true || fmt.Sprint(out["value"]) != "map[receipt:r-1]" {
+		t.Fatalf("first save: %v", out)
+	}
+	out = s.expect("POST", "/v1/leases/steps", `{"lease":`+lease+`,"key":"charge","value":{"receipt":"r-2"}}`, 200, "")
+	if out["applied"] != false || fmt.Sprint(out["value"]) != "map[receipt:r-1]" {
+		t.Fatalf("second save: %v, want the first value with applied false", out)
+	}
+}
+
+// GET /v1/executions/{id}/steps lists the saved steps in key order, a page
+// at a time; "next" names the key to continue after while more remain.
+func TestHTTPStepsAreListedInPages(t *testing.T) {
+	s := newServer(t)
+	lease := s.claimOne("e")
+	for _, k := range []string{"c", "a", "b"} {
+		s.expect("POST", "/v1/leases/steps", `{"lease":`+lease+`,"key":"`+k+`","value":"`+k+k+`"}`, 200, "")
+	}
+	page := s.expect("GET", "/v1/executions/e/steps?limit=2", "", 200, "")
+	if fmt.Sprint(page["steps"]) != "[map[key:a value:aa] map[key:b value:bb]]" || page["next"] != "b" {
+		t.Fatalf("first page: %v", page)
+	}
+	page = s.expect("GET", "/v1/executions/e/steps?limit=2&after=b", "", 200, "")
+	if fmt.Sprint(page["steps"]) != "[map[key:c value:cc]]" || page["next"] != nil {
+		t.Fatalf("last page: %v", page)
+	}
+	s.expect("GET", "/v1/executions/nobody/steps", "", 404, "EXECUTION_NOT_FOUND")
+}
