@@ -18,4 +18,3 @@ func TestSimCoverageFailsOnARequiredCellAtZero(t *testing.T) {
 		t.Fatalf("no coverage table or summary line:\n%s", out.String())
 	}
 }
-
