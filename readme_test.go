@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The README is the front door and docs/ the manual. Every promise either
@@ -18,8 +20,9 @@ import (
 // (docs/operating.md), and each design record (docs/design/) ends with
 // "(tests: `TestX`, `TestY`)". These tests keep that mapping from rotting: a
 // renamed or deleted test, or a promise added without its tests, fails here.
-// They also keep the README's first two commands as they are, and every
-// guarantee briefed in the README.
+// They also keep the README's first two commands as they are, every
+// guarantee briefed in the README, and every relative link leading to a file
+// (and heading) that exists.
 
 // cited matches a test, example or fuzz target the manual names.
 var cited = regexp.MustCompile("`((?:Test|Example|Fuzz)[A-Za-z0-9_]*)`")
@@ -295,4 +298,113 @@ func TestEveryDesignRecordIsInItsIndex(t *testing.T) {
 			t.Errorf("docs/design/README.md does not link to %s", path.Base(f))
 		}
 	}
+}
+
+// link matches a Markdown link or image target: [text](target) or
+// [text](target "title").
+var link = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+
+// codeSpan matches inline code, which holds no links.
+var codeSpan = regexp.MustCompile("`[^`\n]*`")
+
+// Every relative link of the README and the manual leads to a file that
+// exists, and a link with a #fragment into a Markdown file to a heading or
+// an id="..." anchor that it has.
+func TestEveryRelativeLinkLeadsSomewhere(t *testing.T) {
+	anchors := map[string]map[string]bool{}
+	links := 0
+	for _, f := range docFiles(t) {
+		for _, target := range linkTargets(readDoc(t, f)) {
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			links++
+			file, frag, _ := strings.Cut(target, "#")
+			dest := f
+			if file != "" {
+				dest = path.Clean(path.Join(path.Dir(f), file))
+				if _, err := os.Stat(filepath.FromSlash(dest)); err != nil {
+					t.Errorf("%s links to %s, which does not exist (%s)", f, target, dest)
+					continue
+				}
+			}
+			if frag == "" || !strings.HasSuffix(dest, ".md") {
+				continue
+			}
+			if anchors[dest] == nil {
+				anchors[dest] = anchorsOf(readDoc(t, dest))
+			}
+			if !anchors[dest][frag] {
+				t.Errorf("%s links to %s, but %s has no heading or anchor %q", f, target, dest, frag)
+			}
+		}
+	}
+	if links < 100 {
+		t.Errorf("found only %d relative links: the links were not understood", links)
+	}
+}
+
+// linkTargets returns the link targets of a Markdown text, outside code.
+func linkTargets(text string) []string {
+	var out []string
+	code := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			code = !code
+			continue
+		}
+		if code {
+			continue
+		}
+		for _, m := range link.FindAllStringSubmatch(codeSpan.ReplaceAllString(line, "code"), -1) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// anchorsOf returns the anchors of a Markdown text: its headings as GitHub
+// names them (repeats numbered -1, -2, ...) and its id="..." attributes.
+func anchorsOf(text string) map[string]bool {
+	out := map[string]bool{}
+	id := regexp.MustCompile(`\bid="([^"]+)"`)
+	code := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			code = !code
+			continue
+		}
+		if code {
+			continue
+		}
+		for _, m := range id.FindAllStringSubmatch(line, -1) {
+			out[m[1]] = true
+		}
+		heading := strings.TrimLeft(line, "#")
+		if len(heading) == len(line) || len(line)-len(heading) > 6 || !strings.HasPrefix(heading, " ") {
+			continue
+		}
+		base := slug(heading)
+		s := base
+		for i := 1; out[s]; i++ {
+			s = base + "-" + strconv.Itoa(i)
+		}
+		out[s] = true
+	}
+	return out
+}
+
+// slug is the anchor GitHub gives a heading: lower case, spaces as
+// hyphens, and nothing but letters, digits, hyphens and underscores.
+func slug(heading string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case c == ' ':
+			b.WriteByte('-')
+		case c == '-', c == '_', unicode.IsLetter(c), unicode.IsDigit(c):
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
 }
