@@ -29,7 +29,7 @@ func newServerWith(t *testing.T, opts execstore.Options) *server {
 	return &server{t: t, url: ts.URL, store: store}
 }
 
-// The statuses the README gives the store's own errors: LIMIT_EXCEEDED
+// The statuses docs/http.md gives the store's own errors: LIMIT_EXCEEDED
 // answers 422; a store that failed answers every write, and /healthz, with
 // 503 STORAGE_FAILED (reads still answer); a closed store answers every
 // request with 503 CLOSED; an await that runs out of time answers 408.
@@ -100,7 +100,7 @@ func TestHTTPStatusesOfTheStoresOwnErrors(t *testing.T) {
 	}
 }
 
-// lowerCamel is a Go field name as the README says records spell it:
+// lowerCamel is a Go field name as docs/http.md says records spell it:
 // ExecutionID is "executionId".
 func lowerCamel(name string) string {
 	name = strings.ReplaceAll(name, "ID", "Id")
