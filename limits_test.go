@@ -250,9 +250,9 @@ func TestEveryLimitIsCheckedBeforeTheRequestIsQueued(t *testing.T) {
 	}
 }
 
-// The README's Limits section states the defaults; a changed default makes
-// it wrong.
-func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
+// The Limits section of docs/operating.md states the defaults; a changed
+// default makes it wrong.
+func TestTheDefaultLimitsAreTheOnesTheManualStates(t *testing.T) {
 	want := execstore.Limits{
 		EventBytes:            1 << 20,  // "params and context together 1 MiB"
 		ValueBytes:            1 << 20,  // "results, step values and store values 1 MiB"
@@ -275,7 +275,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		ScheduleCatchUp:       1000,        // "1,000 missed occurrences admitted in a row"
 	}
 	if diff := cmp.Diff(want, execstore.DefaultLimits); diff != "" {
-		t.Errorf("DefaultLimits (-README +code):\n%s", diff)
+		t.Errorf("DefaultLimits (-manual +code):\n%s", diff)
 	}
 	for _, c := range []struct {
 		name      string
@@ -293,7 +293,7 @@ func TestTheDefaultLimitsAreTheOnesTheREADMEStates(t *testing.T) {
 		{"ScheduleIDBytes", execstore.ScheduleIDBytes, 169},
 	} {
 		if c.got != c.want {
-			t.Errorf("%s = %d, the README says %d", c.name, c.got, c.want)
+			t.Errorf("%s = %d, the manual says %d", c.name, c.got, c.want)
 		}
 	}
 }

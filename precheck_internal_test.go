@@ -218,7 +218,7 @@ func TestQueuedRequestsAreCutIntoBatchesByCount(t *testing.T) {
 	}
 }
 
-// Open fills in the defaults the README and Options document.
+// Open fills in the defaults the manual and Options document.
 func TestOpenTakesTheDocumentedDefaults(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{NoSync: true})
 	if err != nil {

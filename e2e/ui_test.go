@@ -23,8 +23,8 @@ import (
 
 const token = "e2e-token-0123456789abcdef"
 
-// screenshotsEnv names a directory that also receives the screenshots (the
-// README's come from there).
+// screenshotsEnv names a directory that also receives the screenshots (those
+// in docs/ come from there).
 const screenshotsEnv = "EXECSTORE_SCREENSHOTS"
 
 // browser returns the path of a Chromium the test can drive, or "".

@@ -232,7 +232,7 @@ func TestHTTPBodyOfTheWrongShapeIsRefusedInJSONTerms(t *testing.T) {
 
 // A lease names its execution; when there is no such execution the lease
 // cannot be current, and every lease route answers 404
-// EXECUTION_NOT_FOUND (the README lists it) rather than 409 LEASE_LOST.
+// EXECUTION_NOT_FOUND (docs/http.md lists it) rather than 409 LEASE_LOST.
 func TestHTTPLeaseForAnUnknownExecutionIs404(t *testing.T) {
 	ghost := `{"executionId":"ghost","token":1,"expiresAt":"2026-01-02T12:00:30Z"}`
 	for _, c := range []struct{ path, body string }{
@@ -286,9 +286,9 @@ func without(t *testing.T, body, path string) string {
 	return string(must(json.Marshal(root)))
 }
 
-// A field the README's table does not mark with "?" is required, at every
-// depth: leaving it out is refused by name, never read as a zero value (a
-// release due at once, a lease on execution "", a delete).
+// A field docs/http.md's route table does not mark with "?" is required, at
+// every depth: leaving it out is refused by name, never read as a zero value
+// (a release due at once, a lease on execution "", a delete).
 func TestHTTPBodyFieldsNotMarkedOptionalAreRequired(t *testing.T) {
 	failed := `{"lease":LEASE,"outcome":{"status":"failed","error":{"name":"E","message":"m","code":"C","cause":{"name":"C","message":"c","code":"D"}}}}`
 	for _, c := range []struct {

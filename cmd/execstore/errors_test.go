@@ -31,7 +31,7 @@ func TestEveryStoreErrorAnswersAListedCodeAndStatus(t *testing.T) {
 	}
 }
 
-// The statuses the README gives the store's own errors: LIMIT_EXCEEDED
+// The statuses docs/http.md gives the store's own errors: LIMIT_EXCEEDED
 // answers 422; a store that failed answers every write, and /healthz, with
 // 503 STORAGE_FAILED (reads still answer); a closed store answers every
 // request with 503 CLOSED; an await that runs out of time answers 408.

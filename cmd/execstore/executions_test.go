@@ -95,7 +95,7 @@ func TestHTTPGetReturnsTheRecordInLowerCamelCase(t *testing.T) {
 	s.expect("GET", "/v1/executions/nobody", "", http.StatusNotFound, "EXECUTION_NOT_FOUND")
 }
 
-// lowerCamel is a Go field name as the README says records spell it:
+// lowerCamel is a Go field name as docs/http.md says records spell it:
 // ExecutionID is "executionId".
 func lowerCamel(name string) string {
 	name = strings.ReplaceAll(name, "ID", "Id")

@@ -130,7 +130,7 @@ func TestHTTPACommitOfCommitBytesIsCommittedEvenWrittenAtItsWidest(t *testing.T)
 // Limits, padded with whitespace to the commit route's limit, is committed.
 // One byte more answers 413 LIMIT_EXCEEDED, whose message gives the limit,
 // and commits nothing.
-func TestHTTPABodyOfAtMost4MiBIsRead(t *testing.T) {
+func TestHTTPABodyOfExactlyItsRoutesLimitIsRead(t *testing.T) {
 	s := newServer(t)
 	limit := routeLimit(t, s, "POST /v1/store/commit")
 	if limit < 13<<20 {
@@ -178,7 +178,7 @@ var bodyOfEveryRoute = map[string]struct{ path, body string }{
 // answers 413 LIMIT_EXCEEDED and changes nothing, and the same body padded
 // to exactly the limit is taken. The store's Limits are small here, so that
 // every limit is cheap to reach: the limits follow them.
-func TestHTTPBodyOver4MiBIs413(t *testing.T) {
+func TestHTTPABodyOverItsRoutesLimitIs413(t *testing.T) {
 	var patterns []string
 	for pattern := range routeBodies {
 		patterns = append(patterns, pattern)

@@ -352,21 +352,15 @@ func TestTheContractCheckRefusesAnswersTheDocumentDoesNotDescribe(t *testing.T) 
 	}
 }
 
-// The README's route table lists exactly the document's routes, and every
-// status it gives a route is one the document lists for it.
-func TestTheREADMEsRouteTableIsTheDocuments(t *testing.T) {
+// The route table of docs/http.md lists exactly the document's routes, and
+// every status it gives a route is one the document lists for it.
+func TestTheHTTPDocsRouteTableIsTheDocuments(t *testing.T) {
 	c := loadContract(t)
-	raw, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(raw)
-	start := strings.Index(readme, "## The HTTP server")
-	end := strings.Index(readme[start+1:], "\n## ")
+	section := httpServerSection(t)
 	row := regexp.MustCompile("(?m)^\\| `([A-Z]+) (/[^`?]*)(?:\\?[^`]*)?` \\|(.*)$")
 	status := regexp.MustCompile(`\b[1-5][0-9][0-9]\b`)
 	var listed []string
-	for _, m := range row.FindAllStringSubmatch(readme[start:start+1+end], -1) {
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
 		route := m[1] + " " + m[2]
 		listed = append(listed, route)
 		op := c.doc.Paths.Value(m[2])
@@ -377,14 +371,14 @@ func TestTheREADMEsRouteTableIsTheDocuments(t *testing.T) {
 		for _, cell := range cells[1:] {
 			for _, st := range status.FindAllString(cell, -1) {
 				if op.GetOperation(m[1]).Responses.Value(st) == nil {
-					t.Errorf("the README gives %s the status %s, which openapi.yaml does not list", route, st)
+					t.Errorf("docs/http.md gives %s the status %s, which openapi.yaml does not list", route, st)
 				}
 			}
 		}
 	}
 	sort.Strings(listed)
 	if documented := documentedRoutes(c.doc); !slices.Equal(listed, documented) {
-		t.Errorf("the README's routes %q, openapi.yaml's %q", listed, documented)
+		t.Errorf("docs/http.md's routes %q, openapi.yaml's %q", listed, documented)
 	}
 }
 

@@ -15,9 +15,9 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// The README's HTTP story, from outside Go: examples/python/worker.py, with
-// the standard library alone, triggers (and triggers again), claims, runs,
-// saves a step and acknowledges against the real binary. CI installs
+// The HTTP story of docs/http.md, from outside Go: examples/python/worker.py,
+// with the standard library alone, triggers (and triggers again), claims,
+// runs, saves a step and acknowledges against the real binary. CI installs
 // python3; elsewhere the test skips without it.
 func TestThePythonWorkerRunsAgainstTheBinary(t *testing.T) {
 	python, err := exec.LookPath("python3")

@@ -23,7 +23,7 @@ var routeBodies = func() map[string]reflect.Type {
 	return bodies
 }()
 
-// docField is a field as the README spells a body: "name", "name"? (may be
+// docField is a field as docs/http.md spells a body: "name", "name"? (may be
 // left out), then optionally ": {...}" (an object spelt out), ": [{...}]"
 // (an array of them) or ": [...]" (an array).
 type docField struct {
@@ -80,9 +80,9 @@ func parseDocObject(s string) ([]docField, string, error) {
 	return fields, s[1:], nil
 }
 
-// compareDoc checks that the README's spelling of an object matches the
+// compareDoc checks that docs/http.md's spelling of an object matches the
 // struct the body decoder reads it into: the same names, the same "?" as
-// omitempty, the same nesting. A struct the README leaves unspelt must be
+// omitempty, the same nesting. A struct the document leaves unspelt must be
 // a lease (spelt once, in the text) or an object it is already inside (a
 // cause is an error).
 func compareDoc(t *testing.T, where string, doc []docField, typ reflect.Type, lease []docField, inside []reflect.Type) {
@@ -96,7 +96,7 @@ func compareDoc(t *testing.T, where string, doc []docField, typ reflect.Type, le
 		goNames = append(goNames, f.name)
 	}
 	if !reflect.DeepEqual(docNames, goNames) {
-		t.Errorf("%s: the README lists %q, the decoder reads %q", where, docNames, goNames)
+		t.Errorf("%s: docs/http.md lists %q, the decoder reads %q", where, docNames, goNames)
 		return
 	}
 	inside = append(inside, typ)
@@ -104,12 +104,12 @@ func compareDoc(t *testing.T, where string, doc []docField, typ reflect.Type, le
 		f := fields[i]
 		path := where + "." + d.name
 		if d.optional != f.optional {
-			t.Errorf("%s: optional in the README %v, in the decoder %v", path, d.optional, f.optional)
+			t.Errorf("%s: optional in docs/http.md %v, in the decoder %v", path, d.optional, f.optional)
 		}
 		ft := f.typ
 		if d.array {
 			if ft.Kind() != reflect.Slice {
-				t.Errorf("%s: the README shows an array", path)
+				t.Errorf("%s: docs/http.md shows an array", path)
 				continue
 			}
 			ft = ft.Elem()
@@ -124,7 +124,7 @@ func compareDoc(t *testing.T, where string, doc []docField, typ reflect.Type, le
 		case ft == reflect.TypeFor[leaseJSON]():
 			compareDoc(t, path, lease, ft, lease, inside)
 		case !containsType(inside, ft):
-			t.Errorf("%s: an object the README does not spell out", path)
+			t.Errorf("%s: an object docs/http.md does not spell out", path)
 		}
 	}
 }
@@ -138,25 +138,19 @@ func containsType(ts []reflect.Type, t reflect.Type) bool {
 	return false
 }
 
-// The README's route table is the HTTP contract: each body it spells, with
-// its "?" marks, is exactly what the decoder reads and requires.
-func TestREADMESpellsEveryBodyAsTheDecoderReadsIt(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(raw)
-	start := strings.Index(readme, "## The HTTP server")
-	end := strings.Index(readme[start+1:], "\n## ")
-	section := readme[start : start+1+end]
+// The route table of docs/http.md ("The HTTP server") is the HTTP contract
+// as people read it: each body it spells, with its "?" marks, is exactly what
+// the decoder reads and requires.
+func TestTheHTTPDocSpellsEveryBodyAsTheDecoderReadsIt(t *testing.T) {
+	section := httpServerSection(t)
 
 	m := regexp.MustCompile("Leases travel as `(\\{[^`]*\\})`").FindStringSubmatch(section)
 	if m == nil {
-		t.Fatal("the README does not spell a lease")
+		t.Fatal("docs/http.md does not spell a lease")
 	}
 	lease, _, err := parseDocObject(m[1])
 	if err != nil {
-		t.Fatalf("the README's lease: %v", err)
+		t.Fatalf("docs/http.md's lease: %v", err)
 	}
 
 	seen := map[string]bool{}
@@ -166,21 +160,42 @@ func TestREADMESpellsEveryBodyAsTheDecoderReadsIt(t *testing.T) {
 		seen[route] = true
 		typ, ok := routeBodies[route]
 		if !ok {
-			t.Errorf("the README lists %s, which takes no body the tests know", route)
+			t.Errorf("docs/http.md lists %s, which takes no body the tests know", route)
 			continue
 		}
 		doc, rest, err := parseDocObject(body)
 		if err != nil || strings.TrimSpace(rest) != "" {
-			t.Errorf("%s: the README's body %s: %v (left %q)", route, body, err, rest)
+			t.Errorf("%s: docs/http.md's body %s: %v (left %q)", route, body, err, rest)
 			continue
 		}
 		compareDoc(t, route, doc, typ, lease, nil)
 	}
 	for route := range routeBodies {
 		if !seen[route] {
-			t.Errorf("the README's table lacks %s", route)
+			t.Errorf("docs/http.md's route table lacks %s", route)
 		}
 	}
+}
+
+// httpServerSection returns the section "## The HTTP server" of
+// docs/http.md: the server's rules, written by hand, and its route table,
+// up to the reference generated from openapi.yaml.
+func httpServerSection(t *testing.T) string {
+	t.Helper()
+	raw, err := os.ReadFile("../../docs/http.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(raw)
+	start := strings.Index(doc, "\n## The HTTP server\n")
+	if start < 0 {
+		t.Fatal("docs/http.md has no section \"## The HTTP server\"")
+	}
+	rest := doc[start+1:]
+	if end := strings.Index(rest, "\n## "); end >= 0 {
+		rest = rest[:end]
+	}
+	return rest
 }
 
 // Every field of every body, at any depth, is of a kind the body decoder

@@ -1,0 +1,52 @@
+package execstore_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/execstore/execstore"
+)
+
+// A claimer that acknowledges what it ran and claims more in one call: one
+// write and one fsync per round instead of two.
+func ExampleStore_AcknowledgeAndClaim() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	store, err := execstore.Open(dir, execstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	for _, id := range []string{"invoice-1", "invoice-2", "invoice-3", "invoice-4"} {
+		store.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "send-invoice"})
+	}
+
+	leases, _ := store.ClaimDue(ctx, 2, time.Minute)
+	for round := 1; len(leases) > 0; round++ {
+		acks := make([]execstore.Ack, len(leases))
+		for i, l := range leases {
+			fmt.Println("round", round, "sends", l.ExecutionID)
+			acks[i] = execstore.Ack{Lease: l, Outcome: execstore.Completed(nil)}
+		}
+		var results []execstore.AckResult
+		results, leases, err = store.AcknowledgeAndClaim(ctx, acks, 2, time.Minute)
+		if err != nil {
+			panic(err)
+		}
+		for _, r := range results {
+			fmt.Println("round", round, r.Record.ExecutionID, r.Record.Status)
+		}
+	}
+	// Output:
+	// round 1 sends invoice-1
+	// round 1 sends invoice-2
+	// round 1 invoice-1 completed
+	// round 1 invoice-2 completed
+	// round 2 sends invoice-3
+	// round 2 sends invoice-4
+	// round 2 invoice-3 completed
+	// round 2 invoice-4 completed
+}
