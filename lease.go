@@ -331,7 +331,7 @@ func (sc *ackScratch) put(valid []fsm.Ack, slot []int) {
 
 // ackCommandBytes bounds the encoded size of one acknowledge-batch command,
 // so that large results do not make one WAL entry of everything.
-const ackCommandBytes = 1 << 20
+const ackCommandBytes = fsm.AckCommandBytes
 
 // ackRequests packs acknowledgements, in order, into as few commands as
 // fsm.MaxAcksPerCommand and ackCommandBytes allow. A lone acknowledgement is

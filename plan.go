@@ -11,7 +11,7 @@ import (
 // batch's requests, the applied state and the batch's time decides which
 // requests change nothing and are answered from the state at once, which are
 // logged (and how they share log entries), and which wait for the logged ones
-// to be applied (see batchView). A committer (committer.go) then carries the
+// to be applied (see fsm.BatchView). A committer (committer.go) then carries the
 // plan out: it logs the entries, applies them and answers.
 
 // plan is what the writer decided for one batch.
@@ -26,7 +26,7 @@ type plan struct {
 	entries []logEntry
 	// deferred: requests answered once the logged ones are applied; one
 	// that turns out to change the state after all is queued again, to be
-	// logged next (settle).
+	// logged next (settle). See fsm.BatchView.
 	deferred []*request
 	// idle: the writer's own requests that found nothing to do at the
 	// batch's time (a fire of schedules none of which is due any more).
@@ -67,7 +67,7 @@ func (e *logEntry) command() *fsm.Command {
 // the next one is made. Writer goroutine only.
 type planner struct {
 	p    plan
-	view batchView
+	view fsm.BatchView
 }
 
 // plan plans a batch at time now against the applied state st. failed, when
@@ -77,7 +77,7 @@ type planner struct {
 func (pl *planner) plan(batch []*request, st *fsm.State, now int64, failed error) *plan {
 	p := &pl.p
 	p.reset(now)
-	pl.view.reset()
+	pl.view.Reset()
 	for _, r := range batch {
 		r.cmd.Now = now
 		if r.fill != nil && !r.fill(&r.cmd, st) {
@@ -97,10 +97,10 @@ func (pl *planner) plan(batch []*request, st *fsm.State, now int64, failed error
 		case !mutates:
 			r.res = res
 			p.answered = append(p.answered, r)
-		case !r.logNext && pl.view.settles(&r.cmd):
+		case !r.logNext && pl.view.Settles(&r.cmd):
 			p.deferred = append(p.deferred, r)
 		default:
-			pl.view.note(&r.cmd, st)
+			pl.view.Note(&r.cmd, st)
 			p.logged = append(p.logged, r)
 		}
 	}

@@ -418,11 +418,10 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 	case fsm.CodeConflict:
 		return errorf(ErrExecutionIDConflict, "%q", c.ExecutionID)
 	case fsm.CodeNotFound:
-		if c.Kind == fsm.KindDeleteSchedule {
+		switch fsm.NotFoundOf(c.Kind) {
+		case fsm.NotFoundSchedule:
 			return errorf(ErrScheduleNotFound, "%q", c.ScheduleID)
-		}
-		if c.Token != 0 || c.Kind == fsm.KindRenew || c.Kind == fsm.KindRelease ||
-			c.Kind == fsm.KindAcknowledge || c.Kind == fsm.KindSaveStep || c.Kind == fsm.KindStart {
+		case fsm.NotFoundLease:
 			return leaseNotFound(c.ExecutionID)
 		}
 		return notFound(c.ExecutionID)
@@ -433,19 +432,16 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 	case fsm.CodeMismatch:
 		return errorf(ErrStartRequestMismatch, "execution %q step %q already started child %q", c.ExecutionID, c.Key, res.ID)
 	case fsm.CodeLimitExceeded:
-		if c.Kind == fsm.KindPutSchedule {
+		switch fsm.LimitOf(c.Kind) {
+		case fsm.LimitSchedules:
 			return errorf(ErrLimitExceeded, "there are %d schedules already, the limit", c.Limit)
+		case fsm.LimitWatches:
+			return errorf(ErrLimitExceeded, "execution %q has reached its limit of %d watches", c.ExecutionID, MaxWatchesPerExecution)
+		case fsm.LimitSteps:
+			return errorf(ErrLimitExceeded, "execution %q has reached its limit of %d steps", c.ExecutionID, MaxStepsPerExecution)
 		}
-		return errorf(ErrLimitExceeded, "execution %q has reached its limit of %s", c.ExecutionID, limitName(c.Kind))
 	}
-	return fmt.Errorf("execstore: unexpected result code %v", res.Code)
-}
-
-func limitName(k fsm.Kind) string {
-	if k == fsm.KindWatch {
-		return fmt.Sprint(MaxWatchesPerExecution, " watches")
-	}
-	return fmt.Sprint(MaxStepsPerExecution, " steps")
+	return fmt.Errorf("execstore: unexpected result code %v of a %s command", res.Code, c.Kind)
 }
 
 // awaiters lets Await sleep until an execution becomes terminal.

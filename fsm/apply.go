@@ -87,44 +87,14 @@ func (s *State) run(c *Command, dry bool) Result {
 	if !dry {
 		s.meta.Now = now
 	}
-	switch c.Kind {
-	case KindAdmit:
-		return s.admit(c, now, dry)
-	case KindWake:
-		return s.wake(c, now, dry)
-	case KindClaim:
-		return s.claim(c, now, dry)
-	case KindRenew:
-		return s.renew(c, now, dry)
-	case KindRelease:
-		return s.release(c, now, dry)
-	case KindAcknowledge:
-		return s.acknowledge(&Ack{ExecutionID: c.ExecutionID, Token: c.Token, Outcome: c.Outcome}, now, dry)
-	case KindAcknowledgeBatch:
-		return s.acknowledgeBatch(c.Acks, now, dry)
-	case KindSaveStep:
-		return s.saveStep(c, dry)
-	case KindStart:
-		return s.start(c, now, dry)
-	case KindCommit:
-		return s.commit(c, now, dry)
-	case KindWatch:
-		return s.watch(c, dry)
-	case KindRetire:
-		return s.retire(c, dry)
-	case KindCancel:
-		return s.cancel(c, now, dry)
-
-	case KindPutSchedule:
-		return s.putSchedule(c, dry)
-	case KindDeleteSchedule:
-		return s.deleteSchedule(c, dry)
-	case KindFireSchedules:
-		return s.fireSchedules(c, now, dry)
+	k := kindOf(c.Kind)
+	if k == nil {
+		// Commands are validated when decoded and when built; an unknown
+		// kind here is a programming error, and guessing would break
+		// determinism.
+		panic("fsm: apply: unknown command kind " + c.Kind.String())
 	}
-	// Commands are validated when decoded and when built; an unknown kind here
-	// is a programming error, and guessing would break determinism.
-	panic("fsm: apply: unknown command kind " + c.Kind.String())
+	return k.apply(s, c, now, dry)
 }
 
 var mutates = Result{Code: mutatesCode}

@@ -23,30 +23,14 @@ var ErrDecode = errors.New("fsm: malformed command")
 // bytes, 0 meaning absent):
 //
 //	+---------+------+-----+----------------------------+
-//	| version | kind | now | fields of the kind, below  |
+//	| version | kind | now | fields of the kind         |
 //	| 1 byte  | 1 B  | uv  |                            |
 //	+---------+------+-----+----------------------------+
 //
-//	admit        id:str generated:1B workflow:str params:opt context:(count+1, then key:str value:str...)
-//	wake         id:str at:uv
-//	claim        limit:uv duration:uv
-//	renew        id:str token:uv duration:uv
-//	release      id:str token:uv delay:uv
-//	acknowledge  id:str token:uv status:1B (completed: result:opt | failed: error)
-//	             error = depth:uv, then per level name:str message:str code:str
-//	save-step    id:str token:uv key:str value:str
-//	start        id:str token:uv key:str workflow:str params:opt child:str
-//	commit       count:uv, then per write key:str value:opt
-//	watch        id:str count:uv, then key:str...
-//	retire       before:uv limit:uv
-//	acknowledge-batch  count:uv, then per acknowledgement id:str token:uv status:1B (as acknowledge)
-//
-// Version 2 (version 1 has neither the trailing fields nor the kind):
-//
-//	admit        ... context, then max-attempts:uv
-//	release      ... delay, then cause: error (depth 0: none)
-//	cancel       id:str reason:str
-//	put-schedule, delete-schedule, fire-schedules: see schedule_codec.go
+// Each kind's fields are drawn beside its encoder in the table of kinds
+// (kinds.go; the schedules' in schedule_codec.go). Version 1 has neither an
+// admission's attempt bound nor a release's cause (trailing fields), nor the
+// cancel command.
 
 // AppendEncode appends c's encoding to dst. c must pass Check.
 func AppendEncode(dst []byte, c *Command) []byte {
@@ -56,79 +40,13 @@ func AppendEncode(dst []byte, c *Command) []byte {
 // appendEncode appends c's encoding in the given codec version, leaving out
 // what the version does not hold.
 func appendEncode(dst []byte, c *Command, version byte) []byte {
-	dst = append(dst, version, byte(c.Kind))
-	dst = binary.AppendUvarint(dst, uint64(c.Now))
-	switch c.Kind {
-	case KindAdmit:
-		dst = appendStr(dst, c.ExecutionID)
-		dst = append(dst, boolByte(c.Generated))
-		dst = appendStr(dst, c.WorkflowID)
-		dst = appendOpt(dst, c.Params, c.HasParams)
-		dst = appendContext(dst, c.Context)
-		if version >= 2 {
-			dst = binary.AppendUvarint(dst, uint64(c.MaxAttempts))
-		}
-	case KindWake:
-		dst = appendStr(dst, c.ExecutionID)
-		dst = binary.AppendUvarint(dst, uint64(c.At))
-	case KindClaim:
-		dst = binary.AppendUvarint(dst, uint64(c.Limit))
-		dst = binary.AppendUvarint(dst, uint64(c.Duration))
-	case KindRenew, KindRelease:
-		dst = appendStr(dst, c.ExecutionID)
-		dst = binary.AppendUvarint(dst, c.Token)
-		dst = binary.AppendUvarint(dst, uint64(c.Duration))
-		if c.Kind == KindRelease && version >= 2 {
-			dst = AppendErrorInfo(dst, c.Cause)
-		}
-	case KindAcknowledge:
-		dst = appendStr(dst, c.ExecutionID)
-		dst = binary.AppendUvarint(dst, c.Token)
-		dst = appendOutcome(dst, &c.Outcome)
-	case KindAcknowledgeBatch:
-		dst = binary.AppendUvarint(dst, uint64(len(c.Acks)))
-		for i := range c.Acks {
-			a := &c.Acks[i]
-			dst = appendStr(dst, a.ExecutionID)
-			dst = binary.AppendUvarint(dst, a.Token)
-			dst = appendOutcome(dst, &a.Outcome)
-		}
-	case KindSaveStep:
-		dst = appendStr(dst, c.ExecutionID)
-		dst = binary.AppendUvarint(dst, c.Token)
-		dst = appendStr(dst, c.Key)
-		dst = appendStr(dst, c.Value)
-	case KindStart:
-		dst = appendStr(dst, c.ExecutionID)
-		dst = binary.AppendUvarint(dst, c.Token)
-		dst = appendStr(dst, c.Key)
-		dst = appendStr(dst, c.WorkflowID)
-		dst = appendOpt(dst, c.Params, c.HasParams)
-		dst = appendStr(dst, c.ChildID)
-	case KindCommit:
-		dst = binary.AppendUvarint(dst, uint64(len(c.Writes)))
-		for _, w := range c.Writes {
-			dst = appendStr(dst, w.Key)
-			dst = appendOpt(dst, w.Value, w.HasValue)
-		}
-	case KindWatch:
-		dst = appendStr(dst, c.ExecutionID)
-		dst = binary.AppendUvarint(dst, uint64(len(c.Keys)))
-		for _, k := range c.Keys {
-			dst = appendStr(dst, k)
-		}
-	case KindRetire:
-		dst = binary.AppendUvarint(dst, uint64(c.At))
-		dst = binary.AppendUvarint(dst, uint64(c.Limit))
-	case KindCancel:
-		dst = appendStr(dst, c.ExecutionID)
-		dst = appendStr(dst, c.Reason)
-	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
-		dst = appendScheduleCommand(dst, c) // schedule_codec.go
-	default:
+	k := kindOf(c.Kind)
+	if k == nil {
 		panic("fsm: encode: unknown command kind " + c.Kind.String())
 	}
-	return dst
+	dst = append(dst, version, byte(c.Kind))
+	dst = binary.AppendUvarint(dst, uint64(c.Now))
+	return k.encode(dst, c, version)
 }
 
 func boolByte(b bool) byte {
@@ -212,93 +130,16 @@ func DecodeInto(c *Command, b []byte) error {
 	}
 	c.Kind = Kind(d.Byte())
 	c.Now = d.Int()
-	switch c.Kind {
-	case KindAdmit:
-		c.ExecutionID = d.Str()
-		c.Generated = d.Bool()
-		c.WorkflowID = d.Str()
-		c.Params, c.HasParams = d.Opt()
-		c.Context = d.context()
-		if version >= 2 {
-			c.MaxAttempts = int(d.Int())
-		}
-	case KindWake:
-		c.ExecutionID = d.Str()
-		c.At = d.Int()
-	case KindClaim:
-		c.Limit = int(d.Int())
-		c.Duration = d.Int()
-	case KindRenew, KindRelease:
-		c.ExecutionID = d.Str()
-		c.Token = d.Uvarint()
-		c.Duration = d.Int()
-		if c.Kind == KindRelease && version >= 2 {
-			c.Cause = readErrorInfo(&d)
-		}
-	case KindAcknowledge:
-		c.ExecutionID = d.Str()
-		c.Token = d.Uvarint()
-		d.outcome(&c.Outcome)
-	case KindAcknowledgeBatch:
-		n := d.Count(3) // at least an ID length, a token and a status
-		if n > MaxAcksPerCommand {
-			return decodeErr("acknowledge-batch of " + itoa(uint64(n)) + " acknowledgements")
-		}
-		if n > 0 {
-			c.Acks = make([]Ack, n)
-		}
-		for i := range c.Acks {
-			a := &c.Acks[i]
-			a.ExecutionID = d.Str()
-			a.Token = d.Uvarint()
-			d.outcome(&a.Outcome)
-		}
-	case KindSaveStep:
-		c.ExecutionID = d.Str()
-		c.Token = d.Uvarint()
-		c.Key = d.Str()
-		c.Value = d.Str()
-	case KindStart:
-		c.ExecutionID = d.Str()
-		c.Token = d.Uvarint()
-		c.Key = d.Str()
-		c.WorkflowID = d.Str()
-		c.Params, c.HasParams = d.Opt()
-		c.ChildID = d.Str()
-	case KindCommit:
-		n := d.Count(2)
-		if n > 0 {
-			c.Writes = make([]Write, n)
-		}
-		for i := range c.Writes {
-			c.Writes[i].Key = d.Str()
-			c.Writes[i].Value, c.Writes[i].HasValue = d.Opt()
-		}
-	case KindWatch:
-		c.ExecutionID = d.Str()
-		n := d.Count(1)
-		if n > 0 {
-			c.Keys = make([]string, n)
-		}
-		for i := range c.Keys {
-			c.Keys[i] = d.Str()
-		}
-	case KindRetire:
-		c.At = d.Int()
-		c.Limit = int(d.Int())
-	case KindCancel:
-		if version < 2 {
-			return decodeErr("cancel command in codec version " + itoa(uint64(version)))
-		}
-		c.ExecutionID = d.Str()
-		c.Reason = d.Str()
-	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
-		d.scheduleCommand(c) // schedule_codec.go
-	default:
-		if d.err == nil {
-			return decodeErr("unknown command kind " + itoa(uint64(c.Kind)))
-		}
+	k := kindOf(c.Kind)
+	switch {
+	case d.err != nil:
+		return d.err
+	case k == nil:
+		return decodeErr("unknown command kind " + itoa(uint64(c.Kind)))
+	case version < k.since:
+		return decodeErr(k.name + " command in codec version " + itoa(uint64(version)))
 	}
+	k.decode(&d, c, version)
 	if d.err != nil {
 		return d.err
 	}
@@ -342,6 +183,14 @@ func (d *Decoder) Remaining() int { return len(d.b) - d.off }
 func (d *Decoder) fail(msg string) {
 	if d.err == nil {
 		d.err = decodeErr(msg + " at offset " + itoa(uint64(d.off)))
+	}
+}
+
+// refuse fails with msg as it is: a value the format cannot hold, rather
+// than bytes that end or run wrong at an offset.
+func (d *Decoder) refuse(msg string) {
+	if d.err == nil {
+		d.err = decodeErr(msg)
 	}
 }
 
@@ -497,102 +346,37 @@ func (c *Command) Check() error {
 	if c.Now <= 0 {
 		return bad("time must be positive")
 	}
-	switch c.Kind {
-	case KindAdmit:
-		if c.ExecutionID == "" || c.WorkflowID == "" {
-			return bad("empty execution or workflow ID")
-		}
-		if c.MaxAttempts < 0 || c.MaxAttempts > MaxAttempts {
-			return bad("attempt bound outside 0.." + itoa(MaxAttempts))
-		}
-		if c.Context != nil && !sortedUniqueKV(*c.Context) {
-			return bad("context keys not sorted and unique")
-		}
-	case KindWake:
-		if c.ExecutionID == "" || c.At <= 0 {
-			return bad("empty execution ID or non-positive time")
-		}
-	case KindClaim:
-		if c.Limit <= 0 || c.Duration <= 0 {
-			return bad("non-positive limit or duration")
-		}
-	case KindRenew:
-		if c.ExecutionID == "" || c.Duration <= 0 {
-			return bad("empty execution ID or non-positive duration")
-		}
-	case KindRelease:
-		if c.ExecutionID == "" || c.Duration < 0 {
-			return bad("empty execution ID or negative delay")
-		}
-		if chainDepth(c.Cause) > MaxErrorDepth {
-			return bad("cause chain deeper than " + itoa(MaxErrorDepth))
-		}
-	case KindAcknowledge:
-		return checkAck(c.ExecutionID, &c.Outcome, bad)
-	case KindAcknowledgeBatch:
-		if len(c.Acks) == 0 || len(c.Acks) > MaxAcksPerCommand {
-			return bad("acknowledgement count outside 1.." + itoa(MaxAcksPerCommand))
-		}
-		for i := range c.Acks {
-			if err := checkAck(c.Acks[i].ExecutionID, &c.Acks[i].Outcome, bad); err != nil {
-				return err
-			}
-		}
-	case KindSaveStep:
-		if c.ExecutionID == "" || c.Key == "" {
-			return bad("empty execution ID or step key")
-		}
-	case KindStart:
-		if c.ExecutionID == "" || c.Key == "" || c.WorkflowID == "" || c.ChildID == "" {
-			return bad("empty caller, step key, workflow or child ID")
-		}
-	case KindCommit:
-		for _, w := range c.Writes {
-			if w.Key == "" {
-				return bad("empty key")
-			}
-		}
-	case KindWatch:
-		if c.ExecutionID == "" || len(c.Keys) == 0 || !sortedUnique(c.Keys) || c.Keys[0] == "" {
-			return bad("empty execution ID, or keys empty, unsorted or repeated")
-		}
-	case KindRetire:
-		if c.At <= 0 || c.Limit <= 0 {
-			return bad("non-positive time or limit")
-		}
-	case KindCancel:
-		if c.ExecutionID == "" {
-			return bad("empty execution ID")
-		}
-	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
-		return checkScheduleCommand(c, bad) // schedule_codec.go
-	default:
+	k := kindOf(c.Kind)
+	if k == nil {
 		return bad("unknown command kind")
+	}
+	if msg := k.check(c); msg != "" {
+		return bad(msg)
 	}
 	return nil
 }
 
-func checkAck(id string, o *Outcome, bad func(string) error) error {
+func checkAck(id string, o *Outcome) string {
 	if id == "" {
-		return bad("empty execution ID")
+		return "empty execution ID"
 	}
 	switch o.Status {
 	case StatusSuspended:
 		if o.HasRes || o.Error != nil {
-			return bad("suspended outcome with a result or error")
+			return "suspended outcome with a result or error"
 		}
 	case StatusCompleted:
 		if o.Error != nil {
-			return bad("completed outcome with an error")
+			return "completed outcome with an error"
 		}
 	case StatusFailed:
 		if o.Error == nil || o.HasRes {
-			return bad("failed outcome without an error, or with a result")
+			return "failed outcome without an error, or with a result"
 		}
 	default:
-		return bad("outcome status must be suspended, completed or failed")
+		return "outcome status must be suspended, completed or failed"
 	}
-	return nil
+	return ""
 }
 
 func chainDepth(e *ErrorInfo) int {

@@ -53,6 +53,15 @@ func sampleCommands() []Command {
 }
 
 func TestCodecRoundTripsEveryKind(t *testing.T) {
+	sampled := map[Kind]bool{}
+	for _, c := range sampleCommands() {
+		sampled[c.Kind] = true
+	}
+	for _, k := range Kinds() {
+		if !sampled[k] {
+			t.Errorf("no sample command of kind %s: add one to sampleCommands", k)
+		}
+	}
 	for _, c := range sampleCommands() {
 		b := AppendEncode(nil, &c)
 		got, err := Decode(b)

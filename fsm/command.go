@@ -40,35 +40,11 @@ const (
 	scheduleKindEnd Kind = 23 // one past the last schedule kind
 )
 
-// scheduleKindNames are the schedule kinds' names, from KindPutSchedule on.
-var scheduleKindNames = [...]string{"put-schedule", "delete-schedule", "fire-schedules"}
-
-var kindNames = [...]string{
-	KindAdmit:       "admit",
-	KindWake:        "wake",
-	KindClaim:       "claim",
-	KindRenew:       "renew",
-	KindRelease:     "release",
-	KindAcknowledge: "acknowledge",
-	KindSaveStep:    "save-step",
-	KindStart:       "start",
-	KindCommit:      "commit",
-	KindWatch:       "watch",
-	KindRetire:      "retire",
-
-	KindAcknowledgeBatch: "acknowledge-batch",
-
-	KindCancel: "cancel",
-}
-
 func (k Kind) String() string {
-	switch {
-	case k >= KindPutSchedule && k < scheduleKindEnd:
-		return scheduleKindNames[k-KindPutSchedule]
-	case k == 0 || k >= kindEnd:
-		return "kind(" + itoa(uint64(k)) + ")"
+	if d := kindOf(k); d != nil {
+		return d.name
 	}
-	return kindNames[k]
+	return "kind(" + itoa(uint64(k)) + ")"
 }
 
 // Command is one state transition. It carries everything Apply needs: the

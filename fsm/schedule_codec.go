@@ -64,23 +64,22 @@ type schedulePrimitives interface {
 
 func (d *Decoder) int() int64 { return d.Int() }
 
-func appendScheduleCommand(dst []byte, c *Command) []byte {
-	switch c.Kind {
-	case KindPutSchedule:
-		dst = appendScheduleDef(dst, c.Schedule)
-		dst = binary.AppendUvarint(dst, uint64(c.At))
-		dst = binary.AppendUvarint(dst, uint64(c.Limit))
-	case KindDeleteSchedule:
-		dst = appendStr(dst, c.ScheduleID)
-	case KindFireSchedules:
-		dst = binary.AppendUvarint(dst, uint64(len(c.Fires)))
-		for i := range c.Fires {
-			f := &c.Fires[i]
-			dst = appendStr(dst, f.ScheduleID)
-			dst = binary.AppendUvarint(dst, uint64(f.At))
-			dst = binary.AppendUvarint(dst, uint64(f.Next))
-			dst = append(dst, fireFlags(f))
-		}
+func encodePutSchedule(dst []byte, c *Command, _ byte) []byte {
+	dst = appendScheduleDef(dst, c.Schedule)
+	dst = binary.AppendUvarint(dst, uint64(c.At))
+	return binary.AppendUvarint(dst, uint64(c.Limit))
+}
+
+func encodeDeleteSchedule(dst []byte, c *Command, _ byte) []byte { return appendStr(dst, c.ScheduleID) }
+
+func encodeFireSchedules(dst []byte, c *Command, _ byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(c.Fires)))
+	for i := range c.Fires {
+		f := &c.Fires[i]
+		dst = appendStr(dst, f.ScheduleID)
+		dst = binary.AppendUvarint(dst, uint64(f.At))
+		dst = binary.AppendUvarint(dst, uint64(f.Next))
+		dst = append(dst, fireFlags(f))
 	}
 	return dst
 }
@@ -96,47 +95,46 @@ func fireFlags(f *Fire) byte {
 	return b
 }
 
-func (d *Decoder) scheduleCommand(c *Command) {
-	switch c.Kind {
-	case KindPutSchedule:
-		c.Schedule = new(ScheduleDef)
-		readScheduleDef(d, c.Schedule)
-		c.At = d.Int()
-		c.Limit = int(d.Int())
-	case KindDeleteSchedule:
-		c.ScheduleID = d.Str()
-	case KindFireSchedules:
-		n := d.Count(4) // at least an ID length, two times and the flags
-		if n > MaxFiresPerCommand {
-			d.fail("fire-schedules of " + itoa(uint64(n)) + " fires")
-			return
+func decodePutSchedule(d *Decoder, c *Command, _ byte) {
+	c.Schedule = new(ScheduleDef)
+	readScheduleDef(d, c.Schedule)
+	c.At = d.Int()
+	c.Limit = int(d.Int())
+}
+
+func decodeDeleteSchedule(d *Decoder, c *Command, _ byte) { c.ScheduleID = d.Str() }
+
+func decodeFireSchedules(d *Decoder, c *Command, _ byte) {
+	n := d.Count(4) // at least an ID length, two times and the flags
+	if n > MaxFiresPerCommand {
+		d.fail("fire-schedules of " + itoa(uint64(n)) + " fires")
+		return
+	}
+	if n > 0 {
+		c.Fires = make([]Fire, n)
+	}
+	for i := range c.Fires {
+		f := &c.Fires[i]
+		f.ScheduleID = d.Str()
+		f.At = d.Int()
+		f.Next = d.Int()
+		flags := d.Byte()
+		if flags > fireAdmit|fireMissed || flags == fireMissed {
+			d.fail("bad fire flags")
 		}
-		if n > 0 {
-			c.Fires = make([]Fire, n)
-		}
-		for i := range c.Fires {
-			f := &c.Fires[i]
-			f.ScheduleID = d.Str()
-			f.At = d.Int()
-			f.Next = d.Int()
-			flags := d.Byte()
-			if flags > fireAdmit|fireMissed || flags == fireMissed {
-				d.fail("bad fire flags")
-			}
-			f.Admit, f.Missed = flags&fireAdmit != 0, flags&fireMissed != 0
-		}
+		f.Admit, f.Missed = flags&fireAdmit != 0, flags&fireMissed != 0
 	}
 }
 
-func scheduleCommandLen(c *Command) int {
-	switch c.Kind {
-	case KindPutSchedule:
-		// The first occurrence is set once the command is stamped, after it
-		// was sized: counted at its widest, as the time is.
-		return scheduleDefLen(c.Schedule) + binary.MaxVarintLen64 + uvarintLen(uint64(c.Limit))
-	case KindDeleteSchedule:
-		return strLen(c.ScheduleID)
-	}
+// sizePutSchedule: the first occurrence is set once the command is stamped,
+// after it was sized: counted at its widest, as the time is.
+func sizePutSchedule(c *Command) int {
+	return scheduleDefLen(c.Schedule) + binary.MaxVarintLen64 + uvarintLen(uint64(c.Limit))
+}
+
+func sizeDeleteSchedule(c *Command) int { return strLen(c.ScheduleID) }
+
+func sizeFireSchedules(c *Command) int {
 	n := uvarintLen(uint64(len(c.Fires)))
 	for i := range c.Fires {
 		f := &c.Fires[i]
@@ -145,34 +143,48 @@ func scheduleCommandLen(c *Command) int {
 	return n
 }
 
-// checkScheduleCommand is Command.Check for the schedules' kinds.
-func checkScheduleCommand(c *Command, bad func(string) error) error {
-	switch c.Kind {
-	case KindPutSchedule:
-		if c.Schedule == nil {
-			return bad("no schedule")
-		}
-		sc := Schedule{ScheduleDef: *c.Schedule, Next: c.At}
-		if msg := sc.check(); msg != "" {
-			return bad(msg)
-		}
-		if len(sc.Cron) > MaxCronBytes || c.Limit <= 0 || (c.At != 0 && c.At <= c.Now) {
-			return bad("cron expression too long, non-positive limit, or first occurrence not after the command")
-		}
-	case KindDeleteSchedule:
-		if c.ScheduleID == "" {
-			return bad("empty schedule ID")
-		}
-	case KindFireSchedules:
-		if len(c.Fires) == 0 || len(c.Fires) > MaxFiresPerCommand {
-			return bad("fire count outside 1.." + itoa(MaxFiresPerCommand))
-		}
-		for i := range c.Fires {
-			f := &c.Fires[i]
-			if f.ScheduleID == "" || f.At <= 0 || (f.Next != 0 && f.Next <= f.At) || (f.Missed && !f.Admit) {
-				return bad("empty schedule ID, non-positive occurrence, next not after it, or missed and not admitted")
-			}
+// boundPutSchedule: ID, workflow, params (Event), interval, cron, offset,
+// start, end, policy, first occurrence, limit.
+func boundPutSchedule(b *Bounds) int {
+	return b.scheduleID() + b.id() + boundNum + b.Event + boundNum + b.str(MaxCronBytes) + 3*boundNum + 1 + 2*boundNum
+}
+
+func boundDeleteSchedule(b *Bounds) int { return b.scheduleID() }
+
+func boundFireSchedules(b *Bounds) int {
+	return boundNum + MaxFiresPerCommand*(b.scheduleID()+2*boundNum+1)
+}
+
+func checkPutSchedule(c *Command) string {
+	if c.Schedule == nil {
+		return "no schedule"
+	}
+	sc := Schedule{ScheduleDef: *c.Schedule, Next: c.At}
+	if msg := sc.check(); msg != "" {
+		return msg
+	}
+	if len(sc.Cron) > MaxCronBytes || c.Limit <= 0 || (c.At != 0 && c.At <= c.Now) {
+		return "cron expression too long, non-positive limit, or first occurrence not after the command"
+	}
+	return ""
+}
+
+func checkDeleteSchedule(c *Command) string {
+	if c.ScheduleID == "" {
+		return "empty schedule ID"
+	}
+	return ""
+}
+
+func checkFireSchedules(c *Command) string {
+	if len(c.Fires) == 0 || len(c.Fires) > MaxFiresPerCommand {
+		return "fire count outside 1.." + itoa(MaxFiresPerCommand)
+	}
+	for i := range c.Fires {
+		f := &c.Fires[i]
+		if f.ScheduleID == "" || f.At <= 0 || (f.Next != 0 && f.Next <= f.At) || (f.Missed && !f.Admit) {
+			return "empty schedule ID, non-positive occurrence, next not after it, or missed and not admitted"
 		}
 	}
-	return nil
+	return ""
 }

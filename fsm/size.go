@@ -9,52 +9,11 @@ import "encoding/binary"
 // occurrence, which follows from the time). It reads only lengths and counts, so a
 // caller can size a command before handing it to the writer.
 func EncodedLen(c *Command) int {
-	n := 2 + binary.MaxVarintLen64 // version, kind, now
-	switch c.Kind {
-	case KindAdmit:
-		n += strLen(c.ExecutionID) + 1 + strLen(c.WorkflowID) + optLen(c.Params, c.HasParams) + contextLen(c.Context) +
-			uvarintLen(uint64(c.MaxAttempts))
-	case KindWake:
-		n += strLen(c.ExecutionID) + uvarintLen(uint64(c.At))
-	case KindClaim:
-		n += uvarintLen(uint64(c.Limit)) + uvarintLen(uint64(c.Duration))
-	case KindRenew:
-		n += strLen(c.ExecutionID) + uvarintLen(c.Token) + uvarintLen(uint64(c.Duration))
-	case KindRelease:
-		n += strLen(c.ExecutionID) + uvarintLen(c.Token) + uvarintLen(uint64(c.Duration)) + ErrorInfoLen(c.Cause)
-	case KindAcknowledge:
-		n += AckLen(c.ExecutionID, c.Token, &c.Outcome)
-	case KindAcknowledgeBatch:
-		n += uvarintLen(uint64(len(c.Acks)))
-		for i := range c.Acks {
-			a := &c.Acks[i]
-			n += AckLen(a.ExecutionID, a.Token, &a.Outcome)
-		}
-	case KindSaveStep:
-		n += strLen(c.ExecutionID) + uvarintLen(c.Token) + strLen(c.Key) + strLen(c.Value)
-	case KindStart:
-		n += strLen(c.ExecutionID) + uvarintLen(c.Token) + strLen(c.Key) + strLen(c.WorkflowID) +
-			optLen(c.Params, c.HasParams) + strLen(c.ChildID)
-	case KindCommit:
-		n += uvarintLen(uint64(len(c.Writes)))
-		for _, w := range c.Writes {
-			n += strLen(w.Key) + optLen(w.Value, w.HasValue)
-		}
-	case KindWatch:
-		n += strLen(c.ExecutionID) + uvarintLen(uint64(len(c.Keys)))
-		for _, k := range c.Keys {
-			n += strLen(k)
-		}
-	case KindRetire:
-		n += uvarintLen(uint64(c.At)) + uvarintLen(uint64(c.Limit))
-	case KindCancel:
-		n += strLen(c.ExecutionID) + strLen(c.Reason)
-	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
-		n += scheduleCommandLen(c) // schedule_codec.go
-	default:
+	k := kindOf(c.Kind)
+	if k == nil {
 		panic("fsm: size: unknown command kind " + c.Kind.String())
 	}
-	return n
+	return 2 + binary.MaxVarintLen64 + k.size(c) // version, kind, now
 }
 
 // AckLen is the encoded length of one acknowledgement inside an acknowledge
