@@ -255,9 +255,11 @@ const (
 	boundNum  = binary.MaxVarintLen64     // any integer
 )
 
-func (b *Bounds) id() int         { return boundNum + b.ID }
-func (b *Bounds) str(n int) int   { return boundNum + n }
-func (b *Bounds) chain() int      { return boundNum + (b.ErrorCauseDepth+1)*(b.str(b.ID)+b.str(b.ErrorMessage)+b.str(b.ID)) }
+func (b *Bounds) id() int       { return boundNum + b.ID }
+func (b *Bounds) str(n int) int { return boundNum + n }
+func (b *Bounds) chain() int {
+	return boundNum + (b.ErrorCauseDepth+1)*(b.str(b.ID)+b.str(b.ErrorMessage)+b.str(b.ID))
+}
 func (b *Bounds) ack() int        { return b.id() + boundNum + 1 + max(b.str(b.Value), b.chain()) }
 func (b *Bounds) scheduleID() int { return b.id() }
 
