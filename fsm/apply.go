@@ -67,7 +67,13 @@ func (s *State) ackBuf(n int) []Result {
 //
 // The Store uses Precheck to answer no-op commands (a duplicate admission, an
 // idle claim, a wake that merges into an earlier one) without writing them.
+//
+// Precheck never changes the state: in a build with the invariants tag it
+// checks so, and panics when a handler wrote before it decided.
 func (s *State) Precheck(c *Command) (r Result, mutates bool) {
+	if checkPrecheck {
+		defer s.unchanged(s.fingerprint(), c)
+	}
 	r = s.run(c, true)
 	return r, r.Code == mutatesCode
 }

@@ -23,7 +23,6 @@ const (
 	// KindCancel ends a non-terminal execution, and every non-terminal
 	// execution it started (recursively), with StatusCancelled.
 	KindCancel Kind = 13
-	kindEnd    Kind = 14 // one past the last valid kind
 )
 
 // Schedules' commands (schedule.go).
@@ -36,8 +35,6 @@ const (
 	// execution for each the catch-up policy keeps, and advances each
 	// schedule to its next occurrence.
 	KindFireSchedules Kind = 22
-
-	scheduleKindEnd Kind = 23 // one past the last schedule kind
 )
 
 func (k Kind) String() string {

@@ -241,14 +241,8 @@ func (g *gen) next() Command {
 	return c
 }
 
-// genKinds are the kinds gen chooses from, each equally often.
-var genKinds = func() []Kind {
-	var ks []Kind
-	for k := KindAdmit; k < kindEnd; k++ {
-		ks = append(ks, k)
-	}
-	return append(ks, KindPutSchedule, KindDeleteSchedule, KindFireSchedules)
-}()
+// genKinds are the kinds gen chooses from, each equally often: every kind.
+var genKinds = Kinds()
 
 func (g *gen) observe(r Result) {
 	for _, l := range r.Leases {

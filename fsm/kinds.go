@@ -42,7 +42,7 @@ type kindDef struct {
 type NotFound uint8
 
 const (
-	notFoundUnset NotFound = iota
+	_ NotFound = iota // 0: unset, which TestEveryKindFillsEverySlot refuses
 	// NotFoundExecution: no execution has the command's ID.
 	NotFoundExecution
 	// NotFoundLease: a fenced command's execution does not exist, so its
@@ -58,7 +58,7 @@ const (
 type LimitKind uint8
 
 const (
-	limitUnset LimitKind = iota
+	_ LimitKind = iota // 0: unset, which TestEveryKindFillsEverySlot refuses
 	// LimitSteps: the execution's MaxStepsPerExecution.
 	LimitSteps
 	// LimitWatches: the execution's MaxWatchesPerExecution.
