@@ -80,8 +80,8 @@ type ReplicaOptions struct {
 	Options
 	// Node configures this node: ID and BindAddr (or Transport) are
 	// required. Its Clock and Logger default to Options.Now and
-	// Options.Logger, its WAL.NoSync to Options.NoSync. Its FSM hooks are the
-	// store's: leave them unset. (The writer sends each batch as one raft
+	// Options.Logger, its WAL.NoSync to Options.NoSync. (The writer sends
+	// each batch as one raft
 	// log of up to replica.MaxEnvelopeCommands commands, so the default
 	// MaxAppendEntries, 64 logs of at most replica.MaxEnvelopeBytes each,
 	// bounds an append to 256 MiB.)
@@ -134,16 +134,13 @@ func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 		no.Logger = s.logger
 	}
 	no.WAL.NoSync = no.WAL.NoSync || s.opts.NoSync
-	if f := no.FSM; f.Restored != nil || f.Lock != nil || f.Adopted != nil || f.Applied != nil {
-		return nil, invalidArg("ReplicaOptions.Node.FSM is the store's own; leave it unset")
-	}
-	no.FSM = replica.FSMOptions{
+	hooks := replica.FSMOptions{
 		Lock:     &s.rw,
 		Restored: rc.restored,
 		Adopted:  rc.adopted,
 		Applied:  rc.appliedOnNode,
 	}
-	if rc.n, err = replica.Open(dir, no); err != nil {
+	if rc.n, err = replica.Open(dir, no, hooks); err != nil {
 		return nil, err
 	}
 	if len(opts.Peers) > 0 {

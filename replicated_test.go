@@ -652,8 +652,6 @@ func TestOpenReplicatedRefusesBadOptionsAndReleasesTheDirectory(t *testing.T) {
 	for name, opts := range map[string]execstore.ReplicaOptions{
 		"peers without this node": {Node: replica.NodeOptions{ID: "b", Transport: trans},
 			Peers: []execstore.Peer{{ID: "other", Addr: "mem-o", Voter: true}}},
-		"FSM hooks of its own": {Node: replica.NodeOptions{ID: "b", Transport: trans,
-			FSM: replica.FSMOptions{Restored: func(*fsm.State) {}}}},
 		"no node ID": {Node: replica.NodeOptions{Transport: trans}},
 	} {
 		if _, err := execstore.OpenReplicated(dir, opts); err == nil {

@@ -88,7 +88,7 @@ type clusterOptions struct {
 	// of the tests' shorter ones.
 	defaults bool
 	// tune, when non-nil, adjusts every member's options last.
-	tune func(*NodeOptions)
+	tune func(*NodeOptions, *FSMOptions)
 	// quiet leaves the FSM's Applied hook unset: no record of applied commands (appliedLog),
 	// for runs too large to keep one.
 	quiet bool
@@ -179,7 +179,7 @@ func (c *cluster) add() *member {
 	return m
 }
 
-func (c *cluster) nodeOptions(m *member) NodeOptions {
+func (c *cluster) nodeOptions(m *member) (NodeOptions, FSMOptions) {
 	o := NodeOptions{ID: m.id, Clock: m.clock.Now}
 	if c.opts.tcp {
 		o.BindAddr = m.addr
@@ -203,14 +203,14 @@ func (c *cluster) nodeOptions(m *member) NodeOptions {
 		o.TrailingLogs = 16                                        // and then they compact nearly the whole log
 		o.WAL = wal.Options{SegmentSize: 64 << 10}
 	}
-	o.FSM.Restored = func(*fsm.State) { m.restores.Add(1) }
+	hooks := FSMOptions{Restored: func(*fsm.State) { m.restores.Add(1) }}
 	if !c.opts.quiet {
-		o.FSM.Applied = m.applied.record
+		hooks.Applied = m.applied.record
 	}
 	if c.opts.tune != nil {
-		c.opts.tune(&o)
+		c.opts.tune(&o, &hooks)
 	}
-	return o
+	return o, hooks
 }
 
 // start opens the member from its directory; in memory, it is linked to every running
@@ -218,7 +218,7 @@ func (c *cluster) nodeOptions(m *member) NodeOptions {
 func (c *cluster) start(m *member) {
 	c.t.Helper()
 	m.applied = &appliedLog{}
-	opts := c.nodeOptions(m)
+	opts, hooks := c.nodeOptions(m)
 	if !c.opts.tcp {
 		_, m.trans = raft.NewInmemTransport(raft.ServerAddress(m.addr))
 		opts.Transport = m.trans
@@ -227,7 +227,7 @@ func (c *cluster) start(m *member) {
 		}
 	}
 	m.restores.Add(-1) // Open gives the Restored hook the first, empty state
-	n, err := Open(m.dir, opts)
+	n, err := Open(m.dir, opts, hooks)
 	if err != nil {
 		c.t.Fatalf("open %s: %v", m.id, err)
 	}

@@ -69,10 +69,6 @@ type NodeOptions struct {
 	SnapshotsRetained int
 	// WAL configures the log store's write-ahead log. Default: wal's defaults.
 	WAL wal.Options
-	// FSM configures the node's state machine (FSMOptions): its hooks, and the lock it
-	// shares with an owner that reads the state directly. Restored is also called with
-	// the node's first, empty state.
-	FSM FSMOptions
 	// Transport, when non-nil, carries raft's messages instead of a TCP transport on
 	// BindAddr (which is then not required): raft's in-memory transport in tests and the
 	// simulator. The node closes it on Close when it implements raft.WithClose.
@@ -195,7 +191,11 @@ type Node struct {
 // resumes it: the node restores its latest snapshot, replays its log as the leader commits,
 // and rejoins its configuration. A new directory holds no configuration: call Bootstrap on
 // the first start of a cluster, or have the leader add the node (AddVoter).
-func Open(dir string, opts NodeOptions) (_ *Node, err error) {
+//
+// hooks configure the node's state machine (FSMOptions): what its owner is told, and the
+// lock it shares with an owner that reads the state directly. Restored is also called
+// with the node's first, empty state.
+func Open(dir string, opts NodeOptions, hooks FSMOptions) (_ *Node, err error) {
 	// Every check comes before the directory is touched: refused options create nothing.
 	if opts, err = opts.withDefaults(); err != nil {
 		return nil, err
@@ -239,10 +239,10 @@ func Open(dir string, opts NodeOptions) (_ *Node, err error) {
 		n.trans = raft.NewNetworkTransportWithLogger(layer, 3, opts.RaftTimeout, hl.Named("transport"))
 	}
 	first := fsm.New()
-	if opts.FSM.Restored != nil {
-		opts.FSM.Restored(first)
+	if hooks.Restored != nil {
+		hooks.Restored(first)
 	}
-	n.fsm = NewFSM(first, 0, opts.FSM)
+	n.fsm = NewFSM(first, 0, hooks)
 	if n.raft, err = raft.NewRaft(cfg, n.fsm, n.logs, n.stable, n.snaps, n.trans); err != nil {
 		return nil, fmt.Errorf("replica: open node: %w", err)
 	}

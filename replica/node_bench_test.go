@@ -87,7 +87,7 @@ func BenchmarkNodeApplyBatch(b *testing.B) {
 			}
 			b.Run(name, func(b *testing.B) {
 				opts := benchCluster
-				opts.tune = func(o *NodeOptions) { o.MaxAppendEntries = maxAppend }
+				opts.tune = func(o *NodeOptions, _ *FSMOptions) { o.MaxAppendEntries = maxAppend }
 				c := newClusterWith(b, 3, opts)
 				ld := c.leader().n
 				var next, failed atomic.Int64
@@ -231,11 +231,11 @@ func replaceADiskAndCatchUp(b *testing.B, records int, trailing uint64) {
 	var restoredMu sync.Mutex
 	restoredAt := map[string]time.Time{}
 	opts := benchCluster
-	opts.tune = func(o *NodeOptions) {
+	opts.tune = func(o *NodeOptions, hooks *FSMOptions) {
 		o.SnapshotInterval = 0 // raft's timed snapshots, as deployed
 		o.TrailingLogs = trailing
-		counted := o.FSM.Restored
-		o.FSM.Restored = func(st *fsm.State) {
+		counted := hooks.Restored
+		hooks.Restored = func(st *fsm.State) {
 			counted(st)
 			restoredMu.Lock()
 			restoredAt[o.ID] = time.Now()

@@ -40,7 +40,7 @@ func TestOpenRefusesBadOptionsAndCreatesNothing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir() + "/node"
-			n, err := Open(dir, tc.opts)
+			n, err := Open(dir, tc.opts, FSMOptions{})
 			if !errors.Is(err, ErrNodeOptions) {
 				if n != nil {
 					n.Close()
@@ -418,7 +418,7 @@ func TestCallersWaitingWhenTheNodeClosesGetErrNodeClosed(t *testing.T) {
 	// shuts down.
 	var armed atomic.Bool
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	c := newClusterWith(t, 1, clusterOptions{tune: func(o *NodeOptions) {
+	c := newClusterWith(t, 1, clusterOptions{tune: func(o *NodeOptions, _ *FSMOptions) {
 		o.WAL.Faults = &wal.Faults{BeforeWrite: func() error {
 			if armed.Load() {
 				select {
@@ -554,7 +554,7 @@ func TestEveryNodeTellsItsMetaOnItsRaftPortAndFollowersFindTheLeaders(t *testing
 }
 
 func TestOpenRefusesMetaPastItsLimit(t *testing.T) {
-	_, err := Open(t.TempDir(), NodeOptions{ID: "a", BindAddr: "127.0.0.1:0", Meta: strings.Repeat("m", MaxMetaBytes+1)})
+	_, err := Open(t.TempDir(), NodeOptions{ID: "a", BindAddr: "127.0.0.1:0", Meta: strings.Repeat("m", MaxMetaBytes+1)}, FSMOptions{})
 	if !errors.Is(err, ErrNodeOptions) {
 		t.Fatalf("Open with a %d-byte Meta = %v, want ErrNodeOptions", MaxMetaBytes+1, err)
 	}
