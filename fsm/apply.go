@@ -71,7 +71,7 @@ func (s *State) ackBuf(n int) []Result {
 // Precheck never changes the state: in a build with the invariants tag it
 // checks so, and panics when a handler wrote before it decided.
 func (s *State) Precheck(c *Command) (r Result, mutates bool) {
-	if checkPrecheck {
+	if invariantsBuild {
 		defer s.unchanged(s.fingerprint(), c)
 	}
 	r = s.run(c, true)
@@ -155,13 +155,13 @@ func (s *State) wake(c *Command, now int64, dry bool) Result {
 		return Result{Code: CodeNotFound}
 	case p.Terminal():
 		return Result{Wake: WakeIgnored}
-	case p.DueAt != 0 && (p.DueAt < c.At || (p.DueAt == c.At && !mutant.WakeAtPendingTimeWrites)):
+	case p.DueAt() != 0 && (p.DueAt() < c.At || (p.DueAt() == c.At && !mutant.WakeAtPendingTimeWrites)):
 		// Merges into an earlier (or equal) pending wake: nothing changes.
 		return Result{Wake: WakeRequested}
 	case dry:
 		return mutates
 	}
-	e := *p
+	e := p.Value()
 	e.DueAt = c.At
 	e.UpdatedAt = now
 	s.put(p, &e)
@@ -176,8 +176,8 @@ func (s *State) requestWake(id string, at, now int64) bool {
 	if p == nil || p.Terminal() {
 		return false
 	}
-	if p.DueAt == 0 || at < p.DueAt {
-		e := *p
+	if p.DueAt() == 0 || at < p.DueAt() {
+		e := p.Value()
 		e.DueAt = at
 		e.UpdatedAt = now
 		s.put(p, &e)
@@ -199,11 +199,11 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	failing := false
 	for i, k := range taken {
 		p := k.e
-		if p.exhausted() {
+		if p.Exhausted() {
 			taken[i].At, failing = -1, true // failed below (a lease expiry is never negative)
 			continue
 		}
-		e := *p
+		e := p.Value()
 		if e.MaxAttempts != 0 {
 			e.Tries++
 		}
@@ -232,8 +232,8 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		// it.
 		for _, k := range taken {
 			if k.At == -1 {
-				p := s.lookup(k.e.ID)
-				s.end(p, exhaustedOutcome(p, nil), now, &r)
+				p := s.lookup(k.e.ID())
+				s.end(p, exhaustedOutcome(p.MaxAttempts(), nil), now, &r)
 			}
 		}
 	}
@@ -258,7 +258,7 @@ func (s *State) takeClaimable(limit int, now int64) []claimKey {
 			if k.At > now || leasable == limit || failing == failLimit {
 				return false
 			}
-			if leased && k.e.exhausted() {
+			if leased && k.e.Exhausted() {
 				failing++
 			} else {
 				leasable++
@@ -279,7 +279,7 @@ func (s *State) takeClaimable(limit int, now int64) []claimKey {
 			leasable++
 		} else {
 			taken = append(taken, leased[j])
-			if leased[j].e.exhausted() {
+			if leased[j].e.Exhausted() {
 				failing++
 			} else {
 				leasable++
@@ -315,13 +315,13 @@ var (
 
 // current looks up the lease's execution and reports whether the lease is
 // current. A non-nil fail is the final result (p is nil when not found).
-func (s *State) current(id string, token uint64) (p *Execution, fail *Result) {
+func (s *State) current(id string, token uint64) (p *stored, fail *Result) {
 	p = s.lookup(id)
 	if p == nil {
 		return nil, &resultNotFound
 	}
-	if p.LeaseToken == 0 || (p.LeaseToken != token && !(mutant.TokenZeroPasses && token == 0)) {
-		if p.Status == StatusCancelled {
+	if p.LeaseToken() == 0 || (p.LeaseToken() != token && !(mutant.TokenZeroPasses && token == 0)) {
+		if p.Status() == StatusCancelled {
 			return p, &resultLeaseCancelled
 		}
 		return p, &resultLeaseLost
@@ -337,7 +337,7 @@ func (s *State) renew(c *Command, now int64, dry bool) Result {
 	if dry {
 		return mutates
 	}
-	e := *p
+	e := p.Value()
 	e.LeaseExpiresAt = addSaturating(now, c.Duration)
 	e.UpdatedAt = now
 	s.put(p, &e)
@@ -352,13 +352,13 @@ func (s *State) release(c *Command, now int64, dry bool) Result {
 	if dry {
 		return mutates
 	}
-	if p.exhausted() {
+	if p.Exhausted() {
 		// The last allowed attempt ended without an outcome.
 		var r Result
-		s.end(p, exhaustedOutcome(p, c.Cause), now, &r)
+		s.end(p, exhaustedOutcome(p.MaxAttempts(), c.Cause), now, &r)
 		return r
 	}
-	e := *p
+	e := p.Value()
 	due := minNonZero(e.CoveredAt, e.DueAt)
 	if retry := addSaturating(now, c.Duration); retry > due {
 		due = retry
@@ -378,14 +378,14 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 		if p != nil && p.Terminal() {
 			// Outcomes are immutable: a late or repeated acknowledgement gets
 			// the recorded outcome.
-			return Result{Exec: p.value(), Unchanged: true}
+			return Result{Exec: p.Value().WithoutPositions(), Unchanged: true}
 		}
 		return *fail
 	}
 	if dry {
 		return mutates
 	}
-	e := *p
+	e := p.Value()
 	if mutant.KeepCoveredWakes {
 		e.DueAt = minNonZero(e.DueAt, e.CoveredAt)
 	}
@@ -409,7 +409,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)
-	r.Exec = e.value()
+	r.Exec = e.WithoutPositions()
 	if e.Terminal() {
 		if e.WatchCount > 0 {
 			s.dropWatches(e.ID)
@@ -455,17 +455,17 @@ func (s *State) saveStep(c *Command, dry bool) Result {
 	if fail != nil {
 		return *fail
 	}
-	if _, saved := s.steps.Get(stepEntry{ExecutionID: p.ID, Key: c.Key}); saved {
+	if _, saved := s.steps.Get(stepEntry{ExecutionID: p.ID(), Key: c.Key}); saved {
 		return Result{Unchanged: true} // the first saved value wins
 	}
-	if p.StepCount >= MaxStepsPerExecution {
+	if p.StepCount() >= MaxStepsPerExecution {
 		return Result{Code: CodeLimitExceeded}
 	}
 	if dry {
 		return mutates
 	}
-	s.steps.Set(stepEntry{ExecutionID: p.ID, Key: c.Key, Value: c.Value})
-	e := *p
+	s.steps.Set(stepEntry{ExecutionID: p.ID(), Key: c.Key, Value: c.Value})
+	e := p.Value()
 	e.StepCount++
 	s.put(p, &e)
 	return Result{}
@@ -491,7 +491,7 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 	if fail != nil {
 		return *fail
 	}
-	if prev, ok := s.starts.Get(startEntry{Caller: caller.ID, Key: c.Key}); ok {
+	if prev, ok := s.starts.Get(startEntry{Caller: caller.ID(), Key: c.Key}); ok {
 		if prev.WorkflowID == c.WorkflowID && prev.HasParams == c.HasParams &&
 			prev.ParamsSum == paramsSum(c.Params, c.HasParams) {
 			return Result{ID: prev.Child}
@@ -510,18 +510,18 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 		WorkflowID: c.WorkflowID,
 		Params:     c.Params,
 		HasParams:  c.HasParams,
-		Context:    caller.Context,
-		Parent:     &Parent{ExecutionID: caller.ID, StepKey: c.Key},
+		Context:    caller.Context(),
+		Parent:     &Parent{ExecutionID: caller.ID(), StepKey: c.Key},
 		Status:     StatusAdmitted,
 		AdmittedAt: now,
 		UpdatedAt:  now,
 		DueAt:      now,
 
-		MaxAttempts: caller.MaxAttempts, // a child runs under its parent's bound
+		MaxAttempts: caller.MaxAttempts(), // a child runs under its parent's bound
 	}
 	s.put(nil, &child)
 	s.starts.Set(startEntry{
-		Caller:     caller.ID,
+		Caller:     caller.ID(),
 		Key:        c.Key,
 		Child:      id,
 		WorkflowID: c.WorkflowID,
@@ -579,12 +579,12 @@ func (s *State) watch(c *Command, dry bool) Result {
 		// The same watch is registered already (a rerun repeating it): it
 		// would fire at the same commit, so a second changes nothing.
 		return Result{Wake: WakeRequested}
-	case p.WatchCount >= MaxWatchesPerExecution:
+	case p.WatchCount() >= MaxWatchesPerExecution:
 		return Result{Code: CodeLimitExceeded}
 	case dry:
 		return mutates
 	}
-	e := *p
+	e := p.Value()
 	w := watch{ID: s.meta.NextWatchID, ExecutionID: e.ID, Keys: c.Keys}
 	s.meta.NextWatchID++
 	s.watches.Set(w)
@@ -598,13 +598,13 @@ func (s *State) watch(c *Command, dry bool) Result {
 }
 
 // hasWatch reports whether the execution has a watch on exactly keys.
-func (s *State) hasWatch(e *Execution, keys []string) bool {
-	if e.WatchCount == 0 {
+func (s *State) hasWatch(e *stored, keys []string) bool {
+	if e.WatchCount() == 0 {
 		return false
 	}
 	found := false
-	s.wexecs.Ascend(execWatch{ExecutionID: e.ID}, func(w execWatch) bool {
-		if w.ExecutionID != e.ID {
+	s.wexecs.Ascend(execWatch{ExecutionID: e.ID()}, func(w execWatch) bool {
+		if w.ExecutionID != e.ID() {
 			return false
 		}
 		ww, _ := s.watches.Get(watch{ID: w.ID})
@@ -622,7 +622,7 @@ func (s *State) removeWatch(w watch) {
 		s.wkeys.Delete(watchKey{Key: k, ID: w.ID})
 	}
 	if p := s.lookup(w.ExecutionID); p != nil {
-		e := *p
+		e := p.Value()
 		e.WatchCount--
 		s.put(p, &e)
 	}
@@ -665,7 +665,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 	case p == nil:
 		return resultNotFound
 	case p.Terminal():
-		return Result{Exec: p.value()}
+		return Result{Exec: p.Value().WithoutPositions()}
 	case dry:
 		return mutates
 	}
@@ -673,7 +673,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 	var r Result
 	// Depth first, each execution before the children it started (in step
 	// key order): a child then never wakes a parent that is being cancelled.
-	stack := []string{p.ID}
+	stack := []string{p.ID()}
 	for len(stack) > 0 {
 		id := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -703,8 +703,8 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 // acknowledgement gave it (a cancellation, exhausted attempts): it clears the
 // lease and the wakes, drops the watches, wakes the parent, and notes in r
 // what became terminal or due.
-func (s *State) end(p *Execution, out *Outcome, now int64, r *Result) {
-	e := *p
+func (s *State) end(p *stored, out *Outcome, now int64, r *Result) {
+	e := p.Value()
 	e.Status, e.Outcome = out.Status, out
 	e.DueAt, e.CoveredAt, e.LeaseToken, e.LeaseExpiresAt = 0, 0, 0, 0
 	e.UpdatedAt = now
@@ -727,13 +727,13 @@ func (s *State) end(p *Execution, out *Outcome, now int64, r *Result) {
 // ended without an outcome: the release's cause, or else a lease-expired
 // error, wrapped in an ATTEMPTS_EXHAUSTED error. The chain is cut to
 // MaxErrorDepth levels.
-func exhaustedOutcome(e *Execution, cause *ErrorInfo) *Outcome {
+func exhaustedOutcome(maxAttempts uint16, cause *ErrorInfo) *Outcome {
 	if cause == nil {
 		cause = &ErrorInfo{Name: NameLeaseExpired, Message: "the lease of the last attempt expired"}
 	}
 	top := &ErrorInfo{
 		Name:    NameAttemptsExhausted,
-		Message: "no attempt of " + itoa(uint64(e.MaxAttempts)) + " ended with an outcome",
+		Message: "no attempt of " + itoa(uint64(maxAttempts)) + " ended with an outcome",
 		Code:    CodeAttemptsExhausted,
 		Cause:   cutChain(cause, MaxErrorDepth-1),
 	}

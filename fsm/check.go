@@ -335,7 +335,7 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 		if !c.after(i == 0, id, nil) {
 			return decodeErr("state: records out of order at " + quote(string(id)))
 		}
-		if msg := e.check(); msg != "" {
+		if msg := checkRecord(&e); msg != "" {
 			return decodeErr("state: record " + quote(string(id)) + ": " + msg)
 		}
 		if keepIDs {
@@ -344,7 +344,7 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 		}
 		sum.Records++
 		c.live++
-		if _, ok := e.claimableAt(); ok {
+		if _, ok := e.ClaimableAt(); ok {
 			sum.Due++
 		}
 	}

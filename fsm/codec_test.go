@@ -10,7 +10,7 @@ import (
 )
 
 func sampleCommands() []Command {
-	ctx := []KV{{"a", "1"}, {"tenant", "t-1"}}
+	ctx := []KV{{Key: "a", Value: "1"}, {Key: "tenant", Value: "t-1"}}
 	empty := []KV{}
 	return []Command{
 		{Kind: KindAdmit, Now: 1, ExecutionID: "order-42", WorkflowID: "charge-order", Params: `{"order":42}`, HasParams: true, Context: &ctx},

@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"encoding/binary"
+	"github.com/execstore/execstore/fsm/internal/record"
 	"slices"
 	"strings"
 
@@ -101,7 +102,8 @@ func (s *State) Encode(w Writer) error {
 		if skip != "" && it.ID == skip {
 			return true
 		}
-		e.buf = appendExecution(e.buf, s.rec(it))
+		v := s.rec(it).Value()
+		e.buf = appendExecution(e.buf, &v)
 		e.flush(false)
 		return e.err == nil
 	})
@@ -375,7 +377,7 @@ func DecodeState(r Reader) (*State, error) {
 	}
 	// Every record has its admission number now: the records tree.
 	for _, e := range recs {
-		s.execs.Load(execItem{ID: e.ID, no: e.AdmitNo})
+		s.execs.Load(execItem{ID: e.ID(), no: e.AdmitNo()})
 	}
 	s.execsWritten()
 	return s, nil
@@ -384,31 +386,32 @@ func DecodeState(r Reader) (*State, error) {
 // decodeExecs reads the records, in ID order, and indexes them by due time
 // and lease expiry. The records tree is loaded once the change log has given
 // them their admission numbers.
-func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*Execution, error) {
+func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*stored, error) {
 	n := d.count(maxCount)
-	recs := make([]*Execution, 0, min(n, 1<<20))
+	recs := make([]*stored, 0, min(n, 1<<20))
 	workflows := map[string]string{} // interned: most records share a few
 	due := make([]claimKey, 0, min(n, 1<<20))
 	var leases []claimKey
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
-		e := d.execution(workflows, version)
+		var e Execution
+		d.execution(&e, workflows, version)
 		if d.err != nil {
 			break
 		}
 		if i > 0 && e.ID <= prev {
 			return nil, decodeErr("state: records out of order at " + quote(e.ID))
 		}
-		if msg := e.check(); msg != "" {
+		if msg := checkRecord(&e); msg != "" {
 			return nil, decodeErr("state: record " + quote(e.ID) + ": " + msg)
 		}
 		prev = e.ID
-		e.gen = s.gen
-		recs = append(recs, e)
-		if at, ok := e.claimableAt(); ok && e.Leased() {
-			leases = append(leases, claimKey{At: at, e: e})
+		st := record.New(&e, s.gen)
+		recs = append(recs, st)
+		if at, ok := e.ClaimableAt(); ok && e.Leased() {
+			leases = append(leases, claimKey{At: at, e: st})
 		} else if ok {
-			due = append(due, claimKey{At: at, e: e})
+			due = append(due, claimKey{At: at, e: st})
 		}
 	}
 	if d.err != nil {
@@ -419,8 +422,8 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*Execution, err
 	return recs, nil
 }
 
-func (d *streamDecoder) execution(workflows map[string]string, version uint64) *Execution {
-	e := &Execution{ID: d.Str()}
+func (d *streamDecoder) execution(e *Execution, workflows map[string]string, version uint64) {
+	*e = Execution{ID: d.Str()}
 	e.WorkflowID = intern(workflows, d.Str())
 	e.Params, e.HasParams = d.Opt()
 	if n := d.Uvarint(); n > 0 && d.err == nil {
@@ -443,7 +446,6 @@ func (d *streamDecoder) execution(workflows map[string]string, version uint64) *
 	if version >= 3 {
 		e.MaxAttempts, e.Tries = d.u16(), d.u16()
 	}
-	return e
 }
 
 // Bool reads a byte that must be 0 or 1.
@@ -528,7 +530,7 @@ func (s *State) decodeSides(d *streamDecoder) error {
 	return nil
 }
 
-func (s *State) decodeRetired(d *streamDecoder, version uint64, live []*Execution) error {
+func (s *State) decodeRetired(d *streamDecoder, version uint64, live []*stored) error {
 	workflows := map[string]string{}
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
 		id := d.Str()
@@ -553,7 +555,7 @@ func (s *State) decodeRetired(d *streamDecoder, version uint64, live []*Executio
 		if msg := checkOutcome(r.Outcome); msg != "" {
 			return decodeErr("state: retired record " + quote(id) + ": " + msg)
 		}
-		if _, found := slices.BinarySearchFunc(live, id, func(e *Execution, id string) int { return strings.Compare(e.ID, id) }); found {
+		if _, found := slices.BinarySearchFunc(live, id, func(e *stored, id string) int { return strings.Compare(e.ID(), id) }); found {
 			return decodeErr("state: retired record " + quote(id) + " is also live")
 		}
 		s.retired.Load(it)

@@ -70,7 +70,7 @@ func (f *feed) append(x feedEntry, gen uint32) {
 // live reports whether x is the latest change of a record that exists.
 func (x *feedEntry) live(adm *admissions) bool {
 	e := adm.get(x.No)
-	return e != nil && e.ChangeSeq == x.Seq
+	return e != nil && e.ChangeSeq() == x.Seq
 }
 
 // feedSlack is how many entries over twice the records (tune.FeedSweep

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/execstore/execstore/fsm/internal/record"
 )
 
 // dump is a state's whole value, for comparing states.
@@ -61,8 +63,8 @@ func listDumpOf(s *State) listDump {
 	d := listDump{Counts: l.counts}
 	l.workflows.Scan(func(w workflowCount) bool {
 		d.Workflows = append(d.Workflows, workflowDump{Name: w.Name, N: w.p.total})
-		w.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *Execution) bool {
-			d.ByWorkflow = append(d.ByWorkflow, listedAs{Group: w.Name, No: no, ID: e.ID})
+		w.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *stored) bool {
+			d.ByWorkflow = append(d.ByWorkflow, listedAs{Group: w.Name, No: no, ID: e.ID()})
 			return true
 		})
 		return true
@@ -71,8 +73,8 @@ func listDumpOf(s *State) listDump {
 		d.Admitted = append(d.Admitted, listedAs{Status: e.Status, No: e.AdmitNo, ID: e.ID})
 	}}, 1, s.meta.Admitted+1)
 	l.parents.Scan(func(g parentGroup) bool {
-		g.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *Execution) bool {
-			d.ByParent = append(d.ByParent, listedAs{Group: g.Parent, No: no, ID: e.ID})
+		g.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *stored) bool {
+			d.ByParent = append(d.ByParent, listedAs{Group: g.Parent, No: no, ID: e.ID()})
 			return true
 		})
 		return true
@@ -87,14 +89,12 @@ func collect[T any](tr interface{ Scan(func(T) bool) }) []T {
 	return out
 }
 
-// records returns every record by value, without the bookkeeping gen (which
-// says where a record may be changed in place, not what it is).
+// records returns every record by value (without the stored record's
+// generation, which says where it may be changed in place, not what it is).
 func records(s *State) []Execution {
 	var out []Execution
 	s.execs.Scan(func(it execItem) bool {
-		e := *s.rec(it)
-		e.gen = 0
-		out = append(out, e)
+		out = append(out, s.rec(it).Value())
 		return true
 	})
 	return out
@@ -131,7 +131,11 @@ func dumpOf(s *State) dump {
 	}
 }
 
-var cmpOpts = cmp.AllowUnexported(dump{}, Execution{}, claimKey{}, listDump{})
+var cmpOpts = cmp.Options{
+	cmp.AllowUnexported(dump{}, claimKey{}, listDump{}, Execution{}),
+	// A stored record compares by the record it holds.
+	cmp.Transformer("record", func(s *stored) Execution { return s.Value() }),
+}
 
 // gen produces random but structurally valid commands over a small space of
 // IDs, keys and times, so that conflicts, lost leases, merges and repeats are
@@ -178,7 +182,7 @@ func (g *gen) next() Command {
 			c.Params, c.HasParams = `{"n":1}`, true
 		}
 		if g.rng.IntN(2) == 0 {
-			c.Context = &[]KV{{"a", "1"}, {"b", "2"}}
+			c.Context = &[]KV{{Key: "a", Value: "1"}, {Key: "b", Value: "2"}}
 		}
 		if g.rng.IntN(3) == 0 {
 			c.MaxAttempts = 1 + g.rng.IntN(3)
@@ -379,35 +383,36 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		"due entry missing": func(s *State) { s.due.Delete(claimKey{At: 10, e: s.lookup("a")}) },
 		"stale due entry":   func(s *State) { s.due.Set(claimKey{At: 99, e: s.lookup("a")}) },
 		"due entry points elsewhere": func(s *State) {
-			e := *s.lookup("a")
-			s.due.Set(claimKey{At: 10, e: &e})
+			e := s.lookup("a").Value()
+			s.due.Set(claimKey{At: 10, e: record.New(&e, s.gen)})
 		},
 		"terminal with wake": func(s *State) {
-			e := s.lookup("a")
-			e.Status = StatusCompleted
-			e.Outcome = &Outcome{Status: StatusCompleted}
+			rewrite(s.lookup("a"), func(e *Execution) {
+				e.Status = StatusCompleted
+				e.Outcome = &Outcome{Status: StatusCompleted}
+			})
 		},
-		"token behind":            func(s *State) { s.lookup("a").LeaseToken = 3 },
-		"indexed wrongly":         func(s *State) { s.execs.Set(execItem{ID: "c", no: s.lookup("a").AdmitNo}) },
+		"token behind":            func(s *State) { rewrite(s.lookup("a"), func(e *Execution) { e.LeaseToken = 3 }) },
+		"indexed wrongly":         func(s *State) { s.execs.Set(execItem{ID: "c", no: s.lookup("a").AdmitNo()}) },
 		"indexed under no record": func(s *State) { s.execs.Set(execItem{ID: "a", no: 1 << 40}) },
 		"watch index missing":     func(s *State) { s.wkeys.Delete(watchKey{Key: "k", ID: 1}) },
 		"orphan step":             func(s *State) { s.steps.Set(stepEntry{ExecutionID: "zz", Key: "k"}) },
 		"terminal count":          func(s *State) { s.meta.Terminal = 5 },
 		"listing slot emptied": func(s *State) {
 			c := s.list.adm.chunks[0]
-			no := s.lookup("a").AdmitNo
+			no := s.lookup("a").AdmitNo()
 			c.e[no], c.st[no] = nil, 0
 		},
 		"listing slot under another status": func(s *State) {
-			s.list.adm.chunks[0].st[s.lookup("a").AdmitNo] = StatusFailed
+			s.list.adm.chunks[0].st[s.lookup("a").AdmitNo()] = StatusFailed
 		},
 		"listing slot points elsewhere": func(s *State) {
-			e := *s.lookup("a")
-			s.list.adm.set(&e, s.gen)
+			e := s.lookup("a").Value()
+			s.list.adm.set(record.New(&e, s.gen), s.gen)
 		},
 		"workflow entry missing": func(s *State) {
 			wc, _ := s.list.workflows.Get(workflowCount{Name: "w"})
-			wc.p.chunks[0].nos = slices.DeleteFunc(slices.Clone(wc.p.chunks[0].nos), func(no uint64) bool { return no == s.lookup("a").AdmitNo })
+			wc.p.chunks[0].nos = slices.DeleteFunc(slices.Clone(wc.p.chunks[0].nos), func(no uint64) bool { return no == s.lookup("a").AdmitNo() })
 		},
 		"change missing": func(s *State) {
 			s.list.feed.chunks.Scan(func(c *feedChunk) bool { c.ents = c.ents[1:]; return false })
@@ -484,7 +489,7 @@ func TestBacklogAndUpcomingAgreeWithAWalkOfTheRecords(t *testing.T) {
 			var cands []cand
 			s.execs.Scan(func(it execItem) bool {
 				e := s.rec(it)
-				a, ok := e.claimableAt()
+				a, ok := e.ClaimableAt()
 				switch {
 				case !ok:
 				case e.Leased():
@@ -496,7 +501,7 @@ func TestBacklogAndUpcomingAgreeWithAWalkOfTheRecords(t *testing.T) {
 					due++
 				}
 				if ok {
-					cands = append(cands, cand{a, e.ID})
+					cands = append(cands, cand{a, e.ID()})
 				}
 				return true
 			})
@@ -556,4 +561,13 @@ func TestApplyWithIsApplyBuildingResultsInTheLentBuffers(t *testing.T) {
 			t.Fatalf("seed %d: states differ:\n%s", seed, diff)
 		}
 	}
+}
+
+// rewrite changes a stored record in place, as no command may: for tests
+// that break a state on purpose. (record.Put with exclusive set is the one
+// write path, and the caller vouches that no copy sees the record.)
+func rewrite(st *stored, change func(e *Execution)) {
+	v := st.Value()
+	change(&v)
+	record.Put(st, &v, 0, true)
 }

@@ -43,6 +43,9 @@ func TestARecordNoCopyCanSeeIsChangedInPlace(t *testing.T) {
 
 // Copy is O(1): it allocates the same whatever the number of records.
 func TestCopyCostsTheSameWhateverTheStateSize(t *testing.T) {
+	if invariantsBuild {
+		t.Skip("the invariants build fingerprints every copy it takes")
+	}
 	allocs := func(records int) float64 {
 		s := New()
 		for i := range records {
@@ -77,8 +80,8 @@ func TestAReleasedCopyLetsTheStateChangeItsRecordsInPlace(t *testing.T) {
 	if s.lookup("e") != rec {
 		t.Error("a claim or acknowledgement replaced a record no unreleased copy shares")
 	}
-	if rec.Status != StatusCompleted {
-		t.Errorf("the record reads %v, want completed", rec.Status)
+	if rec.Status() != StatusCompleted {
+		t.Errorf("the record reads %v, want completed", rec.Status())
 	}
 	if err := s.CheckInvariants(); err != nil {
 		t.Fatal(err)
@@ -117,11 +120,11 @@ func TestAStateReplacesRecordsUntilItsLastCopyIsReleased(t *testing.T) {
 	// keeps the first lease's token.
 	c := s.Copy()
 	first := s.lookup("a")
-	token := first.LeaseToken
+	token := first.LeaseToken()
 	if len(s.Apply(&Command{Kind: KindClaim, Now: 1e10, Limit: 1, Duration: 1e9}).Leases) != 1 {
 		t.Fatal("claimed nothing (the first lease has expired)")
 	}
-	if s.lookup("a") == first || s.lookup("a").LeaseToken == token {
+	if s.lookup("a") == first || s.lookup("a").LeaseToken() == token {
 		t.Error("the claim changed in place a record the new copy shares")
 	}
 	if e, _ := c.Get("a"); e.LeaseToken != token {

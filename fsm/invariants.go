@@ -14,11 +14,12 @@ func (s *State) CheckInvariants() error {
 	}
 	terminal, dueWant, leaseWant := 0, 0, 0
 	s.execs.Scan(func(it execItem) bool {
-		e := s.rec(it)
-		switch {
-		case e == nil:
+		st := s.rec(it)
+		if st == nil {
 			return fail(it.ID, "indexed under an admission number with no record")
-		case e.ID != it.ID || e.AdmitNo != it.no:
+		}
+		e := st.Value()
+		if e.ID != it.ID || e.AdmitNo != it.no {
 			return fail(it.ID, "indexed under another ID or admission number than its own")
 		}
 		if e.Terminal() {
@@ -27,24 +28,24 @@ func (s *State) CheckInvariants() error {
 				return fail(e.ID, "terminal but not awaiting retirement")
 			}
 		}
-		if msg := e.check(); msg != "" {
+		if msg := checkRecord(&e); msg != "" {
 			return fail(e.ID, msg)
 		}
-		if at, ok := e.claimableAt(); ok {
+		if at, ok := e.ClaimableAt(); ok {
 			t, _ := s.claimIndex(e.Leased())
 			if e.Leased() {
 				leaseWant++
 			} else {
 				dueWant++
 			}
-			if _, in := t.Get(claimKey{At: at, e: e}); !in {
+			if _, in := t.Get(claimKey{At: at, e: st}); !in {
 				return fail(e.ID, "missing from the "+indexName(e.Leased())+" index at "+itoa(uint64(at)))
 			}
 		}
 		if e.UpdatedAt > s.meta.Now {
 			return fail(e.ID, "updated after the state's time")
 		}
-		if msg := s.checkLinks(e); msg != "" {
+		if msg := s.checkLinks(&e); msg != "" {
 			return fail(e.ID, msg)
 		}
 		return true
@@ -93,15 +94,15 @@ func (s *State) CheckInvariants() error {
 				err = errors.New("fsm: invariant violated: " + indexName(leased) + " entry without a record")
 				return false
 			}
-			e := s.find(k.e.ID, nil)
+			e := s.find(k.e.ID(), nil)
 			if e == nil {
-				return fail(k.e.ID, indexName(leased)+" entry of an unknown execution")
+				return fail(k.e.ID(), indexName(leased)+" entry of an unknown execution")
 			}
 			if k.e != e {
-				return fail(k.e.ID, indexName(leased)+" entry points to another record than the stored one")
+				return fail(k.e.ID(), indexName(leased)+" entry points to another record than the stored one")
 			}
-			if at, ok := e.claimableAt(); !ok || at != k.At || e.Leased() != leased {
-				return fail(k.e.ID, "stale "+indexName(leased)+" entry at "+itoa(uint64(k.At)))
+			if at, ok := e.ClaimableAt(); !ok || at != k.At || e.Leased() != leased {
+				return fail(k.e.ID(), "stale "+indexName(leased)+" entry at "+itoa(uint64(k.At)))
 			}
 			return true
 		})
@@ -133,8 +134,9 @@ func checkOutcome(o *Outcome) string {
 	return ""
 }
 
-// check verifies one record's own fields. It returns "" when they hold.
-func (e *Execution) check() string {
+// checkRecord verifies one record's own fields. It returns "" when they
+// hold.
+func checkRecord(e *Execution) string {
 	switch {
 	case !e.Status.Valid():
 		return "invalid status"

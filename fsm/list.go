@@ -70,7 +70,7 @@ const (
 
 // admChunk is one chunk of the admission table.
 type admChunk struct {
-	e    [admSize]*Execution
+	e    [admSize]*stored
 	st   [admSize]Status   // the status of each slot's record; 0: empty
 	n    [statusCap]uint16 // slots by status
 	live uint16            // slots with a record
@@ -190,7 +190,7 @@ func (l *listIndexes) copy() listIndexes {
 // ---- The admission table ---------------------------------------------------
 
 // get returns the record with admission number no, or nil.
-func (a *admissions) get(no uint64) *Execution {
+func (a *admissions) get(no uint64) *stored {
 	i := no>>admShift - a.base
 	if no>>admShift < a.base || i >= uint64(len(a.chunks)) || a.chunks[i] == nil {
 		return nil
@@ -242,36 +242,36 @@ func (a *admissions) chunk(no uint64, at int64, gen uint32) *admChunk {
 }
 
 // add puts a record just admitted in its slot.
-func (a *admissions) add(e *Execution, gen uint32) {
-	c := a.chunk(e.AdmitNo, e.AdmittedAt, gen)
-	j := e.AdmitNo & (admSize - 1)
-	c.e[j], c.st[j] = e, e.Status
-	a.count(c, e.AdmitNo>>admShift, e.Status, 1, true)
+func (a *admissions) add(e *stored, gen uint32) {
+	c := a.chunk(e.AdmitNo(), e.AdmittedAt(), gen)
+	j := e.AdmitNo() & (admSize - 1)
+	c.e[j], c.st[j] = e, e.Status()
+	a.count(c, e.AdmitNo()>>admShift, e.Status(), 1, true)
 }
 
-// set points a record's slot to its stored version, of status e.Status.
-func (a *admissions) set(e *Execution, gen uint32) {
-	c := a.chunk(e.AdmitNo, 0, gen)
-	j := e.AdmitNo & (admSize - 1)
-	if old := c.st[j]; old != e.Status {
-		a.count(c, e.AdmitNo>>admShift, old, -1, false)
-		a.count(c, e.AdmitNo>>admShift, e.Status, 1, false)
-		c.st[j] = e.Status
+// set points a record's slot to its stored version, of status e.Status().
+func (a *admissions) set(e *stored, gen uint32) {
+	c := a.chunk(e.AdmitNo(), 0, gen)
+	j := e.AdmitNo() & (admSize - 1)
+	if old := c.st[j]; old != e.Status() {
+		a.count(c, e.AdmitNo()>>admShift, old, -1, false)
+		a.count(c, e.AdmitNo()>>admShift, e.Status(), 1, false)
+		c.st[j] = e.Status()
 	}
 	c.e[j] = e
 }
 
 // remove empties a retired record's slot, and drops its chunk if that was
 // the last.
-func (a *admissions) remove(e *Execution, gen uint32) {
-	c := a.chunk(e.AdmitNo, 0, gen)
-	j := e.AdmitNo & (admSize - 1)
-	a.count(c, e.AdmitNo>>admShift, c.st[j], -1, true)
+func (a *admissions) remove(e *stored, gen uint32) {
+	c := a.chunk(e.AdmitNo(), 0, gen)
+	j := e.AdmitNo() & (admSize - 1)
+	a.count(c, e.AdmitNo()>>admShift, c.st[j], -1, true)
 	c.e[j], c.st[j] = nil, 0
 	if c.live > 0 {
 		return
 	}
-	a.chunks[e.AdmitNo>>admShift-a.base] = nil
+	a.chunks[e.AdmitNo()>>admShift-a.base] = nil
 	for len(a.chunks) > 1 && a.chunks[0] == nil { // keep the newest chunk's time
 		a.chunks, a.at0 = a.chunks[1:], a.at0[1:]
 		a.base++
@@ -292,7 +292,7 @@ func (a *admissions) firstAt(at int64, last uint64) uint64 {
 	hi := min((a.base+uint64(i)+1)<<admShift, last+1)
 	if c := a.chunks[i]; c != nil {
 		for no := lo; no < hi; no++ {
-			if e := c.e[no&(admSize-1)]; e != nil && e.AdmittedAt >= at {
+			if e := c.e[no&(admSize-1)]; e != nil && e.AdmittedAt() >= at {
 				return no
 			}
 		}
@@ -304,77 +304,77 @@ func (a *admissions) firstAt(at int64, last uint64) uint64 {
 
 // indexNew indexes a record just created (admitted or started as a child):
 // putRecord gave it its admission number and its change's position.
-func (s *State) indexNew(e *Execution) {
+func (s *State) indexNew(e *stored) {
 	l := &s.list
 	l.adm.add(e, s.gen)
 	// The tree is written only for a new workflow, or when its list is
 	// copied after a snapshot: the count lives in the list.
-	wc, ok := l.workflows.GetHint(workflowCount{Name: e.WorkflowID}, &l.whint)
+	wc, ok := l.workflows.GetHint(workflowCount{Name: e.WorkflowID()}, &l.whint)
 	if !ok {
-		wc = workflowCount{Name: e.WorkflowID, p: &postings{gen: s.gen}}
+		wc = workflowCount{Name: e.WorkflowID(), p: &postings{gen: s.gen}}
 	}
 	if p := wc.p.own(s.gen); p != wc.p || !ok {
 		wc.p = p
 		l.workflows.SetHint(wc, &l.whint)
 	}
 	wc.p.total++
-	wc.p.add(e.AdmitNo, s.gen)
-	if e.Parent != nil {
-		pg, ok := l.parents.GetHint(parentGroup{Parent: e.Parent.ExecutionID}, &l.phint)
+	wc.p.add(e.AdmitNo(), s.gen)
+	if e.Parent() != nil {
+		pg, ok := l.parents.GetHint(parentGroup{Parent: e.Parent().ExecutionID}, &l.phint)
 		if !ok {
-			pg = parentGroup{Parent: e.Parent.ExecutionID, p: &postings{gen: s.gen}}
+			pg = parentGroup{Parent: e.Parent().ExecutionID, p: &postings{gen: s.gen}}
 		}
 		if p := pg.p.own(s.gen); p != pg.p || !ok {
 			pg.p = p
 			l.parents.SetHint(pg, &l.phint)
 		}
-		pg.p.add(e.AdmitNo, s.gen)
+		pg.p.add(e.AdmitNo(), s.gen)
 	}
-	l.counts[e.Status]++
+	l.counts[e.Status()]++
 	s.logChange(e)
 }
 
 // reindex records a change of a stored record's status from old.
-func (s *State) reindex(e *Execution, old Status) {
+func (s *State) reindex(e *stored, old Status) {
 	l := &s.list
 	l.adm.set(e, s.gen)
 	l.counts[old]--
-	l.counts[e.Status]++
+	l.counts[e.Status()]++
 	s.logChange(e)
 }
 
 // repoint points a record's slot to its replaced version (status unchanged).
-func (s *State) repoint(e *Execution) {
+func (s *State) repoint(e *stored) {
 	if !mutant.ListKeepsReplacedRecords {
 		s.list.adm.set(e, s.gen)
 	}
 }
 
 // logChange appends e's latest change to the log.
-func (s *State) logChange(e *Execution) {
+func (s *State) logChange(e *stored) {
 	f := &s.list.feed
-	f.append(feedEntry{Seq: e.ChangeSeq, No: e.AdmitNo, At: e.UpdatedAt}, s.gen)
+	f.append(feedEntry{Seq: e.ChangeSeq(), No: e.AdmitNo(), At: e.UpdatedAt()}, s.gen)
 	f.sweepIfOver(s.execs.Len(), &s.list.adm, s.gen)
 }
 
 // unindex removes a record being retired from the indexes; its entry in
 // the change log is dead from now on. Its counts stay: a retired record is
 // still a record.
-func (s *State) unindex(e *Execution) {
+func (s *State) unindex(e *stored) {
 	l := &s.list
 	l.adm.remove(e, s.gen)
-	if wc, ok := l.workflows.Get(workflowCount{Name: e.WorkflowID}); ok {
+	if wc, ok := l.workflows.Get(workflowCount{Name: e.WorkflowID()}); ok {
 		p := wc.p.own(s.gen)
-		p.remove(e.AdmitNo, &l.adm, s.gen)
+		p.remove(e.AdmitNo(), &l.adm, s.gen)
 		if p != wc.p {
 			wc.p = p
 			l.workflows.Set(wc)
 		}
 	}
-	if e.Parent != nil {
-		if pg, ok := l.parents.Get(parentGroup{Parent: e.Parent.ExecutionID}); ok {
+	if e.Parent() != nil {
+		if pg, ok := l.parents.Get(parentGroup{Parent: e.Parent().ExecutionID}); ok {
 			p := pg.p.own(s.gen)
-			p.remove(e.AdmitNo, &l.adm, s.gen)
+			p.remove(e.AdmitNo(), &l.adm, s.gen)
 			switch {
 			case len(p.chunks) == 0:
 				l.parents.Delete(pg)
@@ -426,7 +426,7 @@ type ListPos struct {
 
 // List calls fn with each record the query selects, in order, at most
 // q.Limit of them. It returns the position to resume from and whether the
-// listing may go on after it. fn must not change or keep the record. Like
+// listing may go on after it. fn gets a copy of each record. Like
 // Get, List may run in several goroutines at once: it uses no search hint.
 func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bool) {
 	l := &s.list
@@ -487,10 +487,10 @@ type walk struct {
 // take offers the next record of the walk (one the admission table already
 // selected by its status, if the walk is by status) and reports whether to
 // go on.
-func (w *walk) take(no uint64, e *Execution) bool {
+func (w *walk) take(no uint64, e *stored) bool {
 	q := w.q
 	match := w.scanMax < 0 ||
-		((q.Status == 0 || e.Status == q.Status) && (q.Workflow == "" || e.WorkflowID == q.Workflow))
+		((q.Status == 0 || e.Status() == q.Status) && (q.Workflow == "" || e.WorkflowID() == q.Workflow))
 	if match && w.n == q.Limit {
 		w.more = true // there is at least one more
 		return false
@@ -504,7 +504,8 @@ func (w *walk) take(no uint64, e *Execution) bool {
 	}
 	w.last = no
 	if match {
-		w.fn(e)
+		v := e.Value()
+		w.fn(&v)
 		w.n++
 	}
 	return true
@@ -577,8 +578,8 @@ func (s *State) Changes(after uint64, limit, scanMax int, fn func(Change)) (next
 			x := c.ents[j]
 			seen++
 			next = x.Seq
-			if e := s.list.adm.get(x.No); e != nil && e.ChangeSeq == x.Seq {
-				fn(Change{Seq: x.Seq, ID: e.ID, Status: e.Status, At: x.At})
+			if e := s.list.adm.get(x.No); e != nil && e.ChangeSeq() == x.Seq {
+				fn(Change{Seq: x.Seq, ID: e.ID(), Status: e.Status(), At: x.At})
 				n++
 			}
 		}
@@ -631,34 +632,34 @@ func (s *State) checkList() error {
 	entries, children := 0, 0
 	s.execs.Scan(func(it execItem) bool {
 		e := s.rec(it) // CheckInvariants checked each item against its slot first
-		st := e.Status
+		st := e.Status()
 		counts[st]++
-		workflows[e.WorkflowID]++
-		wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID})
+		workflows[e.WorkflowID()]++
+		wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID()})
 		switch {
-		case wc.p == nil || wc.p.chunkOf(e.AdmitNo) < 0:
-			return fail(e.ID, "missing from its workflow's listing index")
-		case e.AdmitNo == 0 || e.AdmitNo > s.meta.Admitted:
-			return fail(e.ID, "admission number "+itoa(e.AdmitNo)+" outside 1 to "+itoa(s.meta.Admitted))
-		case l.adm.get(e.AdmitNo) != e:
-			return fail(e.ID, "its admission number's slot holds another record")
-		case l.adm.statusOf(e.AdmitNo) != st:
-			return fail(e.ID, "its slot says "+statusName(l.adm.statusOf(e.AdmitNo))+", the record "+statusName(st))
-		case e.ChangeSeq == 0 || e.ChangeSeq > s.meta.ChangeSeq:
-			return fail(e.ID, "changed at position "+itoa(e.ChangeSeq)+", the sequence is at "+itoa(s.meta.ChangeSeq))
+		case wc.p == nil || wc.p.chunkOf(e.AdmitNo()) < 0:
+			return fail(e.ID(), "missing from its workflow's listing index")
+		case e.AdmitNo() == 0 || e.AdmitNo() > s.meta.Admitted:
+			return fail(e.ID(), "admission number "+itoa(e.AdmitNo())+" outside 1 to "+itoa(s.meta.Admitted))
+		case l.adm.get(e.AdmitNo()) != e:
+			return fail(e.ID(), "its admission number's slot holds another record")
+		case l.adm.statusOf(e.AdmitNo()) != st:
+			return fail(e.ID(), "its slot says "+statusName(l.adm.statusOf(e.AdmitNo()))+", the record "+statusName(st))
+		case e.ChangeSeq() == 0 || e.ChangeSeq() > s.meta.ChangeSeq:
+			return fail(e.ID(), "changed at position "+itoa(e.ChangeSeq())+", the sequence is at "+itoa(s.meta.ChangeSeq))
 		}
-		if e.Parent != nil {
+		if e.Parent() != nil {
 			children++
-			if pg, _ := l.parents.Get(parentGroup{Parent: e.Parent.ExecutionID}); pg.p == nil || pg.p.chunkOf(e.AdmitNo) < 0 {
-				return fail(e.ID, "missing from its parent's listing index")
+			if pg, _ := l.parents.Get(parentGroup{Parent: e.Parent().ExecutionID}); pg.p == nil || pg.p.chunkOf(e.AdmitNo()) < 0 {
+				return fail(e.ID(), "missing from its parent's listing index")
 			}
 		}
-		x, ok := l.feed.lookup(e.ChangeSeq)
+		x, ok := l.feed.lookup(e.ChangeSeq())
 		switch {
-		case !ok || x.No != e.AdmitNo:
-			return fail(e.ID, "its latest change "+itoa(e.ChangeSeq)+" is not in the change log")
-		case x.At < e.AdmittedAt || x.At > e.UpdatedAt:
-			return fail(e.ID, "latest change at a time outside its record's admission and update")
+		case !ok || x.No != e.AdmitNo():
+			return fail(e.ID(), "its latest change "+itoa(e.ChangeSeq())+" is not in the change log")
+		case x.At < e.AdmittedAt() || x.At > e.UpdatedAt():
+			return fail(e.ID(), "latest change at a time outside its record's admission and update")
 		}
 		entries++
 		return true
@@ -689,7 +690,7 @@ func (s *State) checkList() error {
 	l.workflows.Scan(func(w workflowCount) bool {
 		if workflows[w.Name] != w.p.total {
 			err = invariantErr("workflow " + quote(w.Name) + " counts " + itoa(uint64(w.p.total)) + " records, the records say " + itoa(uint64(workflows[w.Name])))
-		} else if msg := w.p.check(&l.adm, func(e *Execution) bool { return e.WorkflowID == w.Name }); msg != "" {
+		} else if msg := w.p.check(&l.adm, func(e *stored) bool { return e.WorkflowID() == w.Name }); msg != "" {
 			err = invariantErr("workflow " + quote(w.Name) + "'s listing index: " + msg)
 		}
 		listed += w.p.live
@@ -699,7 +700,7 @@ func (s *State) checkList() error {
 		return err
 	}
 	l.parents.Scan(func(g parentGroup) bool {
-		if msg := g.p.check(&l.adm, func(e *Execution) bool { return e.Parent != nil && e.Parent.ExecutionID == g.Parent }); msg != "" {
+		if msg := g.p.check(&l.adm, func(e *stored) bool { return e.Parent() != nil && e.Parent().ExecutionID == g.Parent }); msg != "" {
 			err = invariantErr("parent " + quote(g.Parent) + "'s listing index: " + msg)
 		} else if len(g.p.chunks) == 0 {
 			err = invariantErr("parent " + quote(g.Parent) + " has an empty listing index")
@@ -746,12 +747,12 @@ func (a *admissions) check(last uint64, records int) error {
 				continue
 			}
 			switch {
-			case e.AdmitNo != no || no > last:
-				return invariantErr("admission table: slot " + itoa(no) + " holds " + quote(e.ID) + " of number " + itoa(e.AdmitNo))
-			case e.AdmittedAt < prevAt || e.AdmittedAt < a.at0[i]:
-				return invariantErr("admission table: " + quote(e.ID) + " admitted before an earlier number or its chunk")
+			case e.AdmitNo() != no || no > last:
+				return invariantErr("admission table: slot " + itoa(no) + " holds " + quote(e.ID()) + " of number " + itoa(e.AdmitNo()))
+			case e.AdmittedAt() < prevAt || e.AdmittedAt() < a.at0[i]:
+				return invariantErr("admission table: " + quote(e.ID()) + " admitted before an earlier number or its chunk")
 			}
-			prevAt = e.AdmittedAt
+			prevAt = e.AdmittedAt()
 			byStatus[c.st[j]]++
 			live++
 		}

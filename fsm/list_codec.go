@@ -145,7 +145,7 @@ func (s *State) changeRefsSorted() (adms, changes []changeRef) {
 	pos := uint64(0)
 	s.execs.Scan(func(it execItem) bool {
 		adms = append(adms, changeRef{seq: it.no, pos: pos})
-		changes = append(changes, changeRef{seq: s.rec(it).ChangeSeq, pos: pos})
+		changes = append(changes, changeRef{seq: s.rec(it).ChangeSeq(), pos: pos})
 		pos++
 		return true
 	})
@@ -173,7 +173,7 @@ func (s *State) changeRefsSorted() (adms, changes []changeRef) {
 // decodeChanges reads the change log and builds the listing indexes as it
 // reads: the admission table and the postings lists in the admissions'
 // order, the change log in its own, each record visited once per list.
-func (s *State) decodeChanges(d *streamDecoder, recs []*Execution) error {
+func (s *State) decodeChanges(d *streamDecoder, recs []*stored) error {
 	last := d.Uvarint()
 	admitted := d.Uvarint()
 	n := d.count(maxCount)
@@ -197,10 +197,10 @@ func (s *State) decodeChanges(d *streamDecoder, recs []*Execution) error {
 				break
 			}
 			msg := checkChange(&seq, delta, bound, pos, len(recs))
-			e := (*Execution)(nil)
+			e := (*stored)(nil)
 			if msg == "" {
 				e = recs[pos]
-				if (list == 0 && e.AdmitNo != 0) || (list == 1 && e.ChangeSeq != 0) {
+				if (list == 0 && e.AdmitNo() != 0) || (list == 1 && e.ChangeSeq() != 0) {
 					msg = "a record named twice"
 				}
 			}
@@ -208,10 +208,10 @@ func (s *State) decodeChanges(d *streamDecoder, recs []*Execution) error {
 				return decodeErr("state: change log: " + msg)
 			}
 			if list == 0 {
-				e.AdmitNo = seq
+				e.SetPositions(seq, 0, s.gen)
 				b.admitted(e)
 			} else {
-				e.ChangeSeq = seq
+				e.SetPositions(0, seq, s.gen)
 				b.changed(e, at)
 			}
 		}
@@ -241,13 +241,13 @@ func checkChange(seq *uint64, delta, last, pos uint64, records int) string {
 
 // deriveChanges gives a state decoded from version 1, 2 or 3 its change
 // log: see the format comment above.
-func (s *State) deriveChanges(recs []*Execution) {
+func (s *State) deriveChanges(recs []*stored) {
 	n := len(recs)
 	admitted, changed, ats := make([]int32, n), make([]int32, n), make([]int64, n)
 	for i, e := range recs {
-		ats[i] = e.UpdatedAt
-		if e.Status == StatusAdmitted {
-			ats[i] = e.AdmittedAt
+		ats[i] = e.UpdatedAt()
+		if e.Status() == StatusAdmitted {
+			ats[i] = e.AdmittedAt()
 		}
 		admitted[i], changed[i] = int32(i), int32(i)
 	}
@@ -262,15 +262,15 @@ func (s *State) deriveChanges(recs []*Execution) {
 			return 0
 		}
 	}
-	slices.SortStableFunc(admitted, byTime(func(i int32) int64 { return recs[i].AdmittedAt }))
+	slices.SortStableFunc(admitted, byTime(func(i int32) int64 { return recs[i].AdmittedAt() }))
 	slices.SortStableFunc(changed, byTime(func(i int32) int64 { return ats[i] }))
 	b := newListBuilder(s, recs)
 	for i, pos := range admitted {
-		recs[pos].AdmitNo = uint64(i + 1)
+		recs[pos].SetPositions(uint64(i+1), 0, s.gen)
 		b.admitted(recs[pos])
 	}
 	for i, pos := range changed {
-		recs[pos].ChangeSeq = uint64(n + i + 1)
+		recs[pos].SetPositions(0, uint64(n+i+1), s.gen)
 		b.changed(recs[pos], ats[pos])
 	}
 	s.meta.ChangeSeq, s.meta.Admitted = uint64(2*n), uint64(n)
@@ -290,7 +290,7 @@ type listBuilder struct {
 
 // newListBuilder counts the records by workflow (and the retired ones, and
 // those by status) and makes each workflow's list.
-func newListBuilder(s *State, recs []*Execution) *listBuilder {
+func newListBuilder(s *State, recs []*stored) *listBuilder {
 	l := &s.list
 	counts := map[string]int{}
 	var names []string
@@ -301,7 +301,7 @@ func newListBuilder(s *State, recs []*Execution) *listBuilder {
 		counts[name]++
 	}
 	for _, e := range recs {
-		count(e.WorkflowID)
+		count(e.WorkflowID())
 	}
 	s.retired.Scan(func(it retiredItem) bool {
 		l.counts[it.r.Outcome.Status]++
@@ -318,28 +318,28 @@ func newListBuilder(s *State, recs []*Execution) *listBuilder {
 }
 
 // admitted indexes the next record in admission order.
-func (b *listBuilder) admitted(e *Execution) {
+func (b *listBuilder) admitted(e *stored) {
 	s := b.s
-	s.list.counts[e.Status]++
+	s.list.counts[e.Status()]++
 	s.list.adm.add(e, s.gen)
-	if b.lastList == nil || e.WorkflowID != b.last {
-		b.last, b.lastList = e.WorkflowID, b.lists[e.WorkflowID]
+	if b.lastList == nil || e.WorkflowID() != b.last {
+		b.last, b.lastList = e.WorkflowID(), b.lists[e.WorkflowID()]
 	}
-	b.lastList.add(e.AdmitNo, s.gen)
-	if e.Parent != nil {
-		p, ok := b.parents[e.Parent.ExecutionID]
+	b.lastList.add(e.AdmitNo(), s.gen)
+	if e.Parent() != nil {
+		p, ok := b.parents[e.Parent().ExecutionID]
 		if !ok {
 			p = &postings{gen: s.gen}
-			b.parents[e.Parent.ExecutionID] = p
-			b.names = append(b.names, e.Parent.ExecutionID)
+			b.parents[e.Parent().ExecutionID] = p
+			b.names = append(b.names, e.Parent().ExecutionID)
 		}
-		p.add(e.AdmitNo, s.gen)
+		p.add(e.AdmitNo(), s.gen)
 	}
 }
 
 // changed logs the next record's latest change in position order.
-func (b *listBuilder) changed(e *Execution, at int64) {
-	b.s.list.feed.append(feedEntry{Seq: e.ChangeSeq, No: e.AdmitNo, At: at}, b.s.gen)
+func (b *listBuilder) changed(e *stored, at int64) {
+	b.s.list.feed.append(feedEntry{Seq: e.ChangeSeq(), No: e.AdmitNo(), At: at}, b.s.gen)
 }
 
 // finish loads the parents' lists.

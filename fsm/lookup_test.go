@@ -74,10 +74,10 @@ func checkLookup(t *testing.T, s *State, id string, seed uint64, op int) {
 		t.Fatalf("seed %d op %d: lookup(%q) = %v, a search finds %v", seed, op, id, got, want)
 	case got == nil:
 	case got.Terminal() && s.retired.Len() > 0 && got != want: // a retired record is expanded anew each time
-		if got.value() != want.value() {
-			t.Fatalf("seed %d op %d: lookup(%q) = %+v, a search finds %+v", seed, op, id, got.value(), want.value())
+		if got.Value() != want.Value() {
+			t.Fatalf("seed %d op %d: lookup(%q) = %+v, a search finds %+v", seed, op, id, got.Value(), want.Value())
 		}
 	case got != want:
-		t.Fatalf("seed %d op %d: lookup(%q) = %p (%+v), a search finds %p (%+v)", seed, op, id, got, got.value(), want, want.value())
+		t.Fatalf("seed %d op %d: lookup(%q) = %p (%+v), a search finds %p (%+v)", seed, op, id, got, got.Value(), want, want.Value())
 	}
 }

@@ -125,7 +125,7 @@ func appendLiveNos(dst, src []uint64, adm *admissions) []uint64 {
 
 // walk calls fn with each live number from lo to hi (exclusive), in
 // ascending order or, newest, descending, until fn returns false.
-func (p *postings) walk(lo, hi uint64, newest bool, adm *admissions, fn func(no uint64, e *Execution) bool) {
+func (p *postings) walk(lo, hi uint64, newest bool, adm *admissions, fn func(no uint64, e *stored) bool) {
 	if p == nil || lo >= hi {
 		return
 	}
@@ -177,7 +177,7 @@ func (p *postings) chunkAtOrBefore(no uint64) int {
 // with the admission table, and each live number's record in the group
 // (in reports whether a record belongs to it). It returns "" when they
 // hold.
-func (p *postings) check(adm *admissions, in func(e *Execution) bool) string {
+func (p *postings) check(adm *admissions, in func(e *stored) bool) string {
 	prev, live := uint64(0), 0
 	for _, c := range p.chunks {
 		if len(c.nos) == 0 || len(c.nos) > postChunkCap {

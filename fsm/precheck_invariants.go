@@ -6,13 +6,19 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"hash"
+	"sync"
 )
 
-// checkPrecheck: in a build with the invariants tag, Precheck fingerprints
+// invariantsBuild: in a build with the invariants tag, Precheck fingerprints
 // the state before and after each dry run and panics if the fingerprint
 // moved: a handler that wrote before deciding it mutates is caught by every
-// test and simulator run of such a build, not left to convention.
-const checkPrecheck = true
+// test and simulator run of such a build, not left to convention. The same
+// build fingerprints every Copy when it is taken and again when it is
+// released: a write that skipped copy-on-write (a chunk of the listing
+// indexes or of the change feed changed in place while a copy shared it)
+// changes the copy, and Release panics.
+const invariantsBuild = true
 
 // fingerprint is a hash of everything a command could change: the state's
 // encoding (records, steps, starts, the key-value store, watches, retired
@@ -21,6 +27,12 @@ const checkPrecheck = true
 // Search hints and scratch buffers are not part of it: a dry run may move
 // them.
 func (s *State) fingerprint() [32]byte {
+	return s.print(true)
+}
+
+// print is the fingerprint, with or without the copy-on-write marks (the
+// generation and the count of copies, which a copy of a copy moves).
+func (s *State) print(marks bool) [32]byte {
 	h := sha256.New()
 	if err := s.Encode(h); err != nil {
 		panic("fsm: fingerprint: " + err.Error())
@@ -33,8 +45,12 @@ func (s *State) fingerprint() [32]byte {
 	for _, n := range s.list.counts {
 		b = binary.AppendUvarint(b, uint64(n))
 	}
-	b = fmt.Appendf(b, "%+v %d %d %d %v", s.meta, s.list.feed.sweep, s.gen, s.copies, s.trackEnded)
+	b = fmt.Appendf(b, "%+v %d %v", s.meta, s.list.feed.sweep, s.trackEnded)
+	if marks {
+		b = fmt.Appendf(b, " %d %d", s.gen, s.copies)
+	}
 	h.Write(b)
+	s.list.fingerprint(h)
 	var out [32]byte
 	copy(out[:], h.Sum(nil))
 	return out
@@ -44,5 +60,69 @@ func (s *State) fingerprint() [32]byte {
 func (s *State) unchanged(before [32]byte, c *Command) {
 	if s.fingerprint() != before {
 		panic("fsm: the precheck of a " + c.Kind.String() + " command changed the state")
+	}
+}
+
+// fingerprint hashes the contents of the chunked listing indexes, which the
+// state's encoding leaves out (it rebuilds them): each admission slot's
+// status and record, each workflow's and parent's postings, and each entry
+// of the change feed.
+func (l *listIndexes) fingerprint(h hash.Hash) {
+	var b []byte
+	b = binary.AppendUvarint(b, l.adm.base)
+	for _, c := range l.adm.chunks {
+		if c == nil {
+			b = append(b, 0xff)
+			continue
+		}
+		for j := range c.st {
+			b = append(b, byte(c.st[j]))
+			if c.e[j] != nil {
+				b = binary.AppendUvarint(b, c.e[j].AdmitNo())
+				b = binary.AppendUvarint(b, c.e[j].ChangeSeq())
+			}
+		}
+		b = binary.AppendUvarint(b, uint64(c.live))
+	}
+	postings := func(name string, p *postings) {
+		b = append(b, name...)
+		b = binary.AppendUvarint(b, uint64(p.live))
+		b = binary.AppendUvarint(b, uint64(p.total))
+		for _, c := range p.chunks {
+			b = binary.AppendUvarint(b, uint64(c.live))
+			for _, no := range c.nos {
+				b = binary.AppendUvarint(b, no)
+			}
+		}
+	}
+	l.workflows.Scan(func(w workflowCount) bool { postings(w.Name, w.p); return true })
+	l.parents.Scan(func(g parentGroup) bool { postings(g.Parent, g.p); return true })
+	if l.feed.chunks != nil {
+		l.feed.chunks.Scan(func(c *feedChunk) bool {
+			b = binary.AppendUvarint(b, c.Lo)
+			for _, x := range c.ents {
+				b = binary.AppendUvarint(b, x.Seq)
+				b = binary.AppendUvarint(b, x.No)
+				b = binary.AppendVarint(b, x.At)
+			}
+			return true
+		})
+	}
+	h.Write(b)
+}
+
+// sharedPrints holds the fingerprint of every unreleased copy, taken when
+// it was copied (by any store of the process: tests run in parallel).
+var sharedPrints sync.Map // *State → [32]byte
+
+// shared remembers the fingerprint of a copy when it is taken.
+func (c *State) shared() { sharedPrints.Store(c, c.print(false)) }
+
+// unshared panics if a copy being released is not the state it was when it
+// was taken.
+func (c *State) unshared() {
+	p, ok := sharedPrints.LoadAndDelete(c)
+	if ok && c.print(false) != p.([32]byte) {
+		panic("fsm: a copy of the state changed while it was shared: a write skipped copy-on-write")
 	}
 }

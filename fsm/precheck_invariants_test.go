@@ -31,3 +31,43 @@ func TestAPrecheckThatChangesTheStatePanicsInTheInvariantsBuild(t *testing.T) {
 	st.Precheck(wake)
 	t.Fatal("a precheck that changed the state did not panic")
 }
+
+// In the invariants build, a copy changed while it is shared (a write that
+// skipped copy-on-write) makes its release panic, whichever chunked index
+// the write reached; a copy left alone is released quietly.
+func TestAWriteThatSkipsCopyOnWritePanicsAtReleaseInTheInvariantsBuild(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		slip func(s *State)
+	}{
+		{"an admission slot", func(s *State) { s.list.adm.chunks[0].st[1] = StatusFailed }},
+		{"a workflow's postings", func(s *State) {
+			w, _ := s.list.workflows.Min()
+			w.p.chunks[0].live--
+		}},
+		{"the change feed", func(s *State) {
+			c, _ := s.list.feed.chunks.Max()
+			c.ents[0].At++
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New()
+			for _, id := range []string{"a", "b", "c"} {
+				s.Apply(&Command{Kind: KindAdmit, Now: 10, ExecutionID: id, WorkflowID: "w"})
+			}
+			quiet := s.Copy()
+			s.Release(quiet)
+
+			c := s.Copy()
+			tc.slip(s) // the state writes a chunk its copy shares
+			defer func() {
+				r := recover()
+				if msg, _ := r.(string); !strings.Contains(msg, "skipped copy-on-write") {
+					t.Fatalf("recovered %v, want the copy check's panic", r)
+				}
+			}()
+			s.Release(c)
+			t.Fatal("releasing a copy that changed while shared did not panic")
+		})
+	}
+}

@@ -2,10 +2,14 @@
 
 package fsm
 
-// checkPrecheck is off outside the invariants build: see
+// invariantsBuild is off outside the invariants build: see
 // precheck_invariants.go.
-const checkPrecheck = false
+const invariantsBuild = false
 
 func (s *State) fingerprint() [32]byte { return [32]byte{} }
 
 func (s *State) unchanged([32]byte, *Command) {}
+
+func (c *State) shared() {}
+
+func (c *State) unshared() {}

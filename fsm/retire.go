@@ -58,7 +58,7 @@ func (s *State) TrackRetirement() {
 	var ended []dueKey
 	s.execs.Scan(func(it execItem) bool {
 		if e := s.rec(it); e.Terminal() {
-			ended = append(ended, dueKey{At: e.UpdatedAt, ID: it.ID})
+			ended = append(ended, dueKey{At: e.UpdatedAt(), ID: it.ID})
 		}
 		return true
 	})
@@ -93,12 +93,13 @@ func (s *State) retire(c *Command, dry bool) Result {
 			break
 		}
 		s.ended.PopMin()
-		p := s.lookup(k.ID)
+		st := s.lookup(k.ID)
+		p := st.Value()
 		s.retired.Set(retiredItem{ID: p.ID, r: &Retired{
 			WorkflowID: p.WorkflowID, Outcome: p.Outcome, Parent: p.Parent,
 			AdmittedAt: p.AdmittedAt, UpdatedAt: p.UpdatedAt, Deliveries: p.LastToken,
 		}})
-		s.unindex(p)
+		s.unindex(st)
 		s.execs.Delete(execItem{ID: p.ID})
 		s.execsWritten()
 		s.deleteSteps(p.ID)

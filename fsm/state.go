@@ -5,7 +5,12 @@ import (
 	"strings"
 
 	"github.com/tidwall/btree"
+
+	"github.com/execstore/execstore/fsm/internal/record"
 )
+
+// stored is a record as the state keeps it: see record.Stored.
+type stored = record.Stored
 
 // dueKey orders executions by when they can next be claimed, ties by ID.
 type dueKey struct {
@@ -28,14 +33,14 @@ func dueLess(a, b dueKey) bool {
 // point to any record of that ID.
 type claimKey struct {
 	At int64
-	e  *Execution
+	e  *stored
 }
 
 func claimLess(a, b claimKey) bool {
 	if a.At != b.At {
 		return a.At < b.At
 	}
-	return a.e.ID < b.e.ID
+	return a.e.ID() < b.e.ID()
 }
 
 // stepEntry is one saved step result.
@@ -238,7 +243,7 @@ func (s *State) Copy() *State {
 	// snapshots of one process.)
 	s.gen += 2
 	s.copies++
-	return &State{
+	c := &State{
 		gen:     s.gen - 1,
 		origin:  s,
 		execs:   s.execs.Copy(),
@@ -260,6 +265,8 @@ func (s *State) Copy() *State {
 
 		trackEnded: s.trackEnded,
 	}
+	c.shared()
+	return c
 }
 
 // Release tells s that c, a Copy of s, will not be read again (nor its
@@ -278,18 +285,9 @@ func (s *State) Release(c *State) {
 	case c.copies != 0:
 		panic("fsm: Release of a copy whose own copies are not all released")
 	}
+	c.unshared()
 	c.origin = nil
 	s.copies--
-}
-
-// owns reports whether s may change e, one of its records, in place: no
-// other state can see it. That is every record of a state that has no
-// unreleased Copy and is not itself one; otherwise only the records created
-// since its latest Copy, whose gen is the state's. (gen moves by two a Copy:
-// it would come round to an old record's only after two billion Copies in
-// one process.)
-func (s *State) owns(e *Execution) bool {
-	return e.gen == s.gen || (s.copies == 0 && s.origin == nil)
 }
 
 // Origin returns the state s is an unreleased Copy of, or nil: the state to
@@ -313,15 +311,15 @@ func (s *State) Len() int { return s.execs.Len() + s.retired.Len() }
 // goroutine's scratch.
 func (s *State) Get(id string) (Execution, bool) {
 	if e := s.find(id, nil); e != nil {
-		return e.value(), true
+		v := e.Value()
+		return v.WithoutPositions(), true
 	}
 	return Execution{}, false
 }
 
 // lookup returns the stored record, or nil, using the applying goroutine's
-// search hint and cursor. The record is read-only: change it only through
-// put.
-func (s *State) lookup(id string) *Execution {
+// search hint and cursor. Change it only through put.
+func (s *State) lookup(id string) *stored {
 	c := &s.execCursor
 	if c.valid && id > c.last && c.it.Next() {
 		if it := c.it.Item(); it.ID == id {
@@ -360,7 +358,7 @@ func (s *State) execsWritten() { s.execCursor.valid = false }
 
 // find returns the stored record, or nil. A retired execution's record is
 // expanded from its compact form; it is terminal, so no command changes it.
-func (s *State) find(id string, hint *btree.PathHint) *Execution {
+func (s *State) find(id string, hint *btree.PathHint) *stored {
 	it, ok := s.execs.GetHint(execItem{ID: id}, hint)
 	if ok {
 		return s.rec(it)
@@ -369,17 +367,18 @@ func (s *State) find(id string, hint *btree.PathHint) *Execution {
 }
 
 // findRetired returns a retired execution's record, or nil.
-func (s *State) findRetired(id string) *Execution {
+// (It is stored for the call alone: no command changes a terminal record.)
+func (s *State) findRetired(id string) *stored {
 	if s.retired.Len() > 0 {
 		if it, ok := s.retired.Get(retiredItem{ID: id}); ok {
-			return it.r.execution(id)
+			return record.New(it.r.execution(id), 0)
 		}
 	}
 	return nil
 }
 
 // rec returns the record of a records tree item.
-func (s *State) rec(it execItem) *Execution { return s.list.adm.get(it.no) }
+func (s *State) rec(it execItem) *stored { return s.list.adm.get(it.no) }
 
 func (s *State) exists(id string) bool { return s.lookup(id) != nil }
 
@@ -444,12 +443,12 @@ func (s *State) Upcoming(limit int, fn func(at int64, id string, leased bool) bo
 	s.leases.Scan(func(k claimKey) bool { leased = append(leased, k); return len(leased) < limit })
 	for n, i, j := 0, 0, 0; n < limit && (i < len(due) || j < len(leased)); n++ {
 		if j == len(leased) || (i < len(due) && claimLess(due[i], leased[j])) {
-			if !fn(due[i].At, due[i].e.ID, false) {
+			if !fn(due[i].At, due[i].e.ID(), false) {
 				return
 			}
 			i++
 		} else {
-			if !fn(leased[j].At, leased[j].e.ID, true) {
+			if !fn(leased[j].At, leased[j].e.ID(), true) {
 				return
 			}
 			j++
@@ -458,10 +457,12 @@ func (s *State) Upcoming(limit int, fn func(at int64, id string, leased bool) bo
 }
 
 // Ascend calls fn for each execution that is not retired, in ID order,
-// starting at from, until fn returns false. fn must not change or keep the
-// record.
+// starting at from, until fn returns false, with a copy of its record.
 func (s *State) Ascend(from string, fn func(e *Execution) bool) {
-	s.execs.Ascend(execItem{ID: from}, func(it execItem) bool { return fn(s.rec(it)) })
+	s.execs.Ascend(execItem{ID: from}, func(it execItem) bool {
+		e := s.rec(it).Value()
+		return fn(&e)
+	})
 }
 
 // StepsOf calls fn for each saved step of an execution in key order.
@@ -514,14 +515,14 @@ func (s *State) KVRange(prefix string, fn func(key, value string) bool) {
 
 // put stores e as the record for e.ID and moves its claimable-index entry to
 // where e needs it. old is the stored record e replaces, nil when e is new.
-func (s *State) put(old, e *Execution) {
+func (s *State) put(old *stored, e *Execution) {
 	var oldAt int64
 	oldOK, oldLeased := false, false
 	if old != nil {
-		oldAt, oldOK = old.claimableAt()
+		oldAt, oldOK = old.ClaimableAt()
 		oldLeased = old.Leased()
 	}
-	newAt, newOK := e.claimableAt()
+	newAt, newOK := e.ClaimableAt()
 	stored := s.putRecord(old, e)
 	if oldOK && newOK && oldAt == newAt && oldLeased == e.Leased() {
 		if stored != old { // same place in the index, new record
@@ -553,11 +554,11 @@ func (s *State) claimIndex(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
 // to the caller, and returns the stored record. A record no copy can see is
 // changed in place (no allocation, no tree search); a shared one is replaced
 // in its admission slot (no tree search either).
-func (s *State) putRecord(old, e *Execution) *Execution {
+func (s *State) putRecord(old *stored, e *Execution) *stored {
 	// The listing indexes and the change log follow every record (list.go).
 	var was Status
 	if old != nil {
-		was = old.Status
+		was = old.Status()
 	}
 	changed := old == nil || was != e.Status
 	if changed {
@@ -567,17 +568,16 @@ func (s *State) putRecord(old, e *Execution) *Execution {
 			e.AdmitNo = s.meta.Admitted
 		}
 	}
-	stored := old
-	if old != nil && s.owns(old) {
-		*old = *e
+	var stored *stored
+	if old != nil {
+		// In place when no copy can see old: every record of a state that
+		// has no unreleased Copy and is not itself one; otherwise only the
+		// records stored since its latest Copy, whose gen is the state's.
+		stored = record.Put(old, e, s.gen, s.copies == 0 && s.origin == nil)
 	} else {
-		stored = new(Execution)
-		*stored = *e
-		stored.gen = s.gen
-		if old == nil {
-			s.execs.SetHint(execItem{ID: stored.ID, no: stored.AdmitNo}, &s.execHint)
-			s.execsWritten()
-		}
+		stored = record.New(e, s.gen)
+		s.execs.SetHint(execItem{ID: e.ID, no: e.AdmitNo}, &s.execHint)
+		s.execsWritten()
 	}
 	switch {
 	case old == nil:
@@ -599,7 +599,7 @@ func (s *State) ExpiredLeases(now int64, limit int, fn func(id string, token uin
 		if k.At > now || n == limit {
 			return false
 		}
-		fn(k.e.ID, k.e.LeaseToken)
+		fn(k.e.ID(), k.e.LeaseToken())
 		n++
 		return true
 	})
