@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/vfs"
 )
 
 // cleanMarkerName is the file a clean Close leaves in the log directory. Its name does not
@@ -30,11 +31,11 @@ type cleanMarker struct {
 // crash loses only makes the next Open rewrite the tail, and a marker can only exist once the
 // tail's fsync at Close has succeeded. Failing to write it is logged, not returned, for the
 // same reason.
-func writeCleanMarker(dir string, tail uint64, logger *slog.Logger) {
+func writeCleanMarker(fs vfs.FS, dir string, tail uint64, logger *slog.Logger) {
 	name := segmentName(tail)
-	fi, err := os.Stat(filepath.Join(dir, name))
+	fi, err := fs.Stat(filepath.Join(dir, name))
 	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, cleanMarkerName), fmt.Appendf(nil, "tail %s %d\n", name, fi.Size()), 0o640)
+		err = vfs.WriteFile(fs, filepath.Join(dir, cleanMarkerName), fmt.Appendf(nil, "tail %s %d\n", name, fi.Size()))
 	}
 	if err != nil {
 		logger.Warn("wal: no clean-close marker; the next open rewrites the last segment", "dir", dir, "err", err)
@@ -45,16 +46,16 @@ func writeCleanMarker(dir string, tail uint64, logger *slog.Logger) {
 // the directory fsync every Open makes before it returns, so before the first Write: from
 // then on the log may hold bytes whose fsync never succeeded, until the next clean Close.
 // A marker that does not parse vouches for nothing.
-func takeCleanMarker(dir string) (cleanMarker, error) {
+func takeCleanMarker(fs vfs.FS, dir string) (cleanMarker, error) {
 	path := filepath.Join(dir, cleanMarkerName)
-	data, err := os.ReadFile(path)
+	data, err := vfs.ReadFile(fs, path)
 	if errors.Is(err, os.ErrNotExist) {
 		return cleanMarker{}, nil
 	}
 	if err != nil {
 		return cleanMarker{}, err
 	}
-	if err := os.Remove(path); err != nil {
+	if err := fs.Remove(path); err != nil {
 		return cleanMarker{}, err
 	}
 	var m cleanMarker
@@ -67,11 +68,11 @@ func takeCleanMarker(dir string) (cleanMarker, error) {
 // vouchesFor reports whether the marker vouches for the segment starting at tail as it is in
 // dir now: the same name and size as at the clean Close. Anything else (no marker, another
 // tail, another size: a later version appended, or damage) is an unclean stop.
-func (m cleanMarker) vouchesFor(dir string, tail uint64) bool {
+func (m cleanMarker) vouchesFor(fs vfs.FS, dir string, tail uint64) bool {
 	if m.tail != segmentName(tail) {
 		return false
 	}
-	fi, err := os.Stat(filepath.Join(dir, m.tail))
+	fi, err := fs.Stat(filepath.Join(dir, m.tail))
 	return err == nil && fi.Size() == m.size
 }
 
@@ -88,7 +89,7 @@ func rewriteTail(dir string, start uint64, o Options) (err error) {
 		return nil
 	}
 	path := filepath.Join(dir, segmentName(start))
-	data, err := os.ReadFile(path)
+	data, err := vfs.ReadFile(o.FS, path)
 	if err != nil {
 		return err
 	}
@@ -98,16 +99,16 @@ func rewriteTail(dir string, start uint64, o Options) (err error) {
 	temp := path + rewriteSuffix
 	defer func() {
 		if err != nil {
-			os.Remove(temp) // best effort: the next Open removes it too
+			o.FS.Remove(temp) // best effort: the next Open removes it too
 		}
 	}()
 	if err := writeSynced(temp, data, o); err != nil {
 		return err
 	}
-	if err := os.Rename(temp, path); err != nil {
+	if err := o.FS.Rename(temp, path); err != nil {
 		return err
 	}
-	if err := syncDir(dir, o.Faults); err != nil {
+	if err := syncDir(o, dir); err != nil {
 		return err
 	}
 	o.Logger.Info("wal: rewrote the last segment after an unclean stop", "segment", segmentName(start), "bytes", len(data))
@@ -116,13 +117,13 @@ func rewriteTail(dir string, start uint64, o Options) (err error) {
 
 // writeSynced creates or replaces path with data and fsyncs it, whatever o.NoSync says.
 func writeSynced(path string, data []byte, o Options) error {
-	return writeFileFlags(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, data, true, o)
+	return writeThrough(o.FS.Create, path, data, true, o)
 }
 
-// writeFileFlags opens path with flag, writes data and, when sync is set, fsyncs it through the
-// fault hooks.
-func writeFileFlags(path string, flag int, data []byte, sync bool, o Options) error {
-	f, err := os.OpenFile(path, flag, 0o640)
+// writeThrough creates path with create, writes data and, when sync is set, fsyncs it through
+// the fault hooks.
+func writeThrough(create func(string) (vfs.File, error), path string, data []byte, sync bool, o Options) error {
+	f, err := create(path)
 	if err != nil {
 		return err
 	}

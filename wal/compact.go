@@ -2,11 +2,11 @@ package wal
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/vfs"
 )
 
 // droppedSuffix marks a segment file that compaction took out of the log: tidwall and Open
@@ -122,7 +122,7 @@ func (l *Log) dropSegment(start uint64) (string, error) {
 		return "", l.lockAndFail("remove segment", err)
 	}
 	path := filepath.Join(l.dir, segmentName(start))
-	if err := os.Rename(path, path+droppedSuffix); err != nil {
+	if err := l.opts.FS.Rename(path, path+droppedSuffix); err != nil {
 		return "", l.lockAndFail("remove segment", err)
 	}
 	l.mu.Lock()
@@ -131,7 +131,7 @@ func (l *Log) dropSegment(start uint64) (string, error) {
 	if l.opts.NoSync {
 		return path + droppedSuffix, nil
 	}
-	if err := syncDir(l.dir, l.opts.Faults); err != nil {
+	if err := syncDir(l.opts, l.dir); err != nil {
 		return path + droppedSuffix, l.lockAndFail("fsync directory",
 			fmt.Errorf("after removing segment %s: %w", segmentName(start), err))
 	}
@@ -145,15 +145,15 @@ func (l *Log) dropSegment(start uint64) (string, error) {
 // file for the next Open to delete: it is logged, not returned.
 func (l *Log) discard(paths []string) {
 	for _, path := range paths {
-		if err := shrinkAndRemove(path); err != nil {
+		if err := shrinkAndRemove(l.opts.FS, path); err != nil {
 			l.opts.Logger.Warn("wal: could not delete a segment file compaction removed; the next open deletes it",
 				"path", path, "err", err)
 		}
 	}
 }
 
-func shrinkAndRemove(path string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+func shrinkAndRemove(fs vfs.FS, path string) error {
+	f, err := fs.OpenReadWrite(path)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func shrinkAndRemove(path string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Remove(path)
+	return fs.Remove(path)
 }
 
 // lockAndFail is fail for a caller that does not hold l.mu.

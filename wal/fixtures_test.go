@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/execstore/execstore/internal/prealloc"
+	"github.com/execstore/execstore/vfs"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -117,7 +118,7 @@ func entriesEqual(a, b []entry) bool {
 // segmentFiles lists the segment file names in dir, ascending.
 func segmentFiles(t testing.TB, dir string) []string {
 	t.Helper()
-	starts, err := listSegments(dir)
+	starts, err := listSegments(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func segmentedLog(t testing.TB, l *Log, dir string, n int) []entry {
 // segmentStarts lists the first index of every segment file in dir.
 func segmentStarts(t testing.TB, dir string) []uint64 {
 	t.Helper()
-	starts, err := listSegments(dir)
+	starts, err := listSegments(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

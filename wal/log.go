@@ -13,6 +13,7 @@ import (
 	"github.com/execstore/execstore/internal/mutant"
 	"github.com/execstore/execstore/internal/prealloc"
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // Log is a write-ahead log of framed command entries. Writes are serialized by the Log; reads
@@ -69,12 +70,12 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := opts.FS.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
 	if !opts.NoSync {
 		// The log directory's own entry, in case MkdirAll just made it.
-		if err := syncDir(filepath.Dir(dir), opts.Faults); err != nil {
+		if err := syncDir(opts, filepath.Dir(dir)); err != nil {
 			return nil, fmt.Errorf("wal: open: %w", err)
 		}
 	}
@@ -88,7 +89,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	l := &Log{dir: dir, opts: opts, repair: repair}
 	if !opts.NoSync {
 		inline := opts.Faults != nil && opts.Faults.PrepareInline
-		l.pre = prealloc.New(dir, opts.SegmentSize+prealloc.Slack(opts.SegmentSize), inline, opts.Logger)
+		l.pre = prealloc.New(opts.FS, dir, opts.SegmentSize+prealloc.Slack(opts.SegmentSize), inline, opts.Logger)
 	}
 	tw, err := tidwall.Open(dir, tidwallOptions(opts, l.newSegment()))
 	if err != nil {
@@ -108,11 +109,11 @@ func Open(dir string, opts Options) (*Log, error) {
 // newSegment is what tidwall creates new segment files with: the preparer's Take, or nil
 // (tidwall's own empty file) with NoSync. tidwall calls it inside a Write (l.mu held), or
 // inside Open.
-func (l *Log) newSegment() func(path string) (*os.File, error) {
+func (l *Log) newSegment() func(path string) (vfs.File, error) {
 	if l.pre == nil {
 		return nil
 	}
-	return func(path string) (*os.File, error) {
+	return func(path string) (vfs.File, error) {
 		f, prepared, err := l.pre.Take(path)
 		l.tailPrepared = prepared
 		return f, err
@@ -145,10 +146,10 @@ func (l *Log) switchNow() bool {
 // loadSegments reads the segment mirror from the directory and tidwall, and whether the tail
 // segment's file still holds padding. The caller holds l.mu, or is Open.
 func (l *Log) loadSegments() error {
-	if err := l.segs.load(l.dir, l.tw); err != nil {
+	if err := l.segs.load(l.opts.FS, l.dir, l.tw); err != nil {
 		return err
 	}
-	fi, err := os.Stat(l.tailPath())
+	fi, err := l.opts.FS.Stat(l.tailPath())
 	if err != nil {
 		return err
 	}
@@ -160,22 +161,22 @@ func (l *Log) loadSegments() error {
 // checks that the segments are contiguous, repairs a torn tail and, after an unclean stop,
 // rewrites the last segment so that what tidwall loads is durable.
 func prepareSegments(dir string, opts Options) (*TornTailError, error) {
-	clean, err := takeCleanMarker(dir)
+	clean, err := takeCleanMarker(opts.FS, dir)
 	if err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
-	starts, err := listSegments(dir)
+	starts, err := listSegments(opts.FS, dir)
 	if err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
 	if len(starts) == 0 {
 		return nil, nil
 	}
-	if err := checkContiguous(dir, starts); err != nil {
+	if err := checkContiguous(opts.FS, dir, starts); err != nil {
 		return nil, err
 	}
 	last := starts[len(starts)-1]
-	vouched := clean.vouchesFor(dir, last)
+	vouched := clean.vouchesFor(opts.FS, dir, last)
 	repair, err := repairTail(dir, last, opts)
 	if err != nil {
 		return nil, err
@@ -209,7 +210,7 @@ func (l *Log) load() error {
 		return fmt.Errorf("wal: open: %w", err)
 	}
 	if !l.opts.NoSync {
-		if err := syncDir(l.dir, l.opts.Faults); err != nil {
+		if err := syncDir(l.opts, l.dir); err != nil {
 			return fmt.Errorf("wal: open: %w", err)
 		}
 	}
@@ -328,7 +329,7 @@ func (l *Log) syncWrite(created bool) error {
 		return l.fail("fsync segment", err)
 	}
 	if created {
-		if err := syncDir(l.dir, l.opts.Faults); err != nil {
+		if err := syncDir(l.opts, l.dir); err != nil {
 			return l.fail("fsync directory", err)
 		}
 	}
@@ -478,7 +479,7 @@ func (l *Log) truncateInsideSegment(index uint64) error {
 	}
 	l.first.Store(index)
 	if !l.opts.NoSync {
-		if err := syncDir(l.dir, l.opts.Faults); err != nil {
+		if err := syncDir(l.opts, l.dir); err != nil {
 			return l.fail("fsync directory", err)
 		}
 	}
@@ -521,7 +522,7 @@ func (l *Log) Sync() error {
 	if err := l.opts.Faults.afterSync(l.tailPath()); err != nil {
 		return l.fail("fsync segment", err)
 	}
-	if err := syncDir(l.dir, l.opts.Faults); err != nil {
+	if err := syncDir(l.opts, l.dir); err != nil {
 		return l.fail("fsync directory", err)
 	}
 	return nil
@@ -551,7 +552,7 @@ func (l *Log) Close() error {
 		return fmt.Errorf("wal: close: %w", err)
 	}
 	if l.failed == nil {
-		writeCleanMarker(l.dir, l.segs.starts[len(l.segs.starts)-1], l.opts.Logger)
+		writeCleanMarker(l.opts.FS, l.dir, l.segs.starts[len(l.segs.starts)-1], l.opts.Logger)
 	}
 	return nil
 }
@@ -560,7 +561,7 @@ func (l *Log) Close() error {
 // segment file.
 func (l *Log) corruption(index uint64, reason string) error {
 	name, start := l.segmentOf(index)
-	w := walkSegment(l.dir, name, index-start)
+	w := walkSegment(l.opts.FS, l.dir, name, index-start)
 	if w.target < 0 {
 		reason += fmt.Sprintf("; the segment file holds only %d entries", w.entries)
 	}
@@ -571,7 +572,7 @@ func (l *Log) corruption(index uint64, reason string) error {
 // damaged entry is the first unparsable one, which may lie after index.
 func (l *Log) unparsable(index uint64) error {
 	name, start := l.segmentOf(index)
-	w := walkSegment(l.dir, name, index-start)
+	w := walkSegment(l.opts.FS, l.dir, name, index-start)
 	if w.failOffset < 0 {
 		return &CorruptionError{Segment: name, Index: index, Offset: w.target, Reason: "segment file does not parse"}
 	}

@@ -3,9 +3,9 @@ package wal
 import (
 	"errors"
 	"log/slog"
-	"os"
 
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // DefaultSegmentSize is the segment size used when Options.SegmentSize is zero (16 MiB).
@@ -29,6 +29,9 @@ type Options struct {
 
 	// Logger receives the torn-tail repair report and fail-stop errors. Default: discard.
 	Logger *slog.Logger
+
+	// FS holds the log's files. Default vfs.Default, the operating system's.
+	FS vfs.FS
 
 	// Faults injects storage errors for tests and the crash simulator. Default nil (none).
 	Faults *Faults
@@ -102,6 +105,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
 	return o, nil
 }
 
@@ -109,8 +115,8 @@ func (o Options) withDefaults() (Options, error) {
 // on its own after a write: this package issues that fsync so that NoSync and Faults control
 // it. AllowEmpty lets TruncateFront empty the log. Padded reads the zeros after the tail
 // segment's entries as padding; newSegment, when not nil, creates each new segment's file
-// (the preallocator's take).
-func tidwallOptions(o Options, newSegment func(path string) (*os.File, error)) *tidwall.Options {
+// (the preallocator's take). Its files are the log's FS's.
+func tidwallOptions(o Options, newSegment func(path string) (vfs.File, error)) *tidwall.Options {
 	return &tidwall.Options{
 		NoSync:           true,
 		SegmentSize:      o.SegmentSize,
@@ -121,5 +127,6 @@ func tidwallOptions(o Options, newSegment func(path string) (*os.File, error)) *
 		FilePerms:        0o640,
 		Padded:           true,
 		NewSegment:       newSegment,
+		FS:               o.FS,
 	}
 }

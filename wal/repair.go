@@ -3,31 +3,30 @@ package wal
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // resolvePending finishes what a crash interrupted before the log is scanned: it deletes
 // stale TEMP files and segment files compaction took out of the log, and lets tidwall resolve
 // START/END files.
 func resolvePending(dir string, o Options) error {
-	entries, err := os.ReadDir(dir)
+	names, err := o.FS.List(dir)
 	if err != nil {
 		return err
 	}
 	changed, pending := false, false
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		switch {
 		case strings.HasSuffix(name, ".TEMP"), strings.HasSuffix(name, droppedSuffix):
 			// A TEMP file is a START/END file or a rewritten segment that was never
 			// renamed into place, so it holds nothing the log needs; a DROPPED file is a
 			// segment compaction took out of the log.
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := o.FS.Remove(filepath.Join(dir, name)); err != nil {
 				return err
 			}
 			changed = true
@@ -43,7 +42,7 @@ func resolvePending(dir string, o Options) error {
 		changed = true
 	}
 	if changed && !o.NoSync {
-		return syncDir(dir, o.Faults)
+		return syncDir(o, dir)
 	}
 	return nil
 }
@@ -63,12 +62,12 @@ func resolveTruncation(dir string, o Options) error {
 	case !errors.Is(err, tidwall.ErrCorrupt):
 		return fmt.Errorf("wal: resolve truncation: %w", err)
 	}
-	entries, err := os.ReadDir(dir)
+	names, err := o.FS.List(dir)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		if n := e.Name(); strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") {
+	for _, n := range names {
+		if strings.HasSuffix(n, ".START") || strings.HasSuffix(n, ".END") {
 			return fmt.Errorf("wal: unresolved truncation file %s in %s", n, dir)
 		}
 	}
@@ -133,7 +132,7 @@ func findLaterBatch(data []byte, from int, bad uint64) (index uint64, off int, f
 func repairTail(dir string, start uint64, o Options) (*TornTailError, error) {
 	name := segmentName(start)
 	path := filepath.Join(dir, name)
-	data, err := os.ReadFile(path)
+	data, err := vfs.ReadFile(o.FS, path)
 	if err != nil {
 		return nil, fmt.Errorf("wal: open: read last segment: %w", err)
 	}
@@ -168,11 +167,11 @@ func cutTail(dir, path string, torn *TornTailError, tail []byte, o Options) erro
 		return err
 	}
 	if !o.NoSync {
-		if err := syncDir(dir, o.Faults); err != nil {
+		if err := syncDir(o, dir); err != nil {
 			return err
 		}
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := o.FS.OpenReadWrite(path)
 	if err != nil {
 		return err
 	}
@@ -190,7 +189,7 @@ func cutTail(dir, path string, torn *TornTailError, tail []byte, o Options) erro
 		if err := o.Faults.afterSync(path); err != nil {
 			return err
 		}
-		if err := syncDir(dir, o.Faults); err != nil {
+		if err := syncDir(o, dir); err != nil {
 			return err
 		}
 	}
@@ -200,5 +199,5 @@ func cutTail(dir, path string, torn *TornTailError, tail []byte, o Options) erro
 // writeSideFile creates path (which must not exist) holding data. Its name does not start with
 // 20 digits, so tidwall ignores it.
 func writeSideFile(path string, data []byte, o Options) error {
-	return writeFileFlags(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, data, !o.NoSync, o)
+	return writeThrough(o.FS.CreateNew, path, data, !o.NoSync, o)
 }

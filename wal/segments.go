@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // segmentName is tidwall's file name for the segment whose first entry is index.
@@ -22,19 +22,21 @@ func segmentName(index uint64) string {
 // listSegments returns the first index of every segment file in dir, ascending. It applies
 // tidwall's rule: a regular file whose name is exactly 20 decimal digits, not all zero. Side
 // files, START/END/TEMP files and anything else are not segments.
-func listSegments(dir string) ([]uint64, error) {
-	entries, err := os.ReadDir(dir)
+func listSegments(fs vfs.FS, dir string) ([]uint64, error) {
+	names, err := fs.List(dir)
 	if err != nil {
 		return nil, err
 	}
 	var starts []uint64
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || len(name) != 20 {
+	for _, name := range names {
+		if len(name) != 20 {
 			continue
 		}
 		index, err := strconv.ParseUint(name, 10, 64)
 		if err != nil || index == 0 {
+			continue
+		}
+		if fi, err := fs.Stat(filepath.Join(dir, name)); err == nil && fi.IsDir() {
 			continue
 		}
 		starts = append(starts, index)
@@ -58,8 +60,8 @@ type segmentMirror struct {
 
 // load reads the segment files from dir and the size of the tail's entries from tw, which is
 // open on dir.
-func (m *segmentMirror) load(dir string, tw *tidwall.Log) error {
-	starts, err := listSegments(dir)
+func (m *segmentMirror) load(fs vfs.FS, dir string, tw *tidwall.Log) error {
+	starts, err := listSegments(fs, dir)
 	if err != nil {
 		return err
 	}
@@ -134,11 +136,12 @@ func (m *segmentMirror) names() []string {
 
 // syncDir fsyncs a directory so that file creations, renames, removals and truncations in it
 // survive a crash.
-func syncDir(dir string, faults *Faults) error {
+func syncDir(o Options, dir string) error {
+	faults := o.Faults
 	if err := faults.beforeSync(); err != nil {
 		return err
 	}
-	d, err := os.Open(dir)
+	d, err := o.FS.OpenDir(dir)
 	if err != nil {
 		return err
 	}
@@ -171,9 +174,9 @@ type segmentWalk struct {
 }
 
 // walkSegment parses segment name in dir from its start and locates its entry k (0-based).
-func walkSegment(dir, name string, k uint64) segmentWalk {
+func walkSegment(fs vfs.FS, dir, name string, k uint64) segmentWalk {
 	w := segmentWalk{target: -1, failOffset: -1}
-	data, err := os.ReadFile(filepath.Join(dir, name))
+	data, err := vfs.ReadFile(fs, filepath.Join(dir, name))
 	if err != nil {
 		w.failReason = "cannot read segment: " + err.Error()
 		return w
@@ -202,14 +205,14 @@ func walkSegment(dir, name string, k uint64) segmentWalk {
 // and FirstIndex would name an entry that is not there). Only the entry lengths are walked;
 // the frames are verified when read. A segment whose lengths do not parse is damaged, not
 // missing: its count is unknown, so it is left to the reads that meet it.
-func checkContiguous(dir string, starts []uint64) error {
+func checkContiguous(fs vfs.FS, dir string, starts []uint64) error {
 	var r *bufio.Reader // one buffer for every segment
 	if len(starts) > 1 {
 		r = bufio.NewReaderSize(nil, 256<<10)
 	}
 	for i := 0; i+1 < len(starts); i++ {
 		name := segmentName(starts[i])
-		count, end, reason, err := countEntries(filepath.Join(dir, name), r)
+		count, end, reason, err := countEntries(fs, filepath.Join(dir, name), r)
 		if err != nil {
 			return fmt.Errorf("wal: open: read segment %s: %w", name, err)
 		}
@@ -255,8 +258,8 @@ func restIsZero(r *bufio.Reader) (bool, error) {
 // countEntries walks the tidwall entries of a segment file by their lengths alone, through
 // r, and returns how many it holds. reason is "" when the whole file parses; otherwise end is
 // the offset of the entry that does not, and reason says why.
-func countEntries(path string, r *bufio.Reader) (count uint64, end int64, reason string, err error) {
-	f, err := os.Open(path)
+func countEntries(fs vfs.FS, path string, r *bufio.Reader) (count uint64, end int64, reason string, err error) {
+	f, err := fs.Open(path)
 	if err != nil {
 		return 0, 0, "", err
 	}

@@ -2,11 +2,11 @@ package wal
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // MaxResetIndex is the largest index Reset accepts, so that no index the log then assigns can
@@ -52,7 +52,7 @@ func (l *Log) truncateBack(index uint64) ([]string, error) {
 	tail := starts[keep-1]
 	assert(index+1 >= tail, "wal: truncate back: the first segment starts after the first index")
 	path := filepath.Join(l.dir, segmentName(tail))
-	k := keepEntries(path, index+1-tail)
+	k := keepEntries(l.opts.FS, path, index+1-tail)
 	if k.err != nil {
 		return nil, fmt.Errorf("wal: truncate back: %w", k.err)
 	}
@@ -116,7 +116,7 @@ func (l *Log) reset(next uint64) ([]string, error) {
 			return dropped, err
 		}
 		path := filepath.Join(l.dir, segmentName(tail))
-		if fi, err := os.Stat(path); err != nil {
+		if fi, err := l.opts.FS.Stat(path); err != nil {
 			return dropped, err
 		} else if fi.Size() > 0 {
 			if err := l.truncateSegment(path, 0); err != nil {
@@ -129,13 +129,13 @@ func (l *Log) reset(next uint64) ([]string, error) {
 		if err := l.opts.Faults.beforeWrite(); err != nil {
 			return dropped, err
 		}
-		if err := os.Rename(path, filepath.Join(l.dir, segmentName(next))); err != nil {
+		if err := l.opts.FS.Rename(path, filepath.Join(l.dir, segmentName(next))); err != nil {
 			return dropped, err
 		}
 		if l.opts.NoSync {
 			return dropped, nil
 		}
-		return dropped, syncDir(l.dir, l.opts.Faults)
+		return dropped, syncDir(l.opts, l.dir)
 	})
 }
 
@@ -181,14 +181,14 @@ func (l *Log) takeOutSegments(starts []uint64) (dropped []string, err error) {
 			return dropped, err
 		}
 		path := filepath.Join(l.dir, segmentName(start))
-		if err := os.Rename(path, path+droppedSuffix); err != nil {
+		if err := l.opts.FS.Rename(path, path+droppedSuffix); err != nil {
 			return dropped, err
 		}
 		dropped = append(dropped, path+droppedSuffix)
 		if l.opts.NoSync {
 			continue
 		}
-		if err := syncDir(l.dir, l.opts.Faults); err != nil {
+		if err := syncDir(l.opts, l.dir); err != nil {
 			return dropped, fmt.Errorf("after removing segment %s: %w", segmentName(start), err)
 		}
 	}
@@ -201,7 +201,7 @@ func (l *Log) truncateSegment(path string, size int64) error {
 	if err := l.opts.Faults.beforeWrite(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	f, err := l.opts.FS.OpenReadWrite(path)
 	if err != nil {
 		return err
 	}
@@ -233,8 +233,8 @@ type entriesKept struct {
 }
 
 // keepEntries finds where the segment file at path must be cut to keep its first k entries.
-func keepEntries(path string, k uint64) entriesKept {
-	data, err := os.ReadFile(path)
+func keepEntries(fs vfs.FS, path string, k uint64) entriesKept {
+	data, err := vfs.ReadFile(fs, path)
 	if err != nil {
 		return entriesKept{err: err}
 	}

@@ -20,6 +20,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/execstore/execstore/vfs"
 )
 
 // Name is the file the next segment is prepared in, in the log's directory. It ends in .TEMP,
@@ -46,6 +48,7 @@ type Counts struct {
 
 // Preparer prepares the next segment's file for the log in one directory.
 type Preparer struct {
+	fs     vfs.FS
 	path   string // the prepared file
 	size   int    // its size
 	logger *slog.Logger
@@ -55,7 +58,7 @@ type Preparer struct {
 
 	mu      sync.Mutex
 	idle    sync.Cond // on mu: broadcast when a preparation ends
-	ready   *os.File  // the prepared file at path, fsynced, open for writing; nil if none
+	ready   vfs.File  // the prepared file at path, fsynced; nil if none
 	busy    bool      // a preparation has been asked for and has not ended
 	skip    bool      // the last preparation failed: none until the next segment starts
 	closed  bool      // Close or Settle was called: no more requests; wake is closed
@@ -63,14 +66,15 @@ type Preparer struct {
 	counts  Counts
 }
 
-// New returns a Preparer of files of size bytes in dir. Inline, each Request prepares the file
-// before it returns; otherwise a goroutine of the Preparer's does, until Close. A nil logger
-// discards.
-func New(dir string, size int, inline bool, logger *slog.Logger) *Preparer {
+// New returns a Preparer of files of size bytes in dir, on fs. Inline, each Request prepares
+// the file before it returns; otherwise a goroutine of the Preparer's does, until Close. A nil
+// logger discards.
+func New(fs vfs.FS, dir string, size int, inline bool, logger *slog.Logger) *Preparer {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Preparer{
+		fs:     fs,
 		path:   filepath.Join(dir, Name),
 		size:   size,
 		logger: logger,
@@ -148,8 +152,8 @@ var zeroChunk = sync.OnceValue(func() []byte { return make([]byte, chunk) })
 // prepare creates the zero-filled file and fsyncs it, and returns it open. The file must not
 // exist (the log's Open removes one left by a crash): a file at the path that this Preparer
 // did not create is never taken. On failure it removes what it wrote.
-func (p *Preparer) prepare() (_ *os.File, err error) {
-	f, err := os.OpenFile(p.path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o640)
+func (p *Preparer) prepare() (_ vfs.File, err error) {
+	f, err := p.fs.CreateNew(p.path)
 	if err != nil {
 		return nil, err
 	}
@@ -173,27 +177,24 @@ func (p *Preparer) prepare() (_ *os.File, err error) {
 	if err := f.Sync(); err != nil {
 		return nil, err
 	}
-	if _, err := f.Seek(0, 0); err != nil {
-		return nil, err
-	}
 	return f, nil
 }
 
 // discard closes a file the Preparer created and removes it, if it is still at the path.
-func (p *Preparer) discard(f *os.File) {
-	if ours(f, p.path) {
-		os.Remove(p.path)
+func (p *Preparer) discard(f vfs.File) {
+	if p.ours(f) {
+		p.fs.Remove(p.path)
 	}
 	f.Close()
 }
 
-// ours reports whether path names the file f is open on.
-func ours(f *os.File, path string) bool {
+// ours reports whether the prepared path names the file f is open on.
+func (p *Preparer) ours(f vfs.File) bool {
 	fi, err := f.Stat()
 	if err != nil {
 		return false
 	}
-	at, err := os.Stat(path)
+	at, err := p.fs.Stat(p.path)
 	return err == nil && os.SameFile(fi, at)
 }
 
@@ -204,36 +205,37 @@ func (p *Preparer) isStopped() bool {
 }
 
 // Take creates the file of a new segment at path, open for writing from its start: the
-// prepared file renamed to path when one is ready and is still the file at the prepared
-// path (prepared is then true), an empty file otherwise. tidwall's NewSegment calls it, while
-// tidwall holds its lock (inside a write, or inside Open for a new log). The rename happens
-// under the Preparer's lock, so no preparation can start on the file while it is renamed.
+// prepared file renamed to path (the FS's ReuseForWrite) when one is ready and is still the
+// file at the prepared path (prepared is then true), an empty file otherwise. tidwall's
+// NewSegment calls it, while tidwall holds its lock (inside a write, or inside Open for a
+// new log). The rename happens under the Preparer's lock, so no preparation can start on the
+// file while it is renamed.
 //
 // A preparation under way is waited for: which segments start on prepared files then depends
 // on what was written, not on timing. It was asked for a segment's worth of writes earlier,
 // so it has normally long finished.
-func (p *Preparer) Take(path string) (f *os.File, prepared bool, err error) {
+func (p *Preparer) Take(path string) (f vfs.File, prepared bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for p.busy {
 		p.idle.Wait()
 	}
-	f = p.ready
+	ready := p.ready
 	p.ready, p.skip = nil, false
-	if f != nil {
+	if ready != nil {
 		err := errors.New("the prepared file was replaced or removed")
-		if ours(f, p.path) {
-			err = os.Rename(p.path, path)
+		if p.ours(ready) {
+			f, err = p.fs.ReuseForWrite(p.path, path)
 		}
+		ready.Close()
 		if err == nil {
 			p.counts.Taken++
 			return f, true, nil
 		}
-		f.Close()
 		p.logger.Warn("wal: could not take the prepared segment file; the segment will be written by appending", "segment", filepath.Base(path), "err", err)
 	}
 	p.counts.Appended++
-	f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
+	f, err = p.fs.Create(path)
 	return f, false, err
 }
 

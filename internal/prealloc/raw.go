@@ -1,9 +1,8 @@
 package prealloc
 
 import (
-	"os"
-
 	tidwall "github.com/execstore/execstore/internal/tidwall/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // RawLog is tidwall/wal alone, written as the store's log writes it (segments over files
@@ -19,10 +18,10 @@ type RawLog struct {
 // before it returns, as a log that has run for a while has its tail segment prepared.
 func OpenRaw(dir string, segmentSize int) (*RawLog, error) {
 	size := segmentSize + Slack(segmentSize)
-	first := New(dir, size, true, nil)
+	first := New(vfs.Default, dir, size, true, nil)
 	first.Request()
-	r := &RawLog{pre: New(dir, size, false, nil), segment: segmentSize}
-	newSegment := func(path string) (*os.File, error) {
+	r := &RawLog{pre: New(vfs.Default, dir, size, false, nil), segment: segmentSize}
+	newSegment := func(path string) (vfs.File, error) {
 		take := r.pre.Take
 		if first != nil {
 			take = first.Take

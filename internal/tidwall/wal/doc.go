@@ -22,11 +22,19 @@
 // end of the file; empty entries are refused, since they would read back as
 // padding. Opening a log, the tail is written from the end of its entries;
 // starting a new segment, the one it closes is cut to its entries first, so
-// only the tail is ever padded. Sync uses fdatasync on Linux when Padded.
-// Without Padded every byte is read as upstream reads it
+// only the tail is ever padded. Sync uses the file's SyncData (fdatasync on
+// Linux) when Padded. Without Padded every byte is read as upstream reads it
 // (TestUnpaddedZerosAreEmptyEntries). TailSize reports how many bytes the
 // tail segment's entries take; Cycle starts the next segment at once, so that
 // a tail written by appending can be left for a prepared file.
+//
+// Files through a filesystem (Options.FS, execstore's vfs package): every
+// file the log creates, opens, renames, removes, reads, writes or syncs goes
+// through it, so that the store's tests and crash simulator see (and may
+// fail) each of those operations. The tail segment is written with WriteAt at
+// the position upstream's Write and Seek kept, so that a file needs no Seek;
+// the directory is listed with the FS's List, a directory among its entries
+// told apart by a Stat.
 //
 // Nothing else differs but the deprecated io/ioutil calls, replaced by their
 // os equivalents, and one upstream test (TestIssue33) that now removes the

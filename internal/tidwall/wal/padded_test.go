@@ -7,21 +7,19 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/execstore/execstore/vfs"
 )
 
 // zeroSegments is a NewSegment that creates each segment file filled with
 // size zero bytes, as a preallocating caller does, and counts them.
-func zeroSegments(size int, made *int) func(string) (*os.File, error) {
-	return func(path string) (*os.File, error) {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o640)
+func zeroSegments(size int, made *int) func(string) (vfs.File, error) {
+	return func(path string) (vfs.File, error) {
+		f, err := vfs.Default.Create(path)
 		if err != nil {
 			return nil, err
 		}
 		if _, err := f.Write(make([]byte, size)); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if _, err := f.Seek(0, 0); err != nil {
 			f.Close()
 			return nil, err
 		}

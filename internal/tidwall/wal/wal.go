@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/vfs"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/tinylru"
 )
@@ -100,6 +101,7 @@ type Options struct {
 	//   Without AllowEmpty, both return 0.
 	AllowEmpty bool
 	// Perms represents the datafiles modes and permission bits
+	// execstore: FilePerms is unused: FS creates files with its own.
 	DirPerms  os.FileMode
 	FilePerms os.FileMode
 
@@ -115,7 +117,11 @@ type Options struct {
 	// execstore: NewSegment, when set, creates the file of each new segment
 	// at path, opened for writing, empty or (with Padded) all zeros; the
 	// log writes from its start. Nil creates an empty file.
-	NewSegment func(path string) (*os.File, error)
+	NewSegment func(path string) (vfs.File, error)
+	// execstore: FS holds the log's files: every file the log opens,
+	// creates, renames or removes is its. Nil is vfs.Default, the operating
+	// system's.
+	FS vfs.FS
 }
 
 // DefaultOptions for Open().
@@ -140,9 +146,14 @@ type Log struct {
 	segments   []*segment  // all known log segments
 	firstIndex uint64      // index of the first entry in log
 	lastIndex  uint64      // index of the last entry in log
-	sfile      *os.File    // tail segment file handle
+	sfile      vfs.File    // tail segment file handle
 	wbatch     Batch       // reusable write batch
 	scache     tinylru.LRU // segment entries cache
+
+	// execstore: woff is where the next write to sfile goes: the file
+	// position the upstream code's Write and Seek kept, kept here so that
+	// a File needs no Seek.
+	woff int64
 }
 
 // segment represents a single segment file.
@@ -175,6 +186,9 @@ func Open(path string, opts *Options) (*Log, error) {
 	if opts.FilePerms == 0 {
 		opts.FilePerms = DefaultOptions.FilePerms
 	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default // execstore
+	}
 
 	var err error
 	path, err = abs(path)
@@ -183,7 +197,7 @@ func Open(path string, opts *Options) (*Log, error) {
 	}
 	l := &Log{path: path, opts: *opts}
 	l.scache.Resize(l.opts.SegmentCacheSize)
-	if err := os.MkdirAll(path, l.opts.DirPerms); err != nil {
+	if err := l.opts.FS.MkdirAll(path, l.opts.DirPerms); err != nil {
 		return nil, err
 	}
 	if err := l.load(); err != nil {
@@ -211,15 +225,16 @@ func (l *Log) pushCache(segIdx int) {
 
 // load all the segments. This operation also cleans up any START/END segments.
 func (l *Log) load() error {
-	fis, err := os.ReadDir(l.path)
+	// execstore: the names through FS.List, sorted as os.ReadDir sorts
+	// them; a directory is told apart by a Stat of the names that count.
+	names, err := l.opts.FS.List(l.path)
 	if err != nil {
 		return err
 	}
 	startIdx := -1
 	endIdx := -1
-	for _, fi := range fis {
-		name := fi.Name()
-		if fi.IsDir() || len(name) < 20 {
+	for _, name := range names {
+		if len(name) < 20 {
 			continue
 		}
 		index, err := strconv.ParseUint(name[:20], 10, 64)
@@ -228,6 +243,9 @@ func (l *Log) load() error {
 		}
 		isStart := len(name) == 26 && strings.HasSuffix(name, ".START")
 		isEnd := len(name) == 24 && strings.HasSuffix(name, ".END")
+		if fi, err := l.opts.FS.Stat(filepath.Join(l.path, name)); err == nil && fi.IsDir() {
+			continue
+		}
 		if len(name) == 20 || isStart || isEnd {
 			if isStart {
 				startIdx = len(l.segments)
@@ -249,6 +267,7 @@ func (l *Log) load() error {
 		l.firstIndex = 1
 		l.lastIndex = 0
 		l.sfile, err = l.newSegment(l.segments[0].path)
+		l.woff = 0
 		return err
 	}
 	// Open existing log. Clean up log if START of END segments exists.
@@ -259,7 +278,7 @@ func (l *Log) load() error {
 		}
 		// Delete all files leading up to START
 		for i := 0; i < startIdx; i++ {
-			if err := os.Remove(l.segments[i].path); err != nil {
+			if err := l.opts.FS.Remove(l.segments[i].path); err != nil {
 				return err
 			}
 		}
@@ -267,7 +286,7 @@ func (l *Log) load() error {
 		// Rename the START segment
 		orgPath := l.segments[0].path
 		finalPath := orgPath[:len(orgPath)-len(".START")]
-		err := os.Rename(orgPath, finalPath)
+		err := l.opts.FS.Rename(orgPath, finalPath)
 		if err != nil {
 			return err
 		}
@@ -276,7 +295,7 @@ func (l *Log) load() error {
 	if endIdx != -1 {
 		// Delete all files following END
 		for i := len(l.segments) - 1; i > endIdx; i-- {
-			if err := os.Remove(l.segments[i].path); err != nil {
+			if err := l.opts.FS.Remove(l.segments[i].path); err != nil {
 				return err
 			}
 		}
@@ -291,7 +310,7 @@ func (l *Log) load() error {
 		// Rename the END segment
 		orgPath := l.segments[len(l.segments)-1].path
 		finalPath := orgPath[:len(orgPath)-len(".END")]
-		err := os.Rename(orgPath, finalPath)
+		err := l.opts.FS.Rename(orgPath, finalPath)
 		if err != nil {
 			return err
 		}
@@ -300,7 +319,7 @@ func (l *Log) load() error {
 	l.firstIndex = l.segments[0].index
 	// Open the last segment for appending
 	lseg := l.segments[len(l.segments)-1]
-	l.sfile, err = os.OpenFile(lseg.path, os.O_WRONLY, l.opts.FilePerms)
+	l.sfile, err = l.opts.FS.OpenReadWrite(lseg.path)
 	if err != nil {
 		return err
 	}
@@ -309,12 +328,13 @@ func (l *Log) load() error {
 		return err
 	}
 	// execstore: write after the entries, over any padding.
-	at, whence := int64(len(lseg.ebuf)), 0
+	l.woff = int64(len(lseg.ebuf))
 	if mutant.AppendAfterPadding {
-		at, whence = 0, 2
-	}
-	if _, err := l.sfile.Seek(at, whence); err != nil {
-		return err
+		fi, err := l.sfile.Stat()
+		if err != nil {
+			return err
+		}
+		l.woff = fi.Size()
 	}
 	l.lastIndex = lseg.index + uint64(len(lseg.epos)) - 1
 	if l.lastIndex > 0 && l.firstIndex > l.lastIndex && !l.opts.AllowEmpty {
@@ -400,16 +420,17 @@ func (l *Log) cycle() error {
 	if err != nil {
 		return err
 	}
+	l.woff = 0
 	l.segments = append(l.segments, s)
 	return nil
 }
 
 // execstore: newSegment creates the file of a new segment.
-func (l *Log) newSegment(path string) (*os.File, error) {
+func (l *Log) newSegment(path string) (vfs.File, error) {
 	if l.opts.NewSegment != nil {
 		return l.opts.NewSegment(path)
 	}
-	return os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, l.opts.FilePerms)
+	return l.opts.FS.Create(path)
 }
 
 // execstore: cutPadding truncates the tail segment's file to its entries if
@@ -580,7 +601,7 @@ func (l *Log) writeBatch(b *Batch) error {
 		s.epos = append(s.epos, epos)
 		if len(s.ebuf) >= l.opts.SegmentSize {
 			// segment has reached capacity, cycle now
-			if _, err := l.sfile.Write(s.ebuf[mark:]); err != nil {
+			if err := l.write(s.ebuf[mark:]); err != nil {
 				return err
 			}
 			l.lastIndex = b.entries[i].index
@@ -593,7 +614,7 @@ func (l *Log) writeBatch(b *Batch) error {
 		datas = datas[b.entries[i].size:]
 	}
 	if len(s.ebuf)-mark > 0 {
-		if _, err := l.sfile.Write(s.ebuf[mark:]); err != nil {
+		if err := l.write(s.ebuf[mark:]); err != nil {
 			return err
 		}
 		l.lastIndex = b.entries[len(b.entries)-1].index
@@ -605,6 +626,13 @@ func (l *Log) writeBatch(b *Batch) error {
 	}
 	b.Clear()
 	return nil
+}
+
+// execstore: write writes b where the file position would be, and moves it.
+func (l *Log) write(b []byte) error {
+	n, err := l.sfile.WriteAt(b, l.woff)
+	l.woff += int64(n)
+	return err
 }
 
 // FirstIndex returns the index of the first entry in the log.
@@ -683,7 +711,7 @@ func tailCap(have, need, segmentSize int) int {
 }
 
 func (l *Log) loadSegmentEntries(s *segment) error {
-	data, err := os.ReadFile(s.path)
+	data, err := vfs.ReadFile(l.opts.FS, s.path)
 	if err != nil {
 		return err
 	}
@@ -890,10 +918,9 @@ func (l *Log) clearCache() {
 func (l *Log) atomicWrite(name string, data []byte) error {
 	// Create a TEMP file
 	tempName := name + ".TEMP"
-	defer os.RemoveAll(tempName)
+	defer l.opts.FS.RemoveAll(tempName)
 	if err := func() error {
-		f, err := os.OpenFile(tempName, os.O_CREATE|os.O_RDWR|os.O_TRUNC,
-			l.opts.FilePerms)
+		f, err := l.opts.FS.Create(tempName)
 		if err != nil {
 			return err
 		}
@@ -909,7 +936,7 @@ func (l *Log) atomicWrite(name string, data []byte) error {
 		return err
 	}
 	// Rename the TEMP file to final name
-	return os.Rename(tempName, name)
+	return l.opts.FS.Rename(tempName, name)
 }
 
 // TruncateFront truncates the front of the log by removing all entries that
@@ -984,25 +1011,25 @@ func (l *Log) truncateFront(index uint64) (err error) {
 	}
 	// Delete truncated segment files
 	for i := 0; i <= segIdx; i++ {
-		if err = os.Remove(l.segments[i].path); err != nil {
+		if err = l.opts.FS.Remove(l.segments[i].path); err != nil {
 			return err
 		}
 	}
 	// Rename the START file to the final truncated segment name.
 	newName := filepath.Join(l.path, segmentName(index))
-	if err = os.Rename(startName, newName); err != nil {
+	if err = l.opts.FS.Rename(startName, newName); err != nil {
 		return err
 	}
 	s.path = newName
 	s.index = index
 	if segIdx == len(l.segments)-1 {
 		// Reopen the tail segment file
-		l.sfile, err = os.OpenFile(newName, os.O_WRONLY, l.opts.FilePerms)
+		l.sfile, err = l.opts.FS.OpenReadWrite(newName)
 		if err != nil {
 			return err
 		}
 		var n int64
-		if n, err = l.sfile.Seek(0, 2); err != nil {
+		if n, err = l.seekEnd(); err != nil {
 			return err
 		}
 		if n != int64(len(ebuf)) {
@@ -1091,22 +1118,22 @@ func (l *Log) truncateBack(index uint64) (err error) {
 	}
 	// Delete truncated segment files
 	for i := segIdx; i < len(l.segments); i++ {
-		if err = os.Remove(l.segments[i].path); err != nil {
+		if err = l.opts.FS.Remove(l.segments[i].path); err != nil {
 			return err
 		}
 	}
 	// Rename the END file to the final truncated segment name.
 	newName := filepath.Join(l.path, segmentName(s.index))
-	if err = os.Rename(endName, newName); err != nil {
+	if err = l.opts.FS.Rename(endName, newName); err != nil {
 		return err
 	}
 	// Reopen the tail segment file
-	l.sfile, err = os.OpenFile(newName, os.O_WRONLY, l.opts.FilePerms)
+	l.sfile, err = l.opts.FS.OpenReadWrite(newName)
 	if err != nil {
 		return err
 	}
 	var n int64
-	n, err = l.sfile.Seek(0, 2)
+	n, err = l.seekEnd()
 	if err != nil {
 		return err
 	}
@@ -1124,6 +1151,17 @@ func (l *Log) truncateBack(index uint64) (err error) {
 	return nil
 }
 
+// execstore: seekEnd moves the write position to the end of the tail
+// segment's file and returns it, as the upstream Seek(0, 2) did.
+func (l *Log) seekEnd() (int64, error) {
+	fi, err := l.sfile.Stat()
+	if err != nil {
+		return 0, err
+	}
+	l.woff = fi.Size()
+	return l.woff, nil
+}
+
 // Sync performs an fsync on the log. This is not necessary when the
 // NoSync option is set to false.
 func (l *Log) Sync() error {
@@ -1135,7 +1173,7 @@ func (l *Log) Sync() error {
 		return ErrClosed
 	}
 	if l.opts.Padded {
-		return fdatasync(l.sfile)
+		return l.sfile.SyncData()
 	}
 	return l.sfile.Sync()
 }
