@@ -53,6 +53,7 @@ func openLog(s *Store) (*logCommitter, error) {
 		NoSync:      s.opts.NoSync,
 		SegmentSize: s.opts.SegmentSize,
 		Logger:      s.logger,
+		FS:          s.opts.FS,
 		Faults:      s.opts.WALFaults,
 	})
 	if err != nil {

@@ -105,7 +105,7 @@ func (c *fallbackCheck) result() (bool, error) {
 // without an error.
 func (c *logCommitter) checkFallback(ctx context.Context, fb fallback) error {
 	if fb.snapshot != nil {
-		if _, err := snapshot.Verify(fb.snapshot.Path); err != nil {
+		if _, err := snapshot.Verify(c.s.opts.FS, fb.snapshot.Path); err != nil {
 			return err
 		}
 	}

@@ -2,12 +2,12 @@ package execstore
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/vfs"
 )
 
 // Gauges is what an operator watches besides Stats: the backlog, the
@@ -90,28 +90,25 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 	if !st.NextDue.IsZero() && st.NextDue.Before(st.Now) {
 		g.OldestDueAge = st.Now.Sub(st.NextDue)
 	}
-	g.WALBytes, g.WALSegments = dirSize(filepath.Join(s.dir, "wal"))
+	g.WALBytes, g.WALSegments = dirSize(s.opts.FS, filepath.Join(s.dir, "wal"))
 	g.SnapshotBytes, g.SnapshotAt, g.SnapshotTook = s.published.read()
 	g.SnapshotRunning = s.published.running(time.Now())
 	return g, nil
 }
 
-// dirSize returns the total size and the number of the regular files in
-// dir (0, 0 if it cannot be read).
-func dirSize(dir string) (int64, int) {
-	entries, err := os.ReadDir(dir)
+// dirSize returns the total size of the regular files in dir and the number
+// of them that are segments (0, 0 if it cannot be read).
+func dirSize(fs vfs.FS, dir string) (int64, int) {
+	names, err := fs.List(dir)
 	if err != nil {
 		return 0, 0
 	}
 	var size int64
 	n := 0
-	for _, e := range entries {
-		if !e.Type().IsRegular() {
-			continue
-		}
-		if fi, err := e.Info(); err == nil {
+	for _, name := range names {
+		if fi, err := fs.Stat(filepath.Join(dir, name)); err == nil && fi.Mode().IsRegular() {
 			size += fi.Size()
-			if isDigits(e.Name()) { // a segment, named by its first index
+			if isDigits(name) { // a segment, named by its first index
 				n++
 			}
 		}

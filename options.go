@@ -7,6 +7,7 @@ import (
 
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/snapshot"
+	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -100,6 +101,10 @@ type Options struct {
 	// move with real time, uses this).
 	ScheduleCheck time.Duration
 
+	// FS is the filesystem the store's directory is on: its write-ahead log,
+	// its snapshots and its lock. Nil means vfs.Default, the operating
+	// system's.
+	FS vfs.FS
 	// WALFaults injects storage errors into the write-ahead log. For tests and
 	// the crash simulator only; nil in production.
 	WALFaults *wal.Faults

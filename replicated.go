@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/replica"
+	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -120,7 +120,7 @@ func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 			err = fmt.Errorf("execstore: open %s: %w", dir, err)
 		}
 	}()
-	if err := checkReplicaDir(dir); err != nil {
+	if err := checkReplicaDir(s.opts.FS, dir); err != nil {
 		return nil, err
 	}
 	// A command is one raft log's data, whose stored entry adds a header:
@@ -158,20 +158,24 @@ func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 // log would be read as raft's, and its snapshots ignored. A replica's
 // directory holds raft/ (its term and vote) once it opened; a single-node
 // store's, log entries or snapshots without it.
-func checkReplicaDir(dir string) error {
-	if _, err := os.Stat(filepath.Join(dir, "raft")); err == nil {
+func checkReplicaDir(fs vfs.FS, dir string) error {
+	if _, err := fs.Stat(filepath.Join(dir, "raft")); err == nil {
 		return nil
 	}
 	single := false
-	if entries, err := os.ReadDir(filepath.Join(dir, "wal")); err == nil {
-		for _, e := range entries {
-			if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.Size() > 0 {
+	if names, err := fs.List(filepath.Join(dir, "wal")); err == nil {
+		for _, name := range names {
+			if info, err := fs.Stat(filepath.Join(dir, "wal", name)); err == nil && info.Mode().IsRegular() && info.Size() > 0 {
 				single = true
 			}
 		}
 	}
-	if matches, _ := filepath.Glob(filepath.Join(dir, "snapshots", "snapshot-*.snap")); len(matches) > 0 {
-		single = true
+	if names, err := fs.List(filepath.Join(dir, "snapshots")); err == nil {
+		for _, name := range names {
+			if ok, _ := filepath.Match("snapshot-*.snap", name); ok {
+				single = true
+			}
+		}
 	}
 	if single {
 		return invalidArg("the directory holds a single-node store (a log or snapshots, no raft/): open it with Open")

@@ -159,21 +159,21 @@ func (c *logCommitter) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 	s := c.s
 	start := time.Now()
 	out := snapshotOutcome{state: st, records: st.Len()}
-	opts := snapshot.Options{NoSync: s.opts.NoSync, Faults: s.opts.SnapshotFaults}
+	opts := snapshot.Options{NoSync: s.opts.NoSync, FS: s.opts.FS, Faults: s.opts.SnapshotFaults}
 	out.info, out.err = snapshot.Write(s.snapshotDir(), st, hdr, opts)
 	if out.err == nil {
 		// Read the new file back, decoding all of it, before anything older
 		// is removed.
-		if out.err = snapshot.Check(out.info.Path, hdr, st); out.err != nil {
+		if out.err = snapshot.Check(s.opts.FS, out.info.Path, hdr, st); out.err != nil {
 			// Recovery would skip it too; removed, it cannot count as one
 			// of the two kept. (An unlink lost in a crash leaves it to
 			// recovery to skip.)
-			os.Remove(out.info.Path)
+			s.opts.FS.Remove(out.info.Path)
 		}
 	}
 	if out.err == nil {
 		var fi os.FileInfo
-		if fi, out.err = os.Stat(out.info.Path); out.err == nil {
+		if fi, out.err = s.opts.FS.Stat(out.info.Path); out.err == nil {
 			out.size = fi.Size()
 		}
 	}
@@ -254,7 +254,7 @@ func (c *logCommitter) finish(*writer) {
 // start), with the entries between them, which this Open does not read.
 func (c *logCommitter) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint64, fallback, error) {
 	s := c.s
-	infos, err := snapshot.List(s.snapshotDir())
+	infos, err := snapshot.List(s.opts.FS, s.snapshotDir())
 	if err != nil {
 		return nil, 0, fallback{}, err
 	}
@@ -265,13 +265,13 @@ func (c *logCommitter) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint6
 	// older one instead. The file stays, for a person to look at.
 	setAside := func() {
 		for _, p := range unreadable {
-			if err := os.Rename(p, p+unreadableSuffix); err != nil {
+			if err := s.opts.FS.Rename(p, p+unreadableSuffix); err != nil {
 				s.logger.Error("execstore: could not set an unreadable snapshot aside", "path", p, "err", err)
 			}
 		}
 	}
 	for i, info := range infos {
-		st, hdr, err := snapshot.Read(info.Path)
+		st, hdr, err := snapshot.Read(s.opts.FS, info.Path)
 		if err != nil {
 			s.logger.Error("execstore: skipping unreadable snapshot; falling back to an older one", "path", info.Path, "err", err)
 			unreadable = append(unreadable, info.Path)
@@ -286,7 +286,7 @@ func (c *logCommitter) loadSnapshot(walFirst, walLast uint64) (*fsm.State, uint6
 			return nil, 0, fallback{}, fmt.Errorf("execstore: snapshot %s covers up to index %d but the write-ahead log ends at %d: "+
 				"logged commands were lost (was the store run with NoSync?)", info.Path, hdr.Index, walLast)
 		}
-		if fi, err := os.Stat(info.Path); err == nil {
+		if fi, err := s.opts.FS.Stat(info.Path); err == nil {
 			s.published.snapshot(fi.Size(), fi.ModTime(), 0)
 		}
 		setAside()

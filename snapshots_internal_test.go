@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/snapshot"
+	"github.com/execstore/execstore/vfs"
 )
 
 // stateBytes is the encoding of the store's applied state: the encoding is
@@ -105,12 +106,12 @@ func TestStoreSnapshotsOnItsOwnAfterSnapshotEntries(t *testing.T) {
 	for i := 0; i < 49; i++ {
 		s.Admit(ctx, AdmitRequest{ExecutionID: fmt.Sprintf("e-%03d", i), WorkflowID: "w"})
 	}
-	if infos, _ := snapshot.List(s.snapshotDir()); len(infos) != 0 {
+	if infos, _ := snapshot.List(vfs.Default, s.snapshotDir()); len(infos) != 0 {
 		t.Fatalf("%d snapshots after 49 commands, want none", len(infos))
 	}
 	s.Admit(ctx, AdmitRequest{ExecutionID: "e-049", WorkflowID: "w"})
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		infos, err := snapshot.List(s.snapshotDir())
+		infos, err := snapshot.List(vfs.Default, s.snapshotDir())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +154,7 @@ func TestSnapshotIsServedUnderASteadyLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	infos, err := snapshot.List(filepath.Join(dir, "snapshots"))
+	infos, err := snapshot.List(vfs.Default, filepath.Join(dir, "snapshots"))
 	if err != nil || len(infos) != 2 {
 		t.Fatalf("snapshots: %v, %v; want two", infos, err)
 	}

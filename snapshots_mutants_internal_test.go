@@ -14,6 +14,7 @@ import (
 
 	"github.com/execstore/execstore/internal/mutant"
 	"github.com/execstore/execstore/snapshot"
+	"github.com/execstore/execstore/vfs"
 )
 
 // Snapshot tests that break the state encoder with a switch of
@@ -47,7 +48,7 @@ func TestASnapshotThatDoesNotDecodeDeletesNothingOlder(t *testing.T) {
 		t.Fatal(err)
 	}
 	admit(80, 120)
-	good, _ := snapshot.List(filepath.Join(dir, "snapshots"))
+	good, _ := snapshot.List(vfs.Default, filepath.Join(dir, "snapshots"))
 	walFirst := s.commit.(*logCommitter).wal.FirstIndex()
 
 	reset := mutant.Set(&mutant.EncodeSkipsLastRecord)
@@ -56,7 +57,7 @@ func TestASnapshotThatDoesNotDecodeDeletesNothingOlder(t *testing.T) {
 	if !errors.Is(err, snapshot.ErrCorrupt) {
 		t.Fatalf("Snapshot with a broken encoder: %v, want snapshot.ErrCorrupt", err)
 	}
-	if kept, _ := snapshot.List(filepath.Join(dir, "snapshots")); !reflect.DeepEqual(kept, good) {
+	if kept, _ := snapshot.List(vfs.Default, filepath.Join(dir, "snapshots")); !reflect.DeepEqual(kept, good) {
 		t.Fatalf("snapshots after the refused one: %v, want %v", kept, good)
 	}
 	if got := s.commit.(*logCommitter).wal.FirstIndex(); got != walFirst {

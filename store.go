@@ -2,9 +2,10 @@ package execstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/vfs"
 )
 
 // Store is an open execstore: the state machine in memory behind its
@@ -37,7 +39,7 @@ type Store struct {
 	opts   Options
 	limits Limits
 	logger *slog.Logger
-	lockf  *os.File
+	lock   io.Closer // the directory's LOCK, held while the store is open
 
 	metrics Metrics   // Options.Metrics; nil: nothing is measured
 	obs     *observer // writer-owned; nil unless metrics or warnings are wanted (observe.go)
@@ -94,7 +96,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "raft")); err == nil {
+	if _, err := s.opts.FS.Stat(filepath.Join(dir, "raft")); err == nil {
 		s.releaseDir()
 		return nil, fmt.Errorf("execstore: open %s: %w", dir, invalidArg("the directory holds a node of a replicated store (raft/): open it with OpenReplicated"))
 	}
@@ -122,6 +124,9 @@ func (s *Store) start(c committer) {
 func newStore(dir string, opts Options) (*Store, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 4096
@@ -161,47 +166,42 @@ func newStore(dir string, opts Options) (*Store, error) {
 	s.awaits.init()
 	s.due.init()
 	s.changed.init()
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	fs := s.opts.FS
+	if err := fs.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
 	}
 	if !opts.NoSync {
 		// The data directory's own entry, in case MkdirAll just made it.
-		if err := fsyncDir(filepath.Dir(dir)); err != nil {
+		if err := vfs.SyncDir(fs, filepath.Dir(dir)); err != nil {
 			return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
 		}
 	}
-	lockf, err := lockDir(dir)
+	lock, err := lockDir(fs, dir)
 	if err != nil {
 		return nil, err
 	}
-	s.lockf = lockf
+	s.lock = lock
 	return s, nil
 }
 
 // lockDir takes an exclusive lock on dir/LOCK so two processes never write
 // the same store.
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o640)
-	if err != nil {
+func lockDir(fs vfs.FS, dir string) (io.Closer, error) {
+	lock, err := fs.Lock(filepath.Join(dir, "LOCK"))
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return nil, fmt.Errorf("execstore: %s is in use by another store (lock: %w)", dir, err)
+	case err != nil:
 		return nil, fmt.Errorf("execstore: lock %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("execstore: %s is in use by another store (lock: %w)", dir, err)
-	}
-	return f, nil
+	return lock, nil
 }
 
+// releaseDir releases the directory's lock.
 func (s *Store) releaseDir() {
-	if s.lockf != nil {
-		unlockDir(s.lockf)
+	if s.lock != nil {
+		s.lock.Close()
 	}
-}
-
-// unlockDir releases and closes the directory's lock file.
-func unlockDir(f *os.File) error {
-	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-	return f.Close()
 }
 
 // Close finishes in-flight writes, syncs and releases the directory. Every
@@ -214,8 +214,8 @@ func (s *Store) Close() error {
 	<-s.stopped
 	err := s.commit.close()
 	s.awaits.closeAll()
-	if s.lockf != nil {
-		if cerr := unlockDir(s.lockf); err == nil {
+	if s.lock != nil {
+		if cerr := s.lock.Close(); err == nil {
 			err = cerr
 		}
 	}
@@ -540,13 +540,4 @@ func (d *dueSignal) channel() <-chan struct{} {
 	defer d.mu.Unlock()
 	d.handed = true
 	return d.ch
-}
-
-func fsyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

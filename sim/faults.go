@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/execstore/execstore/snapshot"
+	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -216,7 +217,7 @@ func (h *hooks) durableSnapshots() ([]uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	d := h.disk
-	infos, err := snapshot.List(filepath.Join(d.root, "snapshots"))
+	infos, err := snapshot.List(vfs.Default, filepath.Join(d.root, "snapshots"))
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/internal/tune"
 	"github.com/execstore/execstore/snapshot"
+	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -800,13 +801,13 @@ func (w *world) checkIndexes(st execstore.Stats) error {
 	if st.AppliedIndex != st.WALLastIndex {
 		return violationf("after an open, entries up to %d are applied and the log ends at %d", st.AppliedIndex, st.WALLastIndex)
 	}
-	infos, err := snapshot.List(filepath.Join(w.dir, "snapshots"))
+	infos, err := snapshot.List(vfs.Default, filepath.Join(w.dir, "snapshots"))
 	if err != nil {
 		return err
 	}
 	want := uint64(0)
 	for _, info := range infos {
-		if h, err := snapshot.Verify(info.Path); err == nil && h.Index+1 >= st.WALFirstIndex && h.Index <= st.WALLastIndex {
+		if h, err := snapshot.Verify(vfs.Default, info.Path); err == nil && h.Index+1 >= st.WALFirstIndex && h.Index <= st.WALLastIndex {
 			want = h.Index
 			break
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/vfs"
 )
 
 // Tests that turn on a switch of internal/mutant, which is a variable only in
@@ -28,10 +29,10 @@ func TestCheckCatchesAnEncoderBugTheChecksumCannot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Check(good.Path, h, st); err != nil {
+	if err := Check(vfs.Default, good.Path, h, st); err != nil {
 		t.Fatalf("Check of a good snapshot: %v", err)
 	}
-	if err := Check(good.Path, Header{Index: 6, Clock: h.Clock, Records: h.Records}, st); !errors.Is(err, ErrCorrupt) {
+	if err := Check(vfs.Default, good.Path, Header{Index: 6, Clock: h.Clock, Records: h.Records}, st); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Check against another index: %v, want ErrCorrupt", err)
 	}
 	reset := mutant.Set(&mutant.EncodeSkipsLastRecord)
@@ -41,10 +42,10 @@ func TestCheckCatchesAnEncoderBugTheChecksumCannot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Verify(bad.Path); err != nil {
+	if _, err := Verify(vfs.Default, bad.Path); err != nil {
 		t.Fatalf("Verify: %v; the checksum of a wrong state is still right", err)
 	}
-	if err := Check(bad.Path, h, st); !errors.Is(err, ErrCorrupt) {
+	if err := Check(vfs.Default, bad.Path, h, st); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Check of a snapshot missing a record: %v, want ErrCorrupt", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/vfs"
 )
 
 // Writing a snapshot and reading a new one back (Check) are both paced: each
@@ -38,7 +39,7 @@ func TestWriteAndCheckArePacedAlike(t *testing.T) {
 		t.Fatalf("test premise: a snapshot of %d bytes is too small to show pacing", fi.Size())
 	}
 	start = time.Now()
-	if err := Check(info.Path, h, st); err != nil {
+	if err := Check(vfs.Default, info.Path, h, st); err != nil {
 		t.Fatal(err)
 	}
 	checked := time.Since(start)

@@ -17,6 +17,7 @@ import (
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/internal/faults"
 	"github.com/execstore/execstore/internal/mutant"
+	"github.com/execstore/execstore/vfs"
 )
 
 // Part of the snapshot format.
@@ -47,9 +48,12 @@ type Info struct {
 	Index uint64
 }
 
-// Options control durability; the zero value syncs.
+// Options control where and how durably snapshots are written; the zero value syncs, on the
+// operating system's filesystem.
 type Options struct {
 	NoSync bool // skip fsyncs (tests and benchmarks only)
+	// FS holds the snapshot files. Default vfs.Default, the operating system's.
+	FS vfs.FS
 	// Faults injects storage errors for tests and the crash simulator.
 	// Default nil (none).
 	Faults *Faults
@@ -71,15 +75,23 @@ type Options struct {
 // each step, and to inject errors.
 type Faults = faults.Hooks
 
-// fsync syncs an open file under the fault hooks.
-func (o Options) fsync(f *os.File) error {
-	if err := o.Faults.Sync(f.Name()); err != nil {
+// fsync syncs the open file at path under the fault hooks.
+func (o Options) fsync(f vfs.File, path string) error {
+	if err := o.Faults.Sync(path); err != nil {
 		return err
 	}
 	if err := f.Sync(); err != nil {
 		return err
 	}
-	return o.Faults.Synced(f.Name())
+	return o.Faults.Synced(path)
+}
+
+// fs is the FS the options name, or the operating system's.
+func (o Options) fs() vfs.FS {
+	if o.FS == nil {
+		return vfs.Default
+	}
+	return o.FS
 }
 
 // Name returns the file name of the snapshot covering index.
@@ -91,7 +103,8 @@ func Name(index uint64) string { return fmt.Sprintf("%s%020d%s", prefix, index, 
 // a snapshot's name, so that nothing counts on a snapshot whose name a crash
 // may lose.
 func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	fs := opts.fs()
+	if err := fs.MkdirAll(dir, 0o750); err != nil {
 		return Info{}, fmt.Errorf("snapshot: %w", err)
 	}
 	if !opts.NoSync {
@@ -103,17 +116,17 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 	final := filepath.Join(dir, Name(h.Index))
 	tmp := final + tmpSuffix
 	if err := writeFile(tmp, st, h, opts); err != nil {
-		os.Remove(tmp)
+		fs.Remove(tmp)
 		return Info{}, err
 	}
 	if err := opts.Faults.Write(final); err != nil {
-		os.Remove(tmp)
+		fs.Remove(tmp)
 		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
 	}
-	_, statErr := os.Lstat(final)
+	_, statErr := fs.Stat(final)
 	replaced := statErr == nil // the same index written again: the same state
-	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
+	if err := fs.Rename(tmp, final); err != nil {
+		fs.Remove(tmp)
 		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
 	}
 	if !opts.NoSync && !mutant.SnapshotSkipDirSync {
@@ -123,7 +136,7 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 			// place it would count as one of the snapshots kept, and the
 			// store would truncate its log behind a file a crash may lose.
 			if !replaced {
-				os.Remove(final)
+				fs.Remove(final)
 			}
 			return Info{}, err
 		}
@@ -135,14 +148,14 @@ func writeFile(path string, st *fsm.State, h Header, opts Options) error {
 	if err := opts.Faults.Write(path); err != nil {
 		return fmt.Errorf("snapshot: create: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+	f, err := opts.fs().Create(path)
 	if err != nil {
 		return fmt.Errorf("snapshot: create: %w", err)
 	}
 	defer f.Close()
 	var out io.Writer = f
 	if !opts.NoSync {
-		out = &syncingWriter{f: f, opts: opts}
+		out = &syncingWriter{f: f, path: path, opts: opts}
 	}
 	sum, err := encodeBody(out, st, h)
 	if err != nil {
@@ -152,7 +165,7 @@ func writeFile(path string, st *fsm.State, h Header, opts Options) error {
 		return fmt.Errorf("snapshot: write: %w", err)
 	}
 	if !opts.NoSync {
-		if err := opts.fsync(f); err != nil {
+		if err := opts.fsync(f, path); err != nil {
 			return fmt.Errorf("snapshot: fsync: %w", err)
 		}
 	}
@@ -291,12 +304,12 @@ func (t *trailerReader) Read(p []byte) (int, error) {
 }
 
 func syncDir(dir string, opts Options) error {
-	d, err := os.Open(dir)
+	d, err := opts.fs().OpenDir(dir)
 	if err != nil {
 		return fmt.Errorf("snapshot: open directory: %w", err)
 	}
 	defer d.Close()
-	if err := opts.fsync(d); err != nil {
+	if err := opts.fsync(d, dir); err != nil {
 		return fmt.Errorf("snapshot: fsync directory: %w", err)
 	}
 	return nil
@@ -304,8 +317,8 @@ func syncDir(dir string, opts Options) error {
 
 // List returns the snapshot files in dir, newest (highest index) first. A
 // missing directory has none.
-func List(dir string) ([]Info, error) {
-	entries, err := os.ReadDir(dir)
+func List(fs vfs.FS, dir string) ([]Info, error) {
+	names, err := fs.List(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -313,10 +326,9 @@ func List(dir string) ([]Info, error) {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	var out []Info
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		digits, ok := strings.CutPrefix(name, prefix)
-		if !ok || e.IsDir() {
+		if !ok {
 			continue
 		}
 		digits, ok = strings.CutSuffix(digits, suffix)
@@ -327,7 +339,11 @@ func List(dir string) ([]Info, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, Info{Path: filepath.Join(dir, name), Index: index})
+		path := filepath.Join(dir, name)
+		if fi, err := fs.Stat(path); err == nil && fi.IsDir() {
+			continue
+		}
+		out = append(out, Info{Path: path, Index: index})
 	}
 	slices.SortFunc(out, func(a, b Info) int { return -cmpUint(a.Index, b.Index) })
 	return out, nil
@@ -352,20 +368,20 @@ func cmpUint(a, b uint64) int {
 // that wrote the wrong state; the parse can. It builds nothing (a fraction
 // of a decoding's time and garbage) and is paced like the encoder (a pause
 // after each chunk read), so that it keeps to a fraction of a core.
-func Check(path string, want Header, st *fsm.State) error {
-	h, err := Verify(path)
+func Check(fs vfs.FS, path string, want Header, st *fsm.State) error {
+	h, err := Verify(fs, path)
 	if err != nil {
 		return err
 	}
 	if h != want {
 		return corrupt(path, "header %+v, written as %+v", h, want)
 	}
-	f, size, err := openState(path)
+	f, state, err := openState(fs, path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(yieldingReader{io.LimitReader(f, size)}, 256<<10)
+	r := bufio.NewReaderSize(yieldingReader{state}, 256<<10)
 	got, err := fsm.CheckState(r)
 	if err != nil {
 		return corrupt(path, "%v", err)
@@ -379,39 +395,36 @@ func Check(path string, want Header, st *fsm.State) error {
 	return nil
 }
 
-// openState opens a snapshot file positioned at its state, and returns the
-// state's length (the file without its header and checksum).
-func openState(path string) (*os.File, int64, error) {
-	f, err := os.Open(path)
+// openState opens a snapshot file and returns a reader of its state: the
+// file without its header and checksum.
+func openState(fs vfs.FS, path string) (vfs.File, io.Reader, error) {
+	f, err := fs.Open(path)
 	if err != nil {
-		return nil, 0, fmt.Errorf("snapshot: %w", err)
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
 	fi, err := f.Stat()
-	if err == nil {
-		_, err = f.Seek(headerSize, io.SeekStart)
-	}
 	if err != nil {
 		f.Close()
-		return nil, 0, fmt.Errorf("snapshot: %w", err)
+		return nil, nil, fmt.Errorf("snapshot: %w", err)
 	}
-	return f, fi.Size() - headerSize - 4, nil
+	return f, io.NewSectionReader(f, headerSize, fi.Size()-headerSize-4), nil
 }
 
 // Read reads a snapshot file and checks it: magic, version, checksum, and
 // the state's own structure. The checksum is verified in a first pass, so
 // the state decoder only ever sees bytes that were written whole. Any problem
 // is an error wrapping ErrCorrupt (or the I/O error).
-func Read(path string) (*fsm.State, Header, error) {
-	h, err := Verify(path)
+func Read(fs vfs.FS, path string) (*fsm.State, Header, error) {
+	h, err := Verify(fs, path)
 	if err != nil {
 		return nil, Header{}, err
 	}
-	f, size, err := openState(path)
+	f, state, err := openState(fs, path)
 	if err != nil {
 		return nil, Header{}, err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(io.LimitReader(f, size), 256<<10)
+	r := bufio.NewReaderSize(state, 256<<10)
 	st, err := fsm.DecodeState(r)
 	if err != nil {
 		return nil, Header{}, corrupt(path, "%v", err)
@@ -427,8 +440,8 @@ func Read(path string) (*fsm.State, Header, error) {
 
 // Verify checks a snapshot file's header and checksum without decoding its
 // state, and returns its header.
-func Verify(path string) (Header, error) {
-	f, err := os.Open(path)
+func Verify(fs vfs.FS, path string) (Header, error) {
+	f, err := fs.Open(path)
 	if err != nil {
 		return Header{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -485,20 +498,20 @@ func corrupt(path, format string, args ...any) error {
 // any leftover temporary files, then fsyncs the directory. It returns the
 // snapshots kept, newest first.
 func Prune(dir string, keep int, opts Options) ([]Info, error) {
-	entries, err := os.ReadDir(dir)
+	names, err := opts.fs().List(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
 	changed := false
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), prefix) && strings.HasSuffix(e.Name(), tmpSuffix) {
-			if err := remove(filepath.Join(dir, e.Name()), opts); err != nil {
+	for _, name := range names {
+		if strings.HasPrefix(name, prefix) && strings.HasSuffix(name, tmpSuffix) {
+			if err := remove(filepath.Join(dir, name), opts); err != nil {
 				return nil, fmt.Errorf("snapshot: remove temporary file: %w", err)
 			}
 			changed = true
 		}
 	}
-	all, err := List(dir)
+	all, err := List(opts.fs(), dir)
 	if err != nil {
 		return nil, err
 	}
@@ -522,7 +535,7 @@ func remove(path string, opts Options) error {
 	if err := opts.Faults.Write(path); err != nil {
 		return err
 	}
-	return os.Remove(path)
+	return opts.fs().Remove(path)
 }
 
 // syncEvery is how much of a snapshot is written between fsyncs. Syncing as
@@ -531,9 +544,10 @@ func remove(path string, opts Options) error {
 // the store's next WAL fsync, stalling writes for the whole flush.
 const syncEvery = 1 << 20
 
-// syncingWriter fsyncs its file after every syncEvery bytes.
+// syncingWriter fsyncs its file, at path, after every syncEvery bytes.
 type syncingWriter struct {
-	f       *os.File
+	f       vfs.File
+	path    string
 	opts    Options
 	pending int
 }
@@ -543,7 +557,7 @@ func (w *syncingWriter) Write(p []byte) (int, error) {
 	w.pending += n
 	if err == nil && w.pending >= syncEvery {
 		w.pending = 0
-		if err = w.opts.fsync(w.f); err != nil {
+		if err = w.opts.fsync(w.f, w.path); err != nil {
 			err = fmt.Errorf("fsync: %w", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/vfs"
 )
 
 // sampleState builds a small state through the state machine's own commands.
@@ -52,7 +53,7 @@ func TestWrittenSnapshotReadsBackEqual(t *testing.T) {
 	if filepath.Base(info.Path) != "snapshot-00000000000000000042.snap" || info.Index != 42 {
 		t.Fatalf("info = %+v", info)
 	}
-	got, gh, err := Read(info.Path)
+	got, gh, err := Read(vfs.Default, info.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +83,13 @@ func TestEveryCorruptionIsRefused(t *testing.T) {
 		b := bytes.Clone(good)
 		b[i] ^= 0x40
 		os.WriteFile(bad, b, 0o640)
-		if _, _, err := Read(bad); !errors.Is(err, ErrCorrupt) {
+		if _, _, err := Read(vfs.Default, bad); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("byte %d flipped: err = %v, want ErrCorrupt", i, err)
 		}
 	}
 	for n := 0; n < len(good); n += 1 + n/16 {
 		os.WriteFile(bad, good[:n], 0o640)
-		if _, _, err := Read(bad); err == nil {
+		if _, _, err := Read(vfs.Default, bad); err == nil {
 			t.Fatalf("truncated to %d bytes: accepted", n)
 		}
 	}
@@ -132,14 +133,14 @@ func TestListIgnoresForeignFilesAndSortsNewestFirst(t *testing.T) {
 	for _, name := range []string{Name(5), Name(50), Name(9), "snapshot-12.snap", "snapshot-00000000000000000007.snap.tmp", "other"} {
 		os.WriteFile(filepath.Join(dir, name), nil, 0o640)
 	}
-	infos, err := List(dir)
+	infos, err := List(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(infos) != 3 || infos[0].Index != 50 || infos[1].Index != 9 || infos[2].Index != 5 {
 		t.Fatalf("List = %+v", infos)
 	}
-	if none, err := List(filepath.Join(dir, "missing")); err != nil || len(none) != 0 {
+	if none, err := List(vfs.Default, filepath.Join(dir, "missing")); err != nil || len(none) != 0 {
 		t.Fatalf("missing dir: %v %v", none, err)
 	}
 }
@@ -154,7 +155,7 @@ func FuzzRead(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		path := filepath.Join(t.TempDir(), "f.snap")
 		os.WriteFile(path, b, 0o640)
-		st, _, err := Read(path)
+		st, _, err := Read(vfs.Default, path)
 		if err == nil && st.CheckInvariants() != nil && bytes.Equal(b, good) {
 			t.Fatal("the good snapshot fails its invariants")
 		}
@@ -227,7 +228,7 @@ func TestAWriteWhoseDirectoryFsyncFailsLeavesNoSnapshot(t *testing.T) {
 	if _, err := Write(dir, st, Header{Index: 7, Clock: st.Meta().Now, Records: uint64(st.Len())}, opts); !errors.Is(err, errInjected) {
 		t.Fatalf("Write returned %v, want the injected error", err)
 	}
-	infos, err := List(dir)
+	infos, err := List(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,14 +251,14 @@ func TestAFailedRewriteOfTheSameIndexKeepsTheEarlierSnapshot(t *testing.T) {
 	if _, err := Write(dir, st, h, opts); !errors.Is(err, errInjected) {
 		t.Fatalf("Write returned %v, want the injected error", err)
 	}
-	infos, err := List(dir)
+	infos, err := List(vfs.Default, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(infos) != 1 || infos[0].Index != 7 {
 		t.Fatalf("after a failed rewrite: %v", infos)
 	}
-	if _, err := Verify(infos[0].Path); err != nil {
+	if _, err := Verify(vfs.Default, infos[0].Path); err != nil {
 		t.Fatal(err)
 	}
 }

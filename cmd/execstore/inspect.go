@@ -21,6 +21,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/snapshot"
+	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -225,7 +226,7 @@ func (in *inspector) summary() error {
 	for _, u := range g.Upcoming {
 		out.Upcoming = append(out.Upcoming, upcomingJSON{ExecutionID: u.ExecutionID, At: u.At, Leased: u.Leased})
 	}
-	snaps, err := snapshot.List(filepath.Join(in.data, "snapshots"))
+	snaps, err := snapshot.List(vfs.Default, filepath.Join(in.data, "snapshots"))
 	if err != nil {
 		return err
 	}
@@ -514,10 +515,10 @@ func (in *inspector) verify() error {
 	}
 	// Every kept snapshot, decoded whole (its checksum and every rule of the
 	// state's encoding).
-	snaps, err := snapshot.List(filepath.Join(in.copy, "snapshots"))
+	snaps, err := snapshot.List(vfs.Default, filepath.Join(in.copy, "snapshots"))
 	report("snapshot directory", err)
 	for _, s := range snaps {
-		_, _, err := snapshot.Read(s.Path)
+		_, _, err := snapshot.Read(vfs.Default, s.Path)
 		report("snapshot "+filepath.Base(s.Path), err)
 	}
 	// Every log entry: its frame's checksum and its command's decoding. A
