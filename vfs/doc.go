@@ -15,6 +15,11 @@
 // and the store costs nothing for the indirection: a write and its fdatasync are one
 // interface call each in front of the system call.
 //
+// The package is public, not internal, because Options.FS is: an application can only hand
+// the store a filesystem of a type it can name and implement, to watch the store's I/O or to
+// inject faults into it in its own tests, and an engine embedded beside the store can only
+// share it through an adapter written against a type it can import.
+//
 // # The shape
 //
 // FS and File follow Pebble's vfs package (github.com/cockroachdb/pebble/vfs), so that an
@@ -28,6 +33,18 @@
 // Preallocate, because the log prepares a segment by writing zeros, the one way that makes a
 // later fsync cheap (see "Preallocated segments" in package wal). Pebble's path helpers,
 // Link, disk usage and open options are left out: nothing here uses them.
+//
+// # What the store asks of an FS
+//
+// The store calls an FS from several goroutines: its writer writes and syncs the log, a
+// snapshot is written and the log compacted on a goroutine of their own, and a replica's raft
+// goroutines do the same for its log. A File is used by one goroutine at a time. Every
+// operation happens inside a call the store's user made (Open, a write, Snapshot, Close) and
+// in an order those calls fix, but one: the log prepares its next segment's file ahead of time
+// on a goroutine of its own, when the scheduler lets it. It does so only on Default, where the
+// cheaper fsync it buys is. On any other FS it prepares inline, in the write that asks for it,
+// so that an FS that watches the store, or injects faults into it, sees one sequence of
+// operations for one sequence of calls (see "Preallocated segments" in package wal).
 //
 // # Faults
 //

@@ -100,11 +100,18 @@
 //
 // The preparation holds none of the log's data, so a failure in it only costs the speed-up: it
 // is logged at Warn level and not tried again until the next segment starts. Its I/O does not
-// pass through Faults. Faults.PrepareInline runs it in the writer, right after the Write that
-// asks for it, so that the directory's contents after each Write do not depend on timing (the
-// crash simulator's model follows the overwrites: a segment's durable bytes end where its
-// entries do, and a crash image writes back any part of what follows). Close stops a
-// preparation under way and removes the prepared file. NoSync logs prepare nothing.
+// pass through Faults. Close stops a preparation under way and removes the prepared file.
+// NoSync logs prepare nothing.
+//
+// The preparation runs in the background only on the operating system's filesystem
+// (vfs.Default), where the speed-up is. On any other Options.FS it runs in the writer, right
+// after the Write that asks for it: every other operation of the log happens inside a call,
+// in an order the calls fix, and so, then, does this one. A filesystem that observes the
+// log, or injects faults into it, sees one sequence of operations for one sequence of calls,
+// and the directory's contents after each Write do not depend on timing (the crash
+// simulator's model follows the overwrites: a segment's durable bytes end where its entries
+// do, and a crash image writes back any part of what follows). Faults.PrepareInline asks for
+// the same on the operating system's filesystem.
 //
 // # Torn tail or corruption
 //

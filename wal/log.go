@@ -88,7 +88,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, repair: repair}
 	if !opts.NoSync {
-		inline := opts.Faults != nil && opts.Faults.PrepareInline
+		inline := !prepareInBackground(opts.FS) || opts.Faults != nil && opts.Faults.PrepareInline
 		l.pre = prealloc.New(opts.FS, dir, opts.SegmentSize+prealloc.Slack(opts.SegmentSize), inline, opts.Logger)
 	}
 	tw, err := tidwall.Open(dir, tidwallOptions(opts, l.newSegment()))
@@ -119,6 +119,17 @@ func (l *Log) newSegment() func(path string) (vfs.File, error) {
 		return f, err
 	}
 }
+
+// prepareInBackground reports whether the next segment's file is prepared on a goroutine of
+// the log's, or inline, in the goroutine of the Write that asks for it: in the background only
+// on the operating system's filesystem (see "Preallocated segments" in the package
+// documentation). Every other operation of the log happens inside a call the caller makes,
+// in an order those calls fix; a background preparation happens when the scheduler lets it.
+// On another filesystem (one in memory, or one that wraps the operating system's to observe
+// it or to inject faults, as the crash simulator's does) the log prepares inline, so that
+// the filesystem sees one sequence of operations for one sequence of calls, and what the
+// directory holds after each Write does not depend on timing.
+func prepareInBackground(fs vfs.FS) bool { return fs == vfs.Default }
 
 // prepareAfter is how many bytes the tail segment holds when the next segment's file is asked
 // for: 1 MiB, or a quarter of a smaller SegmentSize. A log that never writes that much never

@@ -30,7 +30,10 @@ type Options struct {
 	// Logger receives the torn-tail repair report and fail-stop errors. Default: discard.
 	Logger *slog.Logger
 
-	// FS holds the log's files. Default vfs.Default, the operating system's.
+	// FS holds the log's files: every file the log creates, opens, writes, syncs, renames or
+	// removes is the FS's. Default vfs.Default, the operating system's. On any other FS the
+	// next segment's file is prepared in the goroutine of the Write that asks for it, not in
+	// the background (see "Preallocated segments" in the package documentation).
 	FS vfs.FS
 
 	// Faults injects storage errors for tests and the crash simulator. Default nil (none).
@@ -69,7 +72,7 @@ type Faults struct {
 	// PrepareInline makes the log prepare its next segment's file in the goroutine that
 	// writes, right after the Write that asks for it, instead of on a goroutine of its own,
 	// so that what the log directory holds after each Write does not depend on timing, as
-	// the crash simulator needs.
+	// the crash simulator needs. Any FS but vfs.Default does that too.
 	PrepareInline bool
 }
 

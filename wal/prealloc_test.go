@@ -6,13 +6,44 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/execstore/execstore/internal/prealloc"
+	"github.com/execstore/execstore/vfs"
 )
+
+// wrapped is the operating system's filesystem behind a wrapper: any FS but vfs.Default,
+// on which the log prepares its next segment's file inline, in the Write that asks for it.
+var wrapped = vfs.WithFaults(vfs.Default, nil)
+
+// The log prepares the next segment's file in the background on the operating system's
+// filesystem only: on any other, in the Write that asks for it, so that a filesystem that
+// observes the log sees one sequence of operations for one sequence of calls.
+func TestTheLogPreparesInTheBackgroundOnlyOnTheOperatingSystemsFilesystem(t *testing.T) {
+	if !prepareInBackground(vfs.Default) {
+		t.Fatal("no background preparation on vfs.Default")
+	}
+	if prepareInBackground(wrapped) {
+		t.Fatal("background preparation on a wrapped filesystem")
+	}
+	var ops []string
+	fs := vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if filepath.Base(op.Path) == prealloc.Name {
+			ops = append(ops, op.Kind.String())
+		}
+		return nil
+	})
+	l := openLog(t, t.TempDir(), Options{SegmentSize: 4096, FS: fs})
+	defer closeLog(t, l)
+	writeBatch(t, l, 1100) // past a quarter of the segment
+	if want := []string{"create", "write", "sync", "synced"}; !slices.Equal(ops, want) {
+		t.Fatalf("operations on the prepared file when the Write that asked for it returned: %q, want %q", ops, want)
+	}
+}
 
 // waitPrepared polls, with a bound, until the log's preallocator has a prepared file ready.
 func waitPrepared(t *testing.T, l *Log) {
@@ -52,11 +83,11 @@ func TestTheNextSegmentStartsOnAPreparedFile(t *testing.T) {
 		t.Run(map[bool]string{false: "background", true: "inline"}[inline], func(t *testing.T) {
 			const seg = 4096
 			dir := t.TempDir()
-			var faults *Faults
+			var fs vfs.FS // vfs.Default: the preparation runs in the background
 			if inline {
-				faults = &Faults{PrepareInline: true}
+				fs = wrapped
 			}
-			opts := Options{SegmentSize: seg, Faults: faults}
+			opts := Options{SegmentSize: seg, FS: fs}
 			l := openLog(t, dir, opts)
 			want := writeBatch(t, l, 500) // an eighth of the segment: not yet
 			if got := prepared(t, dir); got != -1 || l.pre.Counts().Prepared != 0 {
@@ -120,7 +151,7 @@ func TestAFailedPreparationIsLoggedAndTheSegmentAppended(t *testing.T) {
 	const seg = 2048
 	dir := t.TempDir()
 	var logs syncBuffer
-	opts := Options{SegmentSize: seg, Faults: &Faults{PrepareInline: true},
+	opts := Options{SegmentSize: seg, FS: wrapped,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	l := openLog(t, dir, opts)
 	defer closeLog(t, l)
@@ -157,7 +188,7 @@ func TestAFailedPreparationIsLoggedAndTheSegmentAppended(t *testing.T) {
 func TestAReplacedPreparedFileIsNotTaken(t *testing.T) {
 	const seg = 2048
 	dir := t.TempDir()
-	l := openLog(t, dir, Options{SegmentSize: seg, Faults: &Faults{PrepareInline: true}})
+	l := openLog(t, dir, Options{SegmentSize: seg, FS: wrapped})
 	defer closeLog(t, l)
 	want := writeBatch(t, l, 700)
 	path := filepath.Join(dir, prealloc.Name)
@@ -181,7 +212,7 @@ func TestAReplacedPreparedFileIsNotTaken(t *testing.T) {
 // Open removes a prepared file that a stopped log left; a log with NoSync prepares nothing.
 func TestPreparedFilesAcrossOpenAndNoSync(t *testing.T) {
 	dir := t.TempDir()
-	opts := Options{SegmentSize: 1024, Faults: &Faults{PrepareInline: true}}
+	opts := Options{SegmentSize: 1024, FS: wrapped}
 	l := openLog(t, dir, opts)
 	want := writeBatch(t, l, 400)
 	abandon(l)
