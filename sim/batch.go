@@ -192,7 +192,7 @@ func (w *world) runBatch() error {
 	}
 	holder := &op{kind: opCommit, writes: []write{{key: w.kvKeys[w.pick(len(w.kvKeys))], value: valueCatalog[w.pick(4)]}}}
 	holderClock := w.clock.nanos()
-	g := w.hooks.holdNext()
+	g := w.storage.holdNext()
 	holderDone := make(chan result, 1)
 	go func() { holderDone <- holder.call(w.store) }()
 	select {

@@ -11,7 +11,7 @@ import (
 // Coverage counts what a run reached, cell by cell: each operation kind with
 // each result, each crash point and each injected fault by where it fell
 // (inside an operation's write, a snapshot, recovery, the reopen after a
-// storage error, or idle) and at which hook, and the batch steps' shapes. A
+// storage error, or idle) and at which crash point, and the batch steps' shapes. A
 // cell is a slash-separated path: "op/ack/LEASE_LOST",
 // "crash/in-snapshot/snapshot before-sync directory",
 // "fault/in-op/before-sync". Counts depend only on the seeds and -ops, like
@@ -44,13 +44,13 @@ func (w *world) coverResult(o *op, got result) {
 }
 
 // coverPoint counts a crash or fault (what) that fell at ev, in where.
-func (w *world) coverPoint(what, where string, ev *hookEvent) {
+func (w *world) coverPoint(what, where string, ev *crashPoint) {
 	w.cover(what, where, ev.class())
 }
 
-// class names the hook event without the parts that vary from run to run:
+// class names the crash point without the parts that vary from run to run:
 // which segment or snapshot, only what kind of file or directory.
-func (e hookEvent) class() string {
+func (e crashPoint) class() string {
 	if e.path == "" {
 		return e.kind
 	}
@@ -141,7 +141,7 @@ var RequiredCells = []string{
 	"op/watch/ok requested", "op/watch/ok ignored", "op/watch/INVALID_ARGUMENT",
 	"op/get/ok completed", "op/get/EXECUTION_NOT_FOUND",
 	"op/await/ok completed", "op/await/CANCELED",
-	// Crashes inside an operation's write, at each hook.
+	// Crashes inside an operation's write, at each crash point.
 	"crash/in-op/before-write", "crash/in-op/before-sync", "crash/in-op/after-sync segment",
 	// Crashes in a snapshot: the snapshot package's steps and the log's compaction.
 	"crash/in-snapshot/snapshot before-write temporary file",

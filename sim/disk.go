@@ -19,23 +19,24 @@ import (
 
 // disk tracks what is durable in one store directory: for every file, the bytes
 // it held at its last fsync and whether its directory entry is durable. It
-// learns from the write-ahead log's fault hooks (AfterSync names every fsync
-// the log issues) and from documented facts about code it cannot hook:
+// learns from the syncs at the crash points (points: every fsync the log and
+// the snapshot package issue themselves) and, for the operations between
+// crash points, from documented facts about them:
 //
 //   - tidwall/wal fsyncs a segment before it creates the next one (cycle), so
 //     a segment that has a successor is whole;
 //   - a segment file may be one the log prepared ahead of time, zeros fsynced
-//     without a hook, that tidwall renamed to the segment's name: its entries
-//     are followed by zeros (padding) that the next writes overwrite, so its
-//     durable bytes end where its entries do, whatever the file's size;
+//     (not a crash point), that tidwall renamed to the segment's name: its
+//     entries are followed by zeros (padding) that the next writes overwrite,
+//     so its durable bytes end where its entries do, whatever the file's size;
 //   - the log's compaction takes segment files out of the log oldest first,
 //     each by a rename to <segment>.DROPPED followed by a directory fsync
-//     (hooked): at most one removal is pending; it deletes the dropped files
-//     afterwards, and Open deletes any left;
+//     (crash points): at most one removal is pending; it deletes the dropped
+//     files afterwards, and Open deletes any left;
 //   - the log rewrites its last segment at Open into <segment>.REWRITE.TEMP,
-//     fsyncs it (hooked), renames it over the segment and fsyncs the
-//     directory (hooked): a durable temporary file that has vanished was
-//     renamed;
+//     fsyncs it (a crash point), renames it over the segment and fsyncs the
+//     directory (a crash point): a durable temporary file that has vanished
+//     was renamed;
 //   - the snapshot package writes a temporary file, fsyncs it, renames it and
 //     fsyncs the directory, and prunes with a directory fsync, all BEFORE the
 //     store touches the log, so a snapshot file is durable by the time the
@@ -98,6 +99,11 @@ var trackedDirs = []string{"wal", "snapshots"}
 // newDisk starts tracking root as it is on disk now: everything in it is
 // durable, as it is after a crash or a clean close.
 func newDisk(root string, strictDirs bool) (*disk, error) {
+	// Absolute, as tidwall names the log's files whatever the store was given.
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
 	d := &disk{root: root, strictDirs: strictDirs, files: make(map[string]*fileRec), dirs: make(map[string]bool)}
 	for _, sub := range trackedDirs {
 		if fi, err := os.Stat(filepath.Join(root, sub)); err == nil && fi.IsDir() {
@@ -137,7 +143,15 @@ func listFiles(dir string) ([]string, error) {
 	return out, nil
 }
 
+// rel returns path relative to the store directory, or false if it is outside.
 func (d *disk) rel(path string) (string, bool) {
+	if !filepath.IsAbs(path) {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", false
+		}
+		path = abs
+	}
 	r, err := filepath.Rel(d.root, path)
 	if err != nil || strings.HasPrefix(r, "..") {
 		return "", false

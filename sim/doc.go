@@ -89,18 +89,18 @@
 //
 // The other steps make one call at a time, so the writer's batches hold one
 // command each. A batch step holds the writer inside the log's write of a
-// commit (a hook that waits), queues two to five operations one by one (each
-// waits until Stats.Queued says it is queued, or it was refused before
-// queueing), and releases the writer: it takes them as one batch, with
-// acknowledgements of current leases merged into one entry, repeated
-// acknowledgements and admissions deferred after it, claims, wakes and starts
-// sharing it. The queue order comes from the seed, and so does the batch. The
-// calls were concurrent, so the model accepts the first order of them (the
-// queue order first) that gives the store's answers and records. Then a
-// snapshot, a crash in one, a crash, or a clean restart may follow; now and
-// then the store is reopened to take a snapshot on its own after the batch.
-// New kinds of operation in a batch, and of what follows it, are entries in
-// batchEntries and afterBatch.
+// commit (its filesystem waits at the write), queues two to five operations
+// one by one (each waits until Stats.Queued says it is queued, or it was
+// refused before queueing), and releases the writer: it takes them as one
+// batch, with acknowledgements of current leases merged into one entry,
+// repeated acknowledgements and admissions deferred after it, claims, wakes
+// and starts sharing it. The queue order comes from the seed, and so does the
+// batch. The calls were concurrent, so the model accepts the first order of
+// them (the queue order first) that gives the store's answers and records.
+// Then a snapshot, a crash in one, a crash, or a clean restart may follow; now
+// and then the store is reopened to take a snapshot on its own after the
+// batch. New kinds of operation in a batch, and of what follows it, are
+// entries in batchEntries and afterBatch.
 //
 // # The reference model
 //
@@ -122,27 +122,32 @@
 //
 // # Crash images from the real files
 //
-// The store runs on real tidwall/wal files (on tmpfs when /dev/shm exists).
-// The log's fault hooks (wal.Faults: BeforeWrite, BeforeSync, and AfterSync,
-// which names every file or directory the log fsyncs) let the durability
-// tracker (disk.go) record, at each fsync, what each file durably holds and
-// which directory entries are durable. For the code it cannot hook it relies
-// on documented facts: tidwall fsyncs a segment before creating the next, and
-// fsyncs the tail when it closes; the log's compaction renames segment files
-// out of the log oldest first with a directory fsync after each; the log's
-// rewrite of its last segment at Open fsyncs a temporary copy and renames it
-// over the segment before a directory fsync; the log prepares the next
-// segment's file (zeros, fsynced) without a hook, in the writer right after
-// the write that asks for it (wal.Faults.PrepareInline, so that the files are
-// the same on every run), and tidwall renames it to the segment's name and
-// writes the entries over its zeros: a segment's durable bytes end where its
-// entries end, whatever the file's size. The snapshot package has hooks
-// of its own (snapshot.Faults: before every file creation, rename and
-// removal, around every fsync of a file or directory), and the tracker treats
-// its directory like the log's: a file's contents are durable after its own
-// fsync, a new name, a rename and a removal only after the directory's; a
-// failed fsync of the snapshot directory leaves the names it was to make
-// durable at the mercy of every later crash. An injected storage error also
+// The store runs on real tidwall/wal files (on tmpfs when /dev/shm exists),
+// through its filesystem seam (Options.FS): the operating system's, wrapped
+// by vfs.WithFaults so that every operation on the store's files reaches the
+// simulator before it happens, and every sync before and after. The
+// simulator acts at its crash points (points.go): the steps of the log's and
+// the snapshot package's durability protocol, which it tells apart among the
+// operations (before the log changes its directory, before and after each
+// fsync the log issues itself; before each file the snapshot package
+// creates, renames or removes, before and after each of its fsyncs). The
+// syncs among them let the durability tracker (disk.go) record what each
+// file durably holds and which directory entries are durable. For the
+// operations in between it relies on documented facts: tidwall fsyncs a
+// segment before creating the next, and fsyncs the tail when it closes; the
+// log's compaction renames segment files out of the log oldest first with a
+// directory fsync after each; the log's rewrite of its last segment at Open
+// fsyncs a temporary copy and renames it over the segment before a directory
+// fsync; the log prepares the next segment's file (zeros, fsynced), in the
+// writer right after the write that asks for it (as it does on any
+// filesystem but the operating system's own, so that the files are the same
+// on every run), and tidwall renames it to the segment's name and writes the
+// entries over its zeros: a segment's durable bytes end where its entries
+// end, whatever the file's size. The tracker treats the snapshot directory
+// like the log's: a file's contents are durable after its own fsync, a new
+// name, a rename and a removal only after the directory's; a failed fsync of
+// the snapshot directory leaves the names it was to make durable at the
+// mercy of every later crash. An injected storage error also
 // stands for the kernel's answer to a failed fsync: the last segment's
 // unsynced bytes stay readable but never reach the disk through a later fsync
 // of that file (the tracker zeroes them in every later image) unless Open
@@ -156,20 +161,19 @@
 // as a journaling file system orders namespace operations); a segment removal
 // whose directory fsync did not happen undone; a rename of the rewritten last
 // segment whose directory fsync did not happen undone or not; any other
-// removal whose directory fsync did not happen undone. Crash points: inside an
-// operation at any hook of its write (before the write, before or after the
-// segment's fsync, before or after the directory's), with the hook taking the
-// image and failing the write so the store stops there; while idle; inside a
-// snapshot, at any hook of the snapshot package (the temporary file created,
-// cut short or whole, synced, renamed or not, older ones pruned) or of the
-// log's compaction (before each segment removal, before or after each
-// directory fsync); after a batch of several commands (see below); during
-// recovery itself,
-// at any hook of the torn-tail repair or of the rewrite of the last segment,
-// repeatedly; and while reopening after a storage error, in the middle of the
-// rewrite that makes the unsynced bytes durable. The crashed store is closed,
-// not used again, and its directory removed; the run continues on the image in
-// a new directory.
+// removal whose directory fsync did not happen undone. Crashes: inside an
+// operation at any crash point of its write (before the write, before or after
+// the segment's fsync, before or after the directory's), with the filesystem
+// taking the image and failing the operation so the store stops there; while
+// idle; inside a snapshot, at any crash point of the snapshot package (the
+// temporary file created, cut short or whole, synced, renamed or not, older
+// ones pruned) or of the log's compaction (before each segment removal, before
+// or after each directory fsync); after a batch of several commands (see
+// below); during recovery itself, at any crash point of the torn-tail repair
+// or of the rewrite of the last segment, repeatedly; and while reopening after
+// a storage error, in the middle of the rewrite that makes the unsynced bytes
+// durable. The crashed store is closed, not used again, and its directory
+// removed; the run continues on the image in a new directory.
 //
 // With Config.StrictDirs, a directory created since its parent's last fsync
 // may vanish too, as POSIX allows and journaling file systems do not do.
@@ -212,7 +216,7 @@
 //     no longer starts at its first entry, two snapshots whose names and
 //     contents are durable continue it.
 //
-// Injected storage errors (at any hook of a write) must fail the operation
+// Injected storage errors (at any crash point of a write) must fail the operation
 // with ErrStorageFailed, never a silent success; afterwards every write is
 // refused, the applied state is the model's, and after reopening the
 // unacknowledged commands are whole or absent. Bit rot flips a bit of a
@@ -423,7 +427,7 @@
 // with the end of its trace and the command that replays or reruns it, and
 // exits non-zero on any violation. With -coverage it also prints what the
 // seeds reached (Coverage: each operation with each result, each crash point
-// and fault by where and at which hook, the shapes of batches, the
+// and fault by where and at which crash point, the shapes of batches, the
 // boundaries) and exits non-zero when a cell of RequiredCells, which the
 // workload is meant to reach within the CI budget, stays at zero; CI runs it
 // so.

@@ -11,25 +11,25 @@ import (
 
 	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/vfs"
-	"github.com/execstore/execstore/wal"
 )
 
-// Errors the hooks return to the store. errCrash stands for the machine
-// losing power at that instant: the store's answer no longer matters, only
-// the crash image taken before returning it.
+// Errors the simulator returns to the store from its filesystem. errCrash
+// stands for the machine losing power at that instant: the store's answer no
+// longer matters, only the crash image taken before returning it.
 var (
 	errCrash = errors.New("sim: crash")
 	errFault = errors.New("sim: injected storage error")
 )
 
-// hookEvent names a point in the log's or the snapshot package's write path
-// where a hook runs.
-type hookEvent struct {
+// crashPoint names a step of the log's or the snapshot package's write path
+// where the simulator may crash the machine or fail the operation (see
+// points): the event it records there.
+type crashPoint struct {
 	kind string // "before-write", "before-sync" or "after-sync", or one of the snap* kinds
 	path string // what was synced or is written, relative to the store directory
 }
 
-// The snapshot package's hook events.
+// The snapshot package's crash points.
 const (
 	snapBeforeWrite = "snapshot before-write"
 	snapBeforeSync  = "snapshot before-sync"
@@ -38,9 +38,9 @@ const (
 
 // snapshot reports whether the event is in snapshot writing or pruning
 // rather than in the log.
-func (e hookEvent) snapshot() bool { return strings.HasPrefix(e.kind, "snapshot ") }
+func (e crashPoint) snapshot() bool { return strings.HasPrefix(e.kind, "snapshot ") }
 
-func (e hookEvent) String() string {
+func (e crashPoint) String() string {
 	if e.path == "" {
 		return e.kind
 	}
@@ -56,27 +56,30 @@ func traceName(rel string) string {
 	return rel
 }
 
-// plan is an armed crash or storage fault: it fires at the at-th hook event
+// plan is an armed crash or storage fault: it fires at the at-th crash point
 // (counting from 1) after it is armed.
 type plan struct {
 	at    int
 	crash bool // crash: take an image, then fail the operation; fault: only fail it
 
 	events int
-	fired  *hookEvent
+	fired  *crashPoint
 	image  *crashImage
 	err    error // taking the image failed
 }
 
-// hooks connects the log's fault hooks to the durability tracker and to the
-// armed plan. The hooks run in the store's writer goroutine, its snapshot
+// storage is the simulator's end of the store's filesystem: it connects the
+// crash points to the durability tracker and to the armed plan. Its
+// filesystem's operations run in the store's writer goroutine, its snapshot
 // goroutine, or in Open; the driver reads the outcome only after a barrier.
-type hooks struct {
+type storage struct {
 	mu   sync.Mutex
 	disk *disk
 	plan *plan
 	rng  *rand.Rand // for the image; the driver does not draw while armed
 	gate *gate      // holds the writer at the log's next write
+	// points tells the store's crash points among its filesystem operations.
+	points points
 }
 
 // gate holds the store's writer inside the log's next write: closed held
@@ -86,7 +89,7 @@ type gate struct {
 }
 
 // holdNext arms a gate for the log's next write.
-func (h *hooks) holdNext() *gate {
+func (h *storage) holdNext() *gate {
 	g := &gate{held: make(chan struct{}), release: make(chan struct{})}
 	h.mu.Lock()
 	h.gate = g
@@ -95,7 +98,7 @@ func (h *hooks) holdNext() *gate {
 }
 
 // wait holds the calling writer at an armed gate until it is released.
-func (h *hooks) wait() {
+func (h *storage) wait() {
 	h.mu.Lock()
 	g := h.gate
 	h.gate = nil
@@ -106,36 +109,44 @@ func (h *hooks) wait() {
 	}
 }
 
-func (h *hooks) faults() *wal.Faults {
-	return &wal.Faults{
-		BeforeWrite: func() error {
-			h.wait()
-			return h.event(hookEvent{kind: "before-write"}, "")
-		},
-		BeforeSync: func() error { return h.event(hookEvent{kind: "before-sync"}, "") },
-		AfterSync: func(path string) error {
-			return h.event(hookEvent{kind: "after-sync"}, path)
-		},
-		// The next segment's file is prepared in the writer, right after the
-		// write that asks for it: what the log directory holds, and so every
-		// crash image, does not depend on timing.
-		PrepareInline: true,
+// fs is the store's filesystem: the operating system's, with every
+// operation reported to the simulator, which crashes the machine or fails
+// the operation at its crash points (see points). The store prepares the
+// next segment's file in the writer, right after the write that asks for it,
+// as it does on any filesystem but the operating system's own: what the log
+// directory holds, and so every crash image, does not depend on timing.
+func (h *storage) fs() vfs.FS { return vfs.WithFaults(vfs.Default, h.op) }
+
+// op is the simulator's side of the store's filesystem: it maps an operation
+// to its crash point, if it is one, and records it. The writer is held at a
+// gate (holdNext) at the log's next change of its directory.
+func (h *storage) op(o vfs.Op) error {
+	h.mu.Lock()
+	d := h.disk
+	var pt point
+	if d != nil {
+		rel, _ := d.rel(o.Path)
+		pt = h.points.classify(o, rel)
 	}
+	h.mu.Unlock()
+	if !pt.ok {
+		return nil
+	}
+	if pt.ev.kind == "before-write" {
+		h.wait()
+	}
+	err := h.event(pt.ev, pt.synced)
+	if err != nil {
+		h.mu.Lock()
+		h.points.failed(pt.ev)
+		h.mu.Unlock()
+	}
+	return err
 }
 
-// snapshotFaults connects the snapshot package's hooks like faults does the
-// log's.
-func (h *hooks) snapshotFaults() *snapshot.Faults {
-	return &snapshot.Faults{
-		BeforeWrite: func(path string) error { return h.event(hookEvent{kind: snapBeforeWrite, path: path}, "") },
-		BeforeSync:  func(path string) error { return h.event(hookEvent{kind: snapBeforeSync, path: path}, "") },
-		AfterSync:   func(path string) error { return h.event(hookEvent{kind: snapAfterSync}, path) },
-	}
-}
-
-// event records a hook call. An after-sync first makes what was synced
-// durable: the fsync happened, whatever the hook answers.
-func (h *hooks) event(ev hookEvent, synced string) error {
+// event records a crash point reached. An after-sync first makes what was
+// synced durable: the fsync happened, whatever the simulator answers.
+func (h *storage) event(ev crashPoint, synced string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	d := h.disk
@@ -173,7 +184,7 @@ func (h *hooks) event(ev hookEvent, synced string) error {
 			}
 			return errFault
 		}
-		// Whatever the hook stands for, the kernel may have dropped the last
+		// Whatever the crash point stands for, the kernel may have dropped the last
 		// segment's unsynced pages: a failed fsync leaves them clean.
 		p.err = d.storageError()
 		return errFault
@@ -183,13 +194,13 @@ func (h *hooks) event(ev hookEvent, synced string) error {
 }
 
 // arm installs a plan; disarm removes it and returns it.
-func (h *hooks) arm(p *plan) {
+func (h *storage) arm(p *plan) {
 	h.mu.Lock()
 	h.plan = p
 	h.mu.Unlock()
 }
 
-func (h *hooks) disarm() *plan {
+func (h *storage) disarm() *plan {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	p := h.plan
@@ -197,14 +208,17 @@ func (h *hooks) disarm() *plan {
 	return p
 }
 
-func (h *hooks) setDisk(d *disk) {
+func (h *storage) setDisk(d *disk) {
 	h.mu.Lock()
 	h.disk = d
+	h.points.reset()
+	h.points.prepared = false
 	h.mu.Unlock()
 }
 
-// quiescentImage takes a crash image while no hook can run (the store is idle).
-func (h *hooks) quiescentImage() (*crashImage, error) {
+// quiescentImage takes a crash image while no crash point can be reached (the
+// store is idle).
+func (h *storage) quiescentImage() (*crashImage, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.disk.image(h.rng)
@@ -213,7 +227,7 @@ func (h *hooks) quiescentImage() (*crashImage, error) {
 // durableSnapshots lists the indexes of the snapshots every crash keeps whole:
 // name and contents durable. (Nothing damages the live directory's files: a
 // snapshot whose contents are durable reads back.)
-func (h *hooks) durableSnapshots() ([]uint64, error) {
+func (h *storage) durableSnapshots() ([]uint64, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	d := h.disk

@@ -98,7 +98,7 @@ func rotCandidates(im *crashImage) []rotCandidate {
 // that the store refuses to open it. The run continues on the undamaged store.
 func (w *world) rot() error {
 	w.barrier()
-	im, err := w.hooks.quiescentImage()
+	im, err := w.storage.quiescentImage()
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (w *world) rot() error {
 		return err
 	}
 	opts := w.opts
-	opts.WALFaults, opts.SnapshotFaults = nil, nil
+	opts.FS = nil
 	s, err := execstore.Open(dir, opts)
 	w.tr.line("%d rot: %s offset %d (entry %d) -> %v", w.ops, f.rel, c.off, c.index, err != nil)
 	if err == nil {
@@ -133,7 +133,7 @@ func (w *world) rot() error {
 // continues on the undamaged store.
 func (w *world) snapshotRot() error {
 	w.barrier()
-	im, err := w.hooks.quiescentImage()
+	im, err := w.storage.quiescentImage()
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func (w *world) snapshotRot() error {
 		return err
 	}
 	opts := w.opts
-	opts.WALFaults, opts.SnapshotFaults = nil, nil
+	opts.FS = nil
 	s, err := execstore.Open(dir, opts)
 	w.tr.line("%d snapshot rot: %s offset %d -> %v", w.ops, f.rel, off, err == nil)
 	if err != nil {

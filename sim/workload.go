@@ -89,7 +89,7 @@ var writerOps = []func(w *world) *op{
 	(*world).genWatch, (*world).genPutSchedule, (*world).genDeleteSchedule,
 }
 
-// crashInOp crashes at a hook inside an operation's write (before the write,
+// crashInOp crashes at a crash point inside an operation's write (before the write,
 // before or after an fsync); if the operation writes nothing, the store
 // crashes idle after it.
 func (w *world) crashInOp() error {
@@ -101,14 +101,14 @@ func (w *world) crashInOp() error {
 	return w.crashNow("idle, after an operation that wrote nothing")
 }
 
-// fault injects a storage error at a hook inside an operation's write.
+// fault injects a storage error at a crash point inside an operation's write.
 func (w *world) fault() error {
 	o := writerOps[w.rng.IntN(len(writerOps))](w)
 	_, err := w.runArmed(o, &plan{at: w.pickEvent()})
 	return err
 }
 
-// pickEvent picks the hook event to act at. A write's events are: before
+// pickEvent picks the crash point to act at. A write's are: before
 // the write, before the segment's fsync, after it, and when the write created
 // a segment, before and after the directory's fsync. Before the segment's
 // fsync is the richest moment (the batch is written and not durable), so it

@@ -44,20 +44,20 @@ func violationf(format string, args ...any) error {
 type world struct {
 	cfg  Config
 	seed uint64
-	rng  *rand.Rand // drives the workload; the hooks draw from their own
+	rng  *rand.Rand // drives the workload; the storage draws from its own
 	// feedRng drives the listings and feed reads (feed.go), so that adding
 	// them left the rest of every seed's run as it was.
 	feedRng *rand.Rand
 
-	clock clock
-	opts  execstore.Options
-	hooks *hooks
-	base  string // this seed's directory
-	gen   int    // store directories created so far
-	dir   string // the current store directory
-	store *execstore.Store
-	model *model
-	tr    *trace
+	clock   clock
+	opts    execstore.Options
+	storage *storage
+	base    string // this seed's directory
+	gen     int    // store directories created so far
+	dir     string // the current store directory
+	store   *execstore.Store
+	model   *model
+	tr      *trace
 
 	userIDs  []string
 	stepKeys []string
@@ -93,7 +93,7 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		millis:   map[int64]bool{},
 		cov:      Coverage{},
 	}
-	w.hooks = &hooks{rng: rand.New(rand.NewPCG(seed, 0xd15c))}
+	w.storage = &storage{rng: rand.New(rand.NewPCG(seed, 0xd15c))}
 	w.feedRng = rand.New(rand.NewPCG(seed, 0xfeed))
 	w.clock.set(simEpoch.UnixNano())
 	segment := []int{512, 1024, 2048, 4096, 16 << 10, 256 << 10}[w.rng.IntN(6)]
@@ -108,10 +108,9 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		Now:              w.clock.Now,
 		Limits:           simLimits(),
 		SegmentSize:      segment,
-		SnapshotEntries:  1 << 40, // snapshots only when the workload asks, so hooks fire in a known order
+		SnapshotEntries:  1 << 40, // snapshots only when the workload asks, so crash points come in a known order
 		SnapshotWALBytes: 1 << 40,
-		WALFaults:        w.hooks.faults(),
-		SnapshotFaults:   w.hooks.snapshotFaults(),
+		FS:               w.storage.fs(),
 		IDRand:           &lockedReader{r: rand.NewChaCha8(idKey)},
 		ScheduleCheck:    -1, // occurrences are reached at writes only (schedules.go)
 		ScheduleGrace:    simScheduleGrace,
@@ -171,7 +170,7 @@ func (w *world) openFresh() error {
 	if err != nil {
 		return err
 	}
-	w.hooks.setDisk(d)
+	w.storage.setDisk(d)
 	s, err := execstore.Open(w.dir, w.opts)
 	if err != nil {
 		return violationf("a new store does not open: %v", err)
@@ -219,14 +218,14 @@ func (w *world) crashTo(im *crashImage, why string) error {
 		if err != nil {
 			return err
 		}
-		w.hooks.setDisk(d)
+		w.storage.setDisk(d)
 		var p *plan
 		if attempt < 2 && w.rng.IntN(3) == 0 {
 			p = &plan{at: 1 + w.rng.IntN(recoveryEvents), crash: true}
-			w.hooks.arm(p)
+			w.storage.arm(p)
 		}
 		s, err := execstore.Open(w.dir, w.opts)
-		w.hooks.disarm()
+		w.storage.disarm()
 		if p != nil && p.fired != nil {
 			if err == nil {
 				s.Close()
@@ -261,7 +260,7 @@ func (im *crashImage) describe() string {
 	return s
 }
 
-// recoveryEvents bounds the hook event a crash during recovery picks: the
+// recoveryEvents bounds the crash point a crash during recovery picks: the
 // parent directory's fsync, the rewrite of the last segment (before the
 // write, around its fsync and the directory's) and the directory's fsync at
 // the end are 9 events; a torn-tail repair adds more before the rewrite.
@@ -274,7 +273,7 @@ func (w *world) cleanRestart() error {
 		return violationf("Close: %v", err)
 	}
 	w.store = nil
-	if err := w.hooks.disk.closed(); err != nil {
+	if err := w.storage.disk.closed(); err != nil {
 		return err
 	}
 	w.tr.line("close and reopen")
@@ -328,7 +327,7 @@ func (w *world) afterOpen() error {
 // only what was not durable, and the fallback path (the older snapshot, the
 // log between the two) was. Waiting also keeps the snapshot it would take
 // on damage from running in the background of the next operations, where
-// its hooks would fire at times the seed does not fix. The bound only keeps
+// its crash points would come at times the seed does not fix. The bound only keeps
 // a wrong store from hanging the run.
 func (w *world) fallbackChecked() error {
 	deadline := time.Now().Add(30 * time.Second)
@@ -376,10 +375,10 @@ func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
 	before := st.WALLastIndex
 	m0 := w.model.clone()
 	clock := w.clock.nanos()
-	w.hooks.arm(p)
+	w.storage.arm(p)
 	got := o.call(w.store)
 	w.barrier()
-	w.hooks.disarm()
+	w.storage.disarm()
 	if p.fired == nil {
 		return false, w.settle(o, clock, got)
 	}
@@ -452,7 +451,7 @@ func (w *world) failStopped(unacked []pending) error {
 		return violationf("Close after a storage error: %v", err)
 	}
 	w.store = nil
-	if err := w.hooks.disk.closed(); err != nil {
+	if err := w.storage.disk.closed(); err != nil {
 		return err
 	}
 	w.tr.line("reopen after a storage error (%d unacknowledged)", len(unacked))
@@ -462,10 +461,10 @@ func (w *world) failStopped(unacked []pending) error {
 	var p *plan
 	if w.rng.IntN(3) == 0 {
 		p = &plan{at: 1 + w.rng.IntN(recoveryEvents), crash: true}
-		w.hooks.arm(p)
+		w.storage.arm(p)
 	}
 	s, err := execstore.Open(w.dir, w.opts)
-	w.hooks.disarm()
+	w.storage.disarm()
 	if p != nil && p.fired != nil {
 		if err == nil {
 			s.Close()
@@ -574,7 +573,7 @@ func (w *world) replayTwice() error {
 		return err
 	}
 	opts := w.opts
-	opts.WALFaults, opts.SnapshotFaults = nil, nil
+	opts.FS = nil
 	s, err := execstore.Open(tmp, opts)
 	if err != nil {
 		return violationf("a second replay of the recovered log does not open: %v", err)
@@ -605,7 +604,7 @@ func (w *world) crashNow(why string) error {
 	w.cover("crash", "idle", "idle")
 	w.barrier()
 	last := w.lastIndex()
-	im, err := w.hooks.quiescentImage()
+	im, err := w.storage.quiescentImage()
 	if err != nil {
 		return err
 	}
@@ -623,17 +622,17 @@ func (w *world) lastIndex() uint64 {
 	return st.WALLastIndex
 }
 
-// snapshotCrash takes a snapshot and crashes in the middle of it: at a hook
-// of the snapshot package (creating, writing, syncing, renaming, pruning,
-// syncing the directory) or of the log's compaction. Past every hook, it
+// snapshotCrash takes a snapshot and crashes in the middle of it: at a crash
+// point of the snapshot package (creating, syncing, renaming, pruning,
+// syncing the directory) or of the log's compaction. Past every one, it
 // crashes idle after the snapshot.
 func (w *world) snapshotCrash() error {
 	w.barrier()
 	last := w.lastIndex()
 	p := &plan{at: 1 + w.rng.IntN(snapshotEvents(w.dir)), crash: true}
-	w.hooks.arm(p)
+	w.storage.arm(p)
 	err := w.store.Snapshot(context.Background())
-	w.hooks.disarm()
+	w.storage.disarm()
 	if p.fired == nil {
 		if err != nil {
 			return violationf("Snapshot: %v", err)
@@ -656,7 +655,7 @@ func (w *world) snapshotCrash() error {
 	return w.reconcile(last, nil)
 }
 
-// snapshotEvents bounds the hook event a crash or fault in a snapshot picks:
+// snapshotEvents bounds the crash point a crash or fault in a snapshot picks:
 // the snapshot package's (the store directory's fsync around, the temporary
 // file's creation and fsync, the rename, the directory's fsync: 8), then
 // pruning (a removal each, the directory's fsync), then the log's compaction.
@@ -669,7 +668,7 @@ func snapshotEvents(dir string) int {
 	return 8 + prune + compactionEvents(dir)
 }
 
-// compactionEvents bounds the hook events of the log's compaction after a
+// compactionEvents bounds the crash points of the log's compaction after a
 // snapshot. The snapshot about to be taken keeps the newest one there is, so
 // the log is compacted to the segment holding the entry after it: three
 // events per segment file removed (before the removal, around the directory's
@@ -715,9 +714,9 @@ func (w *world) snapshotFault() error {
 	w.barrier()
 	last := w.lastIndex()
 	p := &plan{at: 1 + w.rng.IntN(snapshotEvents(w.dir))}
-	w.hooks.arm(p)
+	w.storage.arm(p)
 	err := w.store.Snapshot(context.Background())
-	w.hooks.disarm()
+	w.storage.disarm()
 	if p.err != nil {
 		return p.err
 	}
@@ -777,7 +776,7 @@ func (w *world) checkCompaction() error {
 	if st.WALFirstIndex <= 1 {
 		return nil
 	}
-	kept, err := w.hooks.durableSnapshots()
+	kept, err := w.storage.durableSnapshots()
 	if err != nil {
 		return err
 	}
