@@ -73,18 +73,20 @@ type Peer = replica.Server
 // ReplicaOptions configures OpenReplicated.
 type ReplicaOptions struct {
 	// Options are the store's own. Now stamps the commands while this node
-	// leads (it is also the node's clock), NoSync applies to the raft log.
-	// The snapshot cadence, SegmentSize and the fault hooks of the
-	// single-node log are not used: raft decides when to snapshot
-	// (Node.SnapshotThreshold) and the log store is Node.WAL's.
+	// leads (it is also the node's clock), NoSync applies to the raft log,
+	// FS holds the directory and its lock. The snapshot cadence, SegmentSize
+	// and the fault hooks of the single-node log are not used: raft decides
+	// when to snapshot (Node.SnapshotThreshold) and the log store is
+	// Node.WAL's.
 	Options
 	// Node configures this node: ID and BindAddr (or Transport) are
 	// required. Its Clock and Logger default to Options.Now and
-	// Options.Logger, its WAL.NoSync to Options.NoSync. (The writer sends
-	// each batch as one raft
-	// log of up to replica.MaxEnvelopeCommands commands, so the default
-	// MaxAppendEntries, 64 logs of at most replica.MaxEnvelopeBytes each,
-	// bounds an append to 256 MiB.)
+	// Options.Logger, its WAL.NoSync to Options.NoSync, its WAL.FS to
+	// Options.FS (raft's own snapshot files are on the operating system's
+	// filesystem). (The writer sends each batch as one raft log of up to
+	// replica.MaxEnvelopeCommands commands, so the default MaxAppendEntries,
+	// 64 logs of at most replica.MaxEnvelopeBytes each, bounds an append to
+	// 256 MiB.)
 	Node replica.NodeOptions
 	// Peers, when set, bootstrap a new cluster with these members (this node
 	// among them) the first time the directory is opened; a directory that
@@ -134,6 +136,9 @@ func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 		no.Logger = s.logger
 	}
 	no.WAL.NoSync = no.WAL.NoSync || s.opts.NoSync
+	if no.WAL.FS == nil {
+		no.WAL.FS = s.opts.FS
+	}
 	hooks := replica.FSMOptions{
 		Lock:     &s.rw,
 		Restored: rc.restored,

@@ -67,7 +67,8 @@ type NodeOptions struct {
 	TrailingLogs uint64
 	// SnapshotsRetained: snapshot files kept. Default 2.
 	SnapshotsRetained int
-	// WAL configures the log store's write-ahead log. Default: wal's defaults.
+	// WAL configures the log store's write-ahead log. Default: wal's defaults. Its FS holds
+	// the stable store's file (dir/raft) too; raft's snapshot store writes its own files.
 	WAL wal.Options
 	// Transport, when non-nil, carries raft's messages instead of a TCP transport on
 	// BindAddr (which is then not required): raft's in-memory transport in tests and the
@@ -224,7 +225,7 @@ func Open(dir string, opts NodeOptions, hooks FSMOptions) (_ *Node, err error) {
 	if n.logs, err = OpenLogStore(filepath.Join(dir, "wal"), opts.WAL); err != nil {
 		return nil, err
 	}
-	if n.stable, err = OpenStableStore(filepath.Join(dir, "raft"), StableOptions{}); err != nil {
+	if n.stable, err = OpenStableStore(filepath.Join(dir, "raft"), StableOptions{FS: opts.WAL.FS}); err != nil {
 		return nil, err
 	}
 	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), opts.SnapshotsRetained,

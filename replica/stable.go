@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/execstore/execstore/internal/faults"
+	"github.com/execstore/execstore/vfs"
 )
 
 // The stable store's file, replaced whole on every change. Part of the on-disk format.
@@ -59,34 +59,31 @@ type StableStore struct {
 	closed bool
 }
 
-// StableOptions configures OpenStableStore. The zero value syncs.
+// StableOptions configures OpenStableStore. The zero value syncs, on the operating system's
+// filesystem.
 type StableOptions struct {
 	// NoSync skips the fsyncs (tests and benchmarks only). Default false.
 	NoSync bool
-	// Faults injects storage errors for tests. Default nil (none).
-	Faults *Faults
+	// FS holds the store's file. Default vfs.Default, the operating system's.
+	FS vfs.FS
 }
-
-// Faults lets tests inject storage errors into the stable store, as wal.Faults does for the
-// log. Each func, when non-nil, is called with the path it acts on; a non-nil return makes
-// that operation fail with it. BeforeWrite precedes writing the temporary file and the
-// rename over the file; BeforeSync precedes every fsync (the temporary file, the directory);
-// AfterSync follows every fsync that succeeded.
-type Faults = faults.Hooks
 
 var _ raft.StableStore = (*StableStore)(nil)
 
 // OpenStableStore opens (or creates) the stable store in dir. A leftover temporary file (a
 // crash before its rename) is removed: the file it was to replace is whole.
 func OpenStableStore(dir string, opts StableOptions) (*StableStore, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	if err := opts.FS.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("replica: open stable store: %w", err)
 	}
-	if err := os.Remove(filepath.Join(dir, stableTemp)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := opts.FS.Remove(filepath.Join(dir, stableTemp)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("replica: open stable store: %w", err)
 	}
 	s := &StableStore{dir: dir, opts: opts, kv: map[string][]byte{}}
-	data, err := os.ReadFile(filepath.Join(dir, stableName))
+	data, err := vfs.ReadFile(opts.FS, filepath.Join(dir, stableName))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return s, nil
@@ -180,30 +177,23 @@ func (s *StableStore) set(key, val []byte) error {
 // the directory.
 func (s *StableStore) replace(data []byte) error {
 	temp, final := filepath.Join(s.dir, stableTemp), filepath.Join(s.dir, stableName)
-	f := s.opts.Faults
-	if err := f.Write(temp); err != nil {
+	fs := s.opts.FS
+	if err := writeSynced(fs, temp, data, s.opts.NoSync); err != nil {
+		fs.Remove(temp)
 		return err
 	}
-	if err := writeSynced(temp, data, s.opts); err != nil {
-		os.Remove(temp)
-		return err
-	}
-	if err := f.Write(final); err != nil {
-		os.Remove(temp)
-		return err
-	}
-	if err := os.Rename(temp, final); err != nil {
-		os.Remove(temp)
+	if err := fs.Rename(temp, final); err != nil {
+		fs.Remove(temp)
 		return err
 	}
 	if s.opts.NoSync {
 		return nil
 	}
-	return syncDir(s.dir, f)
+	return vfs.SyncDir(fs, s.dir)
 }
 
-func writeSynced(path string, data []byte, opts StableOptions) error {
-	file, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o640)
+func writeSynced(fs vfs.FS, path string, data []byte, noSync bool) error {
+	file, err := fs.Create(path)
 	if err != nil {
 		return err
 	}
@@ -211,34 +201,12 @@ func writeSynced(path string, data []byte, opts StableOptions) error {
 	if _, err := file.Write(data); err != nil {
 		return err
 	}
-	if !opts.NoSync {
-		if err := fsync(file, path, opts.Faults); err != nil {
+	if !noSync {
+		if err := file.Sync(); err != nil {
 			return err
 		}
 	}
 	return file.Close()
-}
-
-func fsync(file *os.File, path string, f *Faults) error {
-	if err := f.Sync(path); err != nil {
-		return err
-	}
-	if err := file.Sync(); err != nil {
-		return err
-	}
-	return f.Synced(path)
-}
-
-func syncDir(dir string, f *Faults) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := fsync(d, dir, f); err != nil {
-		return err
-	}
-	return d.Close()
 }
 
 // encodeStable encodes kv in the file layout, keys ascending.

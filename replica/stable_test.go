@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/execstore/execstore/vfs"
 )
 
 func openStable(t testing.TB, dir string, opts StableOptions) *StableStore {
@@ -188,42 +190,47 @@ func TestStableStoreRemovesATemporaryFileLeftByACrash(t *testing.T) {
 func TestStableStoreReplacesItsFileDurablyInOrder(t *testing.T) {
 	dir := t.TempDir()
 	var events []string
-	rec := func(kind string) func(string) error {
-		return func(path string) error {
-			events = append(events, kind+" "+filepath.Base(path))
-			return nil
+	recording := false
+	fs := vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if recording {
+			name := filepath.Base(op.Path)
+			if op.NewPath != "" {
+				name += " -> " + filepath.Base(op.NewPath)
+			}
+			events = append(events, op.Kind.String()+" "+name)
 		}
-	}
-	s := openStable(t, dir, StableOptions{Faults: &Faults{BeforeWrite: rec("write"), BeforeSync: rec("sync"), AfterSync: rec("synced")}})
+		return nil
+	})
+	s := openStable(t, dir, StableOptions{FS: fs})
 	defer s.Close()
+	recording = true
 	if err := s.SetUint64([]byte("CurrentTerm"), 1); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"write stable.tmp", "sync stable.tmp", "synced stable.tmp", "write stable", "sync " + filepath.Base(dir), "synced " + filepath.Base(dir)}
+	want := []string{"create stable.tmp", "write stable.tmp", "sync stable.tmp", "synced stable.tmp",
+		"rename stable.tmp -> stable", "sync " + filepath.Base(dir), "synced " + filepath.Base(dir)}
 	if !slices.Equal(events, want) {
 		t.Fatalf("steps of a Set:\n got %q\nwant %q", events, want)
 	}
 }
 
 func TestStableStoreFailStopsAfterAStorageError(t *testing.T) {
-	for _, failAt := range []string{"write stable.tmp", "sync stable.tmp", "write stable", "sync dir"} {
+	for _, failAt := range []string{"create stable.tmp", "write stable.tmp", "sync stable.tmp", "rename stable.tmp", "sync dir"} {
 		t.Run(failAt, func(t *testing.T) {
 			dir := t.TempDir()
 			armed := false
 			injected := errors.New("injected")
-			hook := func(kind string) func(string) error {
-				return func(path string) error {
-					name := filepath.Base(path)
-					if path == dir {
-						name = "dir"
-					}
-					if armed && kind+" "+name == failAt {
-						return injected
-					}
-					return nil
+			fs := vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+				name := filepath.Base(op.Path)
+				if op.Path == dir {
+					name = "dir"
 				}
-			}
-			s := openStable(t, dir, StableOptions{Faults: &Faults{BeforeWrite: hook("write"), BeforeSync: hook("sync")}})
+				if armed && op.Kind.String()+" "+name == failAt {
+					return injected
+				}
+				return nil
+			})
+			s := openStable(t, dir, StableOptions{FS: fs})
 			if err := s.SetUint64([]byte("CurrentTerm"), 1); err != nil {
 				t.Fatal(err)
 			}
