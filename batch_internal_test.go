@@ -14,7 +14,7 @@ import (
 // earlier batch.
 func TestBatchedConflictFailsOnlyItsOwnCaller(t *testing.T) {
 	gate := newWriterGate()
-	s, err := Open(t.TempDir(), Options{WALFaults: gate.faults()})
+	s, err := Open(t.TempDir(), Options{FS: gate.fs()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,13 @@ package execstore
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/execstore/execstore/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // patience bounds every wait for something that must happen, so that a broken
@@ -51,15 +53,31 @@ func newWriterGate() *writerGate {
 	return &writerGate{held: make(chan struct{}), release: make(chan struct{})}
 }
 
-// faults returns the WAL fault hooks that hold the writer.
-func (g *writerGate) faults() *wal.Faults {
-	return &wal.Faults{BeforeWrite: func() error {
+// fs is the operating system's filesystem with the gate at the log's writes.
+func (g *writerGate) fs() vfs.FS {
+	return atLogWrites(func() {
 		if g.armed.CompareAndSwap(true, false) {
 			close(g.held)
 			<-g.release
 		}
+	})
+}
+
+// atLogWrites is the operating system's filesystem, calling at before each write to a
+// segment file of a store's write-ahead log: a write of the entries of a batch.
+func atLogWrites(at func()) vfs.FS {
+	return vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if op.Kind == vfs.OpWrite && isSegment(op.Path) {
+			at()
+		}
 		return nil
-	}}
+	})
+}
+
+// isSegment reports whether path names a segment file of a store's log.
+func isSegment(path string) bool {
+	name := filepath.Base(path)
+	return filepath.Base(filepath.Dir(path)) == "wal" && len(name) == 20 && strings.Trim(name, "0123456789") == ""
 }
 
 // arm makes the next WAL write wait for open.
@@ -92,7 +110,7 @@ type gatedStore struct {
 func openGated(t *testing.T, dir string, opts Options) *gatedStore {
 	t.Helper()
 	g := &gatedStore{t: t, gate: newWriterGate()}
-	opts.WALFaults = g.gate.faults()
+	opts.FS = g.gate.fs()
 	s, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)

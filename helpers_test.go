@@ -3,11 +3,14 @@ package execstore_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/vfs"
 )
 
 // t0 is the injected clock's start: every test's times are relative to it.
@@ -236,4 +239,19 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// onLog is the operating system's filesystem, calling at with each write (vfs.OpWrite) or
+// fsync (vfs.OpSyncData) of a segment file of a store's write-ahead log: the write of a
+// batch's entries, and the fsync that makes them durable. An error from at fails that
+// operation, as a disk would.
+func onLog(kind vfs.OpKind, at func() error) vfs.FS {
+	return vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		name := filepath.Base(op.Path)
+		segment := filepath.Base(filepath.Dir(op.Path)) == "wal" && len(name) == 20 && strings.Trim(name, "0123456789") == ""
+		if op.Kind == kind && segment {
+			return at()
+		}
+		return nil
+	})
 }

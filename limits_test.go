@@ -9,14 +9,15 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
 	"github.com/google/go-cmp/cmp"
 )
 
 // writerHold holds the store's writer inside its next WAL write, through the
-// public fault hook. A request queued meanwhile cannot be answered until the
-// hold lets go, so an answer that arrives while the writer is held came from
-// the caller's goroutine.
+// store's filesystem (Options.FS). A request queued meanwhile cannot be
+// answered until the hold lets go, so an answer that arrives while the writer
+// is held came from the caller's goroutine.
 type writerHold struct {
 	armed   atomic.Bool
 	held    chan struct{}
@@ -33,13 +34,13 @@ func holdingFixture(t *testing.T, limits execstore.Limits) (*fixture, *writerHol
 	f := newFixture(t)
 	f.s.Close()
 	f.opts.Limits = limits
-	f.opts.WALFaults = &wal.Faults{BeforeWrite: func() error {
+	f.opts.FS = onLog(vfs.OpWrite, func() error {
 		if h.armed.CompareAndSwap(true, false) {
 			close(h.held)
 			<-h.release
 		}
 		return nil
-	}}
+	})
 	f.open()
 	t.Cleanup(h.let) // runs before the fixture's Close
 	return f, h

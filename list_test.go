@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/wal"
+	"github.com/execstore/execstore/vfs"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -350,13 +350,13 @@ func TestAChangeIsNotVisibleBeforeItsBatchIsSynced(t *testing.T) {
 	syncing, release := make(chan struct{}), make(chan struct{})
 	var armed atomic.Bool
 	f.opts.NoSync = false
-	f.opts.WALFaults = &wal.Faults{BeforeSync: func() error {
+	f.opts.FS = onLog(vfs.OpSyncData, func() error {
 		if armed.CompareAndSwap(true, false) {
 			close(syncing)
 			<-release
 		}
 		return nil
-	}}
+	})
 	f.open()
 	armed.Store(true)
 	admitted := make(chan error, 1)

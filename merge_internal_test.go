@@ -14,7 +14,7 @@ import (
 func TestConcurrentAcknowledgementsShareOneEntry(t *testing.T) {
 	dir := t.TempDir()
 	gate := newWriterGate() // holds the writer so that the acknowledgements queue up behind it
-	s, err := Open(dir, Options{NoSync: true, WALFaults: gate.faults()})
+	s, err := Open(dir, Options{NoSync: true, FS: gate.fs()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +13,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/snapshot"
+	"github.com/execstore/execstore/vfs"
 )
 
 // A fenced write refused for a lost lease is logged as a warning naming an
@@ -257,14 +258,16 @@ func TestGaugesShowTheSnapshotInFlight(t *testing.T) {
 	f := newFixture(t)
 	f.s.Close()
 	hold, held := make(chan struct{}), make(chan struct{}, 1)
-	f.opts.SnapshotFaults = &snapshot.Faults{BeforeWrite: func(string) error {
-		select {
-		case held <- struct{}{}:
-		default:
+	f.opts.FS = vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if op.Kind == vfs.OpCreate && filepath.Base(filepath.Dir(op.Path)) == "snapshots" {
+			select { // the snapshot's temporary file
+			case held <- struct{}{}:
+			default:
+			}
+			<-hold
 		}
-		<-hold
 		return nil
-	}}
+	})
 	f.open()
 	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"})
 	running := func() time.Duration {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/execstore/execstore/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // batchGate holds the writer inside its WAL write each time it is armed, so
@@ -20,20 +20,19 @@ type batchGate struct {
 	release chan struct{}
 }
 
-func (g *batchGate) faults() *wal.Faults {
-	return &wal.Faults{BeforeWrite: func() error {
+func (g *batchGate) fs() vfs.FS {
+	return atLogWrites(func() {
 		g.mu.Lock()
 		if !g.armed {
 			g.mu.Unlock()
-			return nil
+			return
 		}
 		g.armed = false
 		held, release := g.held, g.release
 		g.mu.Unlock()
 		close(held)
 		<-release
-		return nil
-	}}
+	})
 }
 
 // arm makes the next WAL write wait until release is closed; held is closed
@@ -65,7 +64,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 func TestANoOpIsAnsweredBeforeTheBatchItCameWithIsWritten(t *testing.T) {
 	clock := &testClock{t: time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)}
 	gate := &batchGate{}
-	s, err := Open(t.TempDir(), Options{NoSync: true, Now: clock.now, WALFaults: gate.faults()})
+	s, err := Open(t.TempDir(), Options{NoSync: true, Now: clock.now, FS: gate.fs()})
 	if err != nil {
 		t.Fatal(err)
 	}

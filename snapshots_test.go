@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
 	"github.com/google/go-cmp/cmp"
 )
@@ -309,12 +310,12 @@ func TestSnapshotOfAFailedStoreAnswersWithTheFailure(t *testing.T) {
 	var broken atomic.Bool
 	injected := errors.New("injected sync failure")
 	f.opts.NoSync = false
-	f.opts.WALFaults = &wal.Faults{BeforeSync: func() error {
+	f.opts.FS = onLog(vfs.OpSyncData, func() error {
 		if broken.Load() {
 			return injected
 		}
 		return nil
-	}}
+	})
 	f.open()
 	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
 	broken.Store(true)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 func TestStorageFailureStopsEveryWriteUntilReopened(t *testing.T) {
@@ -28,11 +28,9 @@ func TestStorageFailureStopsEveryWriteUntilReopened(t *testing.T) {
 				return nil
 			}
 			f.opts.NoSync = false
-			f.opts.WALFaults = &wal.Faults{}
-			if where == "write" {
-				f.opts.WALFaults.BeforeWrite = fault
-			} else {
-				f.opts.WALFaults.BeforeSync = fault
+			f.opts.FS = onLog(vfs.OpWrite, fault)
+			if where == "sync" {
+				f.opts.FS = onLog(vfs.OpSyncData, fault)
 			}
 			f.open()
 			f.admit(execstore.AdmitRequest{ExecutionID: "kept", WorkflowID: "w"})

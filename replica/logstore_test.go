@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 
+	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
 )
 
@@ -247,10 +250,18 @@ func TestLogStoreIsMonotonic(t *testing.T) {
 func TestLogStoreStoresOneBatchWithOneWriteAndOneFsync(t *testing.T) {
 	var writes, syncs int
 	opts := testWAL
-	opts.Faults = &wal.Faults{
-		BeforeWrite: func() error { writes++; return nil },
-		BeforeSync:  func() error { syncs++; return nil },
-	}
+	opts.FS = vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if name := filepath.Base(op.Path); len(name) != 20 || strings.Trim(name, "0123456789") != "" {
+			return nil // not a segment file: the next segment's file, prepared after the write
+		}
+		switch op.Kind {
+		case vfs.OpWrite:
+			writes++
+		case vfs.OpSync, vfs.OpSyncData:
+			syncs++
+		}
+		return nil
+	})
 	s, err := OpenLogStore(t.TempDir(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +19,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/execstore/execstore/fsm"
-	"github.com/execstore/execstore/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // The node tests run Nodes over TCP on 127.0.0.1 (the cluster harness of cluster_test.go with
@@ -419,8 +420,8 @@ func TestCallersWaitingWhenTheNodeClosesGetErrNodeClosed(t *testing.T) {
 	var armed atomic.Bool
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	c := newClusterWith(t, 1, clusterOptions{tune: func(o *NodeOptions, _ *FSMOptions) {
-		o.WAL.Faults = &wal.Faults{BeforeWrite: func() error {
-			if armed.Load() {
+		o.WAL.FS = vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+			if armed.Load() && op.Kind == vfs.OpWrite && filepath.Base(filepath.Dir(op.Path)) == "wal" {
 				select {
 				case entered <- struct{}{}:
 				default:
@@ -428,7 +429,7 @@ func TestCallersWaitingWhenTheNodeClosesGetErrNodeClosed(t *testing.T) {
 				<-release
 			}
 			return nil
-		}}
+		})
 	}})
 	defer func() {
 		select {

@@ -162,35 +162,39 @@ func FuzzRead(f *testing.F) {
 	})
 }
 
-// Every injected error in writing or pruning fails the call: a fault hook is
-// never ignored, so the crash simulator's faults reach the caller.
+// failAt is the operating system's filesystem, failing with err every operation of kind on
+// a path match accepts.
+func failAt(kind vfs.OpKind, match func(path string) bool, err error) vfs.FS {
+	return vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if op.Kind == kind && match(op.Path) {
+			return err
+		}
+		return nil
+	})
+}
+
+func isTemp(p string) bool { return strings.HasSuffix(p, tmpSuffix) }
+
+// Every injected error in writing or pruning fails the call: no storage error is ever
+// ignored, so the crash simulator's faults reach the caller.
 func TestEveryInjectedFaultFailsWriteOrPrune(t *testing.T) {
 	st := sampleState(t, 20)
 	errInjected := errors.New("injected")
 	cases := []struct {
-		name   string
-		faults func() *Faults
+		name string
+		fs   vfs.FS
 	}{
-		{"before the temporary file is written", func() *Faults {
-			return &Faults{BeforeWrite: func(p string) error { return failIf(strings.HasSuffix(p, tmpSuffix), errInjected) }}
-		}},
-		{"before the rename", func() *Faults {
-			return &Faults{BeforeWrite: func(p string) error { return failIf(strings.HasSuffix(p, suffix), errInjected) }}
-		}},
-		{"before the file's fsync", func() *Faults {
-			return &Faults{BeforeSync: func(p string) error { return failIf(strings.HasSuffix(p, tmpSuffix), errInjected) }}
-		}},
-		{"after the file's fsync", func() *Faults {
-			return &Faults{AfterSync: func(p string) error { return failIf(strings.HasSuffix(p, tmpSuffix), errInjected) }}
-		}},
-		{"before the directory's fsync", func() *Faults {
-			return &Faults{BeforeSync: func(p string) error { return failIf(filepath.Base(p) == "snaps", errInjected) }}
-		}},
+		{"before the temporary file is written", failAt(vfs.OpCreate, isTemp, errInjected)},
+		{"while the temporary file is written", failAt(vfs.OpWrite, isTemp, errInjected)},
+		{"before the rename", failAt(vfs.OpRename, isTemp, errInjected)},
+		{"before the file's fsync", failAt(vfs.OpSync, isTemp, errInjected)},
+		{"after the file's fsync", failAt(vfs.OpSynced, isTemp, errInjected)},
+		{"before the directory's fsync", failAt(vfs.OpSync, func(p string) bool { return filepath.Base(p) == "snaps" }, errInjected)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "snaps")
-			opts := Options{Faults: c.faults()}
+			opts := Options{FS: c.fs}
 			if _, err := Write(dir, st, Header{Index: 7, Clock: st.Meta().Now, Records: uint64(st.Len())}, opts); !errors.Is(err, errInjected) {
 				t.Fatalf("Write returned %v, want the injected error", err)
 			}
@@ -203,18 +207,11 @@ func TestEveryInjectedFaultFailsWriteOrPrune(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		opts := Options{Faults: &Faults{BeforeWrite: func(string) error { return errInjected }}}
+		opts := Options{FS: failAt(vfs.OpRemove, func(string) bool { return true }, errInjected)}
 		if _, err := Prune(dir, 2, opts); !errors.Is(err, errInjected) {
 			t.Fatalf("Prune returned %v, want the injected error", err)
 		}
 	})
-}
-
-func failIf(cond bool, err error) error {
-	if cond {
-		return err
-	}
-	return nil
 }
 
 // A snapshot whose directory fsync failed is not left under its name: List
@@ -224,7 +221,7 @@ func TestAWriteWhoseDirectoryFsyncFailsLeavesNoSnapshot(t *testing.T) {
 	st := sampleState(t, 20)
 	dir := filepath.Join(t.TempDir(), "snaps")
 	errInjected := errors.New("injected")
-	opts := Options{Faults: &Faults{BeforeSync: func(p string) error { return failIf(p == dir, errInjected) }}}
+	opts := Options{FS: failAt(vfs.OpSync, func(p string) bool { return p == dir }, errInjected)}
 	if _, err := Write(dir, st, Header{Index: 7, Clock: st.Meta().Now, Records: uint64(st.Len())}, opts); !errors.Is(err, errInjected) {
 		t.Fatalf("Write returned %v, want the injected error", err)
 	}
@@ -247,7 +244,7 @@ func TestAFailedRewriteOfTheSameIndexKeepsTheEarlierSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	errInjected := errors.New("injected")
-	opts := Options{Faults: &Faults{BeforeSync: func(p string) error { return failIf(p == dir, errInjected) }}}
+	opts := Options{FS: failAt(vfs.OpSync, func(p string) bool { return p == dir }, errInjected)}
 	if _, err := Write(dir, st, h, opts); !errors.Is(err, errInjected) {
 		t.Fatalf("Write returned %v, want the injected error", err)
 	}

@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/execstore/execstore/vfs"
 )
 
-// rewroteTail reports whether the AfterSync paths of an Open show the last segment rewritten:
-// its temporary copy fsynced, then the directory (the rename).
+// rewroteTail reports whether the paths an Open synced show the last segment rewritten: its
+// temporary copy fsynced, then the directory (the rename).
 func rewroteTail(paths []string, dir, tail string) bool {
 	i := slices.Index(paths, filepath.Join(dir, tail)+rewriteSuffix)
 	return i >= 0 && i+1 < len(paths) && paths[i+1] == dir
@@ -22,28 +24,28 @@ func TestReopenAfterAStorageErrorRewritesTheTail(t *testing.T) {
 	// reopened log's last segment is a new file, holding what a read showed before the
 	// reopen, that this package wrote and fsynced itself.
 	tests := []struct {
-		name          string
-		writeN, syncN int
-		op            func(l *Log) error
+		name string
+		fail func(dir string, op vfs.Op) bool
+		op   func(l *Log) error
 	}{
-		{"write fails", 1, 0, writeOp(batchOf(3, 30))},
-		{"segment fsync fails", 0, 1, writeOp(batchOf(3, 30))},
-		{"directory fsync after a new segment fails", 0, 2, writeOp(batchOf(12, 30))},
-		{"explicit sync fails", 0, 1, func(l *Log) error { return l.Sync() }},
-		{"compaction fails", 1, 0, func(l *Log) error { _, err := l.CompactTo(l.LastIndex()); return err }},
-		{"the process stops without closing", 0, 0, func(l *Log) error { return nil }},
+		{"write fails", firstWrite, writeOp(batchOf(3, 30))},
+		{"segment fsync fails", tailSync, writeOp(batchOf(3, 30))},
+		{"directory fsync after a new segment fails", dirSync, writeOp(batchOf(12, 30))},
+		{"explicit sync fails", tailSync, func(l *Log) error { return l.Sync() }},
+		{"compaction fails", firstChange, func(l *Log) error { _, err := l.CompactTo(l.LastIndex()); return err }},
+		{"the process stops without closing", nil, func(l *Log) error { return nil }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plan := &faultPlan{writeN: tt.writeN, syncN: tt.syncN}
-			l := openLog(t, dir, Options{SegmentSize: 400, Faults: plan.faults()})
+			plan := &faultPlan{dir: dir, fail: tt.fail}
+			l := openLog(t, dir, Options{SegmentSize: 400, FS: plan.fs()})
 			for range 6 {
 				writeBatch(t, l, 30, 30)
 			}
 			plan.armed = true
 			err := tt.op(l)
-			if tt.writeN+tt.syncN > 0 {
+			if tt.fail != nil {
 				if !errors.Is(err, ErrFailed) {
 					t.Fatalf("failing operation = %v, want ErrFailed", err)
 				}
@@ -57,10 +59,10 @@ func TestReopenAfterAStorageErrorRewritesTheTail(t *testing.T) {
 			shown := readFile(t, filepath.Join(dir, tail))
 
 			rec := &syncRecorder{}
-			l = openLog(t, dir, Options{SegmentSize: 400, Faults: rec.faults()})
+			l = openLog(t, dir, Options{SegmentSize: 400, FS: rec.fs()})
 			defer closeLog(t, l)
 			if paths := rec.take(); !rewroteTail(paths, dir, tail) {
-				t.Fatalf("AfterSync at the reopen = %q: the last segment %s was not rewritten", paths, tail)
+				t.Fatalf("synced at the reopen = %q: the last segment %s was not rewritten", paths, tail)
 			}
 			after, err := os.Stat(filepath.Join(dir, tail))
 			if err != nil {
@@ -123,7 +125,7 @@ func TestCleanCloseMarkerVouchesOnlyForTheTailItNames(t *testing.T) {
 			tt.change(t, dir, tail)
 
 			rec := &syncRecorder{}
-			l = openLog(t, dir, Options{SegmentSize: 400, NoSync: tt.noSync, Faults: rec.faults()})
+			l = openLog(t, dir, Options{SegmentSize: 400, NoSync: tt.noSync, FS: rec.fs()})
 			if got := rewroteTail(rec.take(), dir, tail); got != tt.rewrite {
 				t.Fatalf("rewrote the last segment: %v, want %v", got, tt.rewrite)
 			}
@@ -144,8 +146,8 @@ func TestCleanCloseMarkerVouchesOnlyForTheTailItNames(t *testing.T) {
 
 func TestFailStoppedLogLeavesNoCleanMarker(t *testing.T) {
 	dir := t.TempDir()
-	plan := &faultPlan{syncN: 1}
-	l := openLog(t, dir, Options{Faults: plan.faults()})
+	plan := &faultPlan{dir: dir, fail: tailSync}
+	l := openLog(t, dir, Options{FS: plan.fs()})
 	writeBatch(t, l, 30)
 	plan.armed = true
 	if _, err := l.Write(batchOf(2, 30)); !errors.Is(err, ErrFailed) {
@@ -158,8 +160,9 @@ func TestFailStoppedLogLeavesNoCleanMarker(t *testing.T) {
 }
 
 func TestCrashDuringTheTailRewriteLosesNothing(t *testing.T) {
-	// A copy of the directory at every hook of the reopen, and, once the temporary file is
-	// renamed, one where the rename is lost (the old file back, the temporary one whole).
+	// A copy of the directory at every operation of the reopen on its filesystem, and, once
+	// the temporary file is renamed, one where the rename is lost (the old file back, the
+	// temporary one whole).
 	dir := t.TempDir()
 	opts := Options{SegmentSize: 400}
 	l := openLog(t, dir, opts)
@@ -175,43 +178,43 @@ func TestCrashDuringTheTailRewriteLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var copies []crashCopy
-	renameDurable := false
-	capture := func(hook string) {
-		copies = append(copies, crashCopy{hook, copyDir(t, dir)})
+	renameDurable, opening := false, true
+	capture := func(op vfs.Op) error {
+		if !opening {
+			return nil
+		}
+		copies = append(copies, crashCopy{op.Kind.String() + " " + filepath.Base(op.Path), copyDir(t, dir)})
 		cur, err := os.Stat(filepath.Join(dir, tail))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if renamed := !os.SameFile(original, cur); renamed && hook == "before-sync" && !renameDurable {
+		renamed := !os.SameFile(original, cur)
+		if renamed && op.Kind == vfs.OpSync && !renameDurable {
 			lost := copyDir(t, dir)
 			writeFile(t, filepath.Join(lost, tail+rewriteSuffix), readFile(t, filepath.Join(dir, tail)))
 			writeFile(t, filepath.Join(lost, tail), old)
-			copies = append(copies, crashCopy{hook + ", the rename lost", lost})
+			copies = append(copies, crashCopy{op.Kind.String() + " " + filepath.Base(op.Path) + ", the rename lost", lost})
 		}
+		if renamed && op.Kind == vfs.OpSynced && op.Path == dir {
+			renameDurable = true
+		}
+		return nil
 	}
-	faults := &Faults{
-		BeforeWrite: func() error { capture("before-write"); return nil },
-		BeforeSync:  func() error { capture("before-sync"); return nil },
-		AfterSync: func(p string) error {
-			capture("after-sync " + filepath.Base(p))
-			if cur, err := os.Stat(filepath.Join(dir, tail)); err == nil && p == dir && !os.SameFile(original, cur) {
-				renameDurable = true
-			}
-			return nil
-		},
-	}
-	l = openLog(t, dir, Options{SegmentSize: 400, Faults: faults})
+	l = openLog(t, dir, Options{SegmentSize: 400, FS: vfs.WithFaults(vfs.Default, capture)})
+	opening = false
 	closeLog(t, l)
-	// The parent's fsync (2 hooks), the directory's after removing the prepared file the
-	// stopped log left (2), the rewrite (before-write, the temporary file's fsync 2, the
-	// directory's 2), the directory's fsync at load (2), and the lost rename.
-	if len(copies) != 12 {
-		t.Fatalf("captured %d states, want 12", len(copies))
+	// The log directory made (1), the parent's fsync (2), the removal of the prepared file the
+	// stopped log left (1) and the directory's fsync (2), the rewrite (the copy created and
+	// written 2, its fsync 2, its rename 1, the directory's fsync 2 and the lost rename 1),
+	// tidwall's making of the directory (1), the directory's fsync at load (2), and the next
+	// segment's file prepared (created and written 2, fsynced 2).
+	if len(copies) != 21 {
+		t.Fatalf("captured %d states, want 21", len(copies))
 	}
 	for i, c := range copies {
 		t.Run(strconv.Itoa(i)+" "+c.name, func(t *testing.T) {
 			rec := &syncRecorder{}
-			l := openLog(t, c.dir, Options{SegmentSize: 400, Faults: rec.faults()})
+			l := openLog(t, c.dir, Options{SegmentSize: 400, FS: rec.fs()})
 			defer closeLog(t, l)
 			if !rewroteTail(rec.take(), c.dir, tail) {
 				t.Fatal("the open after a crash did not rewrite the last segment")

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/execstore/execstore/vfs"
 )
 
 // copyDir copies the regular files of src into a new directory, as a crash at this instant
@@ -89,10 +91,10 @@ func TestCompactToKeepsEveryEntryFromKeepFrom(t *testing.T) {
 	}
 }
 
-// compactEvent is one fault-hook call seen during a compaction, with the segment files
-// present at that moment.
+// compactEvent is one operation on the log's filesystem seen during a compaction, with the
+// segment files present at that moment.
 type compactEvent struct {
-	hook     string
+	op       string
 	segments string
 }
 
@@ -100,20 +102,13 @@ func TestCompactToRemovesSegmentsOldestFirstEachDurableBeforeTheNext(t *testing.
 	dir := t.TempDir()
 	var events []compactEvent
 	recording := false
-	record := func(hook string) {
+	record := func(op vfs.Op) error {
 		if recording {
-			events = append(events, compactEvent{hook, strings.Join(segmentFiles(t, dir), " ")})
+			events = append(events, compactEvent{op.Kind.String() + " " + filepath.Base(op.Path), strings.Join(segmentFiles(t, dir), " ")})
 		}
+		return nil
 	}
-	faults := &Faults{
-		BeforeWrite: func() error { record("before-write"); return nil },
-		BeforeSync:  func() error { record("before-sync"); return nil },
-		AfterSync: func(path string) error {
-			record("after-sync " + filepath.Base(path))
-			return nil
-		},
-	}
-	l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, Faults: faults})
+	l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, FS: vfs.WithFaults(vfs.Default, record)})
 	defer closeLog(t, l)
 	segmentedLog(t, l, dir, 6)
 	starts := segmentStarts(t, dir)
@@ -123,37 +118,41 @@ func TestCompactToRemovesSegmentsOldestFirstEachDurableBeforeTheNext(t *testing.
 	if _, err := l.CompactTo(cut); err != nil {
 		t.Fatal(err)
 	}
+	present := func(from int) string {
+		var names []string
+		for _, s := range starts[from:] {
+			names = append(names, segmentName(s))
+		}
+		return strings.Join(names, " ")
+	}
 	var want []compactEvent
 	for i := range 4 {
-		present := func(from int) string {
-			var names []string
-			for _, s := range starts[from:] {
-				names = append(names, segmentName(s))
-			}
-			return strings.Join(names, " ")
-		}
 		want = append(want,
-			compactEvent{"before-write", present(i)},                         // about to remove starts[i]
-			compactEvent{"before-sync", present(i + 1)},                      // removed, not yet durable
-			compactEvent{"after-sync " + filepath.Base(dir), present(i + 1)}, // durable
+			compactEvent{"rename " + segmentName(starts[i]), present(i)}, // about to take starts[i] out
+			compactEvent{"sync " + filepath.Base(dir), present(i + 1)},   // taken out, not yet durable
+			compactEvent{"synced " + filepath.Base(dir), present(i + 1)}, // durable
 		)
 	}
+	for i := range 4 { // then the files taken out are deleted
+		want = append(want, compactEvent{"remove " + segmentName(starts[i]) + droppedSuffix, present(4)})
+	}
 	if !slices.Equal(events, want) {
-		t.Fatalf("hooks during CompactTo:\n got %q\nwant %q", events, want)
+		t.Fatalf("operations during CompactTo:\n got %q\nwant %q", events, want)
 	}
 }
 
 func TestCompactToNeverHoldsTheWriteLockDuringFileIO(t *testing.T) {
-	// At every hook of a compaction (before each removal, around each directory fsync) the
-	// compaction pauses until a Write and a Read from another goroutine have finished. Had it
-	// held the lock Write takes, the Write would wait for the hook to return: it times out.
+	// At every operation of a compaction on the log's filesystem (each rename out of the
+	// log, each directory fsync before and after, each deletion) the compaction pauses until
+	// a Write and a Read from another goroutine have finished. Had it held the lock Write
+	// takes, the Write would wait for the operation to return: it times out.
 	dir := t.TempDir()
 	var l *Log
-	var paused atomic.Bool // set while a compaction hook waits: the Write's own hooks pass
+	var paused atomic.Bool // set while a compaction's operation waits: the Write's own pass
 	var cut uint64
 	var failures []string
-	var stuck []chan error // Writes still waiting when their hook gave up on them
-	pause := func(hook string) error {
+	var stuck []chan error // Writes still waiting when their pause gave up on them
+	pause := func(at string) error {
 		if !paused.CompareAndSwap(false, true) {
 			return nil
 		}
@@ -174,36 +173,22 @@ func TestCompactToNeverHoldsTheWriteLockDuringFileIO(t *testing.T) {
 		select {
 		case err := <-done:
 			if err != nil {
-				failures = append(failures, hook+": "+err.Error())
+				failures = append(failures, at+": "+err.Error())
 			}
 		case <-time.After(5 * time.Second):
-			failures = append(failures, hook+": Write still waiting after 5 s")
-			stuck = append(stuck, done) // it can finish only once the hook returns
+			failures = append(failures, at+": Write still waiting after 5 s")
+			stuck = append(stuck, done) // it can finish only once the pause returns
 		}
 		return nil
 	}
 	armed := false
-	faults := &Faults{
-		BeforeWrite: func() error {
-			if armed {
-				return pause("before-write")
-			}
-			return nil
-		},
-		BeforeSync: func() error {
-			if armed {
-				return pause("before-sync")
-			}
-			return nil
-		},
-		AfterSync: func(string) error {
-			if armed {
-				return pause("after-sync")
-			}
-			return nil
-		},
-	}
-	l = openLog(t, dir, Options{SegmentSize: compactSegmentSize, Faults: faults})
+	fs := vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if armed {
+			return pause(op.String())
+		}
+		return nil
+	})
+	l = openLog(t, dir, Options{SegmentSize: compactSegmentSize, FS: fs})
 	all := segmentedLog(t, l, dir, 5)
 	cut = segmentStarts(t, dir)[3]
 	armed = true
@@ -217,8 +202,10 @@ func TestCompactToNeverHoldsTheWriteLockDuringFileIO(t *testing.T) {
 	for _, f := range failures {
 		t.Error(f)
 	}
-	if l.LastIndex() != all[len(all)-1].Index+9 {
-		t.Fatalf("LastIndex = %d; want the %d entries written plus one per hook (9)", l.LastIndex(), len(all))
+	// Three segments taken out, each a rename and a directory fsync (before and after), then
+	// deleted: twelve operations.
+	if l.LastIndex() != all[len(all)-1].Index+12 {
+		t.Fatalf("LastIndex = %d; want the %d entries written plus one per operation (12)", l.LastIndex(), len(all))
 	}
 	closeLog(t, l)
 }
@@ -234,14 +221,14 @@ func TestEveryStateOfAnInterruptedCompactionOpens(t *testing.T) {
 	var copies []crashCopy
 	var before string // the directory before the compaction
 	step := 0
-	capture := func(hook string) {
+	capture := func(op vfs.Op) error {
 		if before == "" {
-			return
+			return nil
 		}
 		step++
-		copies = append(copies, crashCopy{fmt.Sprintf("%d %s", step, hook), copyDir(t, dir)})
-		if hook != "before-sync" {
-			return
+		copies = append(copies, crashCopy{fmt.Sprintf("%d %s", step, op.Kind), copyDir(t, dir)})
+		if op.Kind != vfs.OpSync {
+			return nil
 		}
 		// The latest removal is not durable yet: the file may come back.
 		lost := copyDir(t, dir)
@@ -255,15 +242,11 @@ func TestEveryStateOfAnInterruptedCompactionOpens(t *testing.T) {
 		if err := os.Remove(filepath.Join(lost, latest+droppedSuffix)); err != nil {
 			t.Fatal(err) // the rename out of the log is what did not persist
 		}
-		copies = append(copies, crashCopy{fmt.Sprintf("%d %s, the removal lost", step, hook), lost})
-	}
-	faults := &Faults{
-		BeforeWrite: func() error { capture("before-write"); return nil },
-		BeforeSync:  func() error { capture("before-sync"); return nil },
-		AfterSync:   func(string) error { capture("after-sync"); return nil },
+		copies = append(copies, crashCopy{fmt.Sprintf("%d %s, the removal lost", step, op.Kind), lost})
+		return nil
 	}
 	opts := Options{SegmentSize: compactSegmentSize}
-	l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, Faults: faults})
+	l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, FS: vfs.WithFaults(vfs.Default, capture)})
 	all := segmentedLog(t, l, dir, 6)
 	starts := segmentStarts(t, dir)
 	cut := starts[4]
@@ -273,8 +256,9 @@ func TestEveryStateOfAnInterruptedCompactionOpens(t *testing.T) {
 	}
 	before = ""
 	closeLog(t, l)
-	if len(copies) != 4*3+4 {
-		t.Fatalf("captured %d states, want 16 (three hooks per removed segment, and a lost removal each)", len(copies))
+	if len(copies) != 4*4+4 {
+		t.Fatalf("captured %d states, want 20 (per segment removed: its rename, the directory's fsync "+
+			"before and after, a lost rename, and the file's deletion)", len(copies))
 	}
 
 	for _, c := range copies {
@@ -325,20 +309,21 @@ func TestTruncateFrontInsideASegmentAfterCompaction(t *testing.T) {
 
 func TestFailedCompactionFailStopsAndLosesNothing(t *testing.T) {
 	tests := []struct {
-		name          string
-		writeN, syncN int
-		removed       int // segment files removed durably before the failure
+		name    string
+		fail    func(dir string, op vfs.Op) bool
+		n       int
+		removed int // segment files removed durably before the failure
 	}{
-		{"first removal fails", 1, 0, 0},
-		{"directory fsync after the first removal fails", 0, 1, 1},
-		{"second removal fails", 2, 0, 1},
-		{"directory fsync after the third removal fails", 0, 3, 3},
+		{"first removal fails", firstChange, 1, 0},
+		{"directory fsync after the first removal fails", dirSync, 1, 1},
+		{"second removal fails", firstChange, 2, 1},
+		{"directory fsync after the third removal fails", dirSync, 3, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plan := &faultPlan{writeN: tt.writeN, syncN: tt.syncN}
-			opts := Options{SegmentSize: compactSegmentSize, Faults: plan.faults()}
+			plan := &faultPlan{dir: dir, fail: tt.fail, n: tt.n}
+			opts := Options{SegmentSize: compactSegmentSize, FS: plan.fs()}
 			l := openLog(t, dir, opts)
 			all := segmentedLog(t, l, dir, 6)
 			s := segmentStarts(t, dir)

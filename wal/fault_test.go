@@ -4,61 +4,71 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/execstore/execstore/vfs"
 )
 
-// faultPlan injects errInjected into the nth BeforeWrite or BeforeSync call made after it is
-// armed (n counts from 1); 0 never fails.
+// faultPlan fails, with errInjected, the nth operation on the log's filesystem that fail
+// matches once the plan is armed (fail is given the log's directory; n counts from 1, and 0
+// is 1).
 type faultPlan struct {
-	armed                 bool
-	writeN, syncN         int
-	writeCalls, syncCalls int
+	dir     string
+	fail    func(dir string, op vfs.Op) bool
+	n       int
+	armed   bool
+	matched int
 }
 
-func (p *faultPlan) faults() *Faults {
-	return &Faults{
-		BeforeWrite: func() error {
-			if !p.armed {
-				return nil
-			}
-			p.writeCalls++
-			if p.writeCalls == p.writeN {
-				return errInjected
-			}
+// fs is the operating system's filesystem with the plan's fault.
+func (p *faultPlan) fs() vfs.FS {
+	return vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if !p.armed || p.fail == nil || !p.fail(p.dir, op) {
 			return nil
-		},
-		BeforeSync: func() error {
-			if !p.armed {
-				return nil
-			}
-			p.syncCalls++
-			if p.syncCalls == p.syncN {
-				return errInjected
-			}
-			return nil
-		},
-	}
+		}
+		p.matched++
+		if p.matched == max(p.n, 1) {
+			return errInjected
+		}
+		return nil
+	})
 }
+
+// Operations a faultPlan fails.
+var (
+	// firstWrite is the first write to a file: a Write's entries.
+	firstWrite = func(_ string, op vfs.Op) bool { return op.Kind == vfs.OpWrite }
+	// firstChange is the first change to a file or to the directory.
+	firstChange = func(_ string, op vfs.Op) bool {
+		return op.Kind != vfs.OpSync && op.Kind != vfs.OpSyncData && op.Kind != vfs.OpSynced
+	}
+	// tailSync is the fdatasync of the tail segment, a Write's or Sync's.
+	tailSync = func(_ string, op vfs.Op) bool { return op.Kind == vfs.OpSyncData }
+	// dirSync is the fsync of the log directory.
+	dirSync = func(dir string, op vfs.Op) bool { return op.Kind == vfs.OpSync && op.Path == dir }
+	// fileSync is the fsync of a file in it.
+	fileSync = func(dir string, op vfs.Op) bool { return op.Kind == vfs.OpSync && op.Path != dir }
+)
 
 func TestStorageErrorFailStopsUntilReopen(t *testing.T) {
 	failed := batchOf(3, 30) // the batch a failing Write tries to append
 	tests := []struct {
 		name          string
-		writeN, syncN int
+		fail          func(dir string, op vfs.Op) bool
 		op            func(l *Log) error
 		nothingLanded bool // the failure happened before anything reached the file
 	}{
-		{"write fails", 1, 0, writeOp(failed), true},
-		{"segment fsync fails", 0, 1, writeOp(failed), false},
-		{"directory fsync after a new segment fails", 0, 2, writeOp(batchOf(12, 30)), false},
-		{"truncation fails", 1, 0, func(l *Log) error { return l.TruncateFront(3) }, true},
-		{"directory fsync after truncation fails", 0, 1, func(l *Log) error { return l.TruncateFront(3) }, false},
-		{"explicit sync fails", 0, 1, func(l *Log) error { return l.Sync() }, true},
+		{"write fails", firstWrite, writeOp(failed), true},
+		{"segment fsync fails", tailSync, writeOp(failed), false},
+		{"directory fsync after a new segment fails", dirSync, writeOp(batchOf(12, 30)), false},
+		{"truncation fails", firstChange, func(l *Log) error { return l.TruncateFront(3) }, true},
+		{"directory fsync after truncation fails", dirSync, func(l *Log) error { return l.TruncateFront(3) }, false},
+		{"explicit sync fails", tailSync, func(l *Log) error { return l.Sync() }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plan := &faultPlan{writeN: tt.writeN, syncN: tt.syncN}
-			opts := Options{SegmentSize: 400, Faults: plan.faults()}
+			plan := &faultPlan{dir: dir, fail: tt.fail}
+			opts := Options{SegmentSize: 400, FS: plan.fs()}
 			l := openLog(t, dir, opts)
 			var acked []entry
 			for range 3 {

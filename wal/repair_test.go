@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/execstore/execstore/vfs"
 )
 
 // cleanLog writes batches of the given payload sizes into a new single-segment log, closes it
@@ -335,7 +337,13 @@ func TestFailedRepairLeavesTheSegmentUntouched(t *testing.T) {
 	torn := append(readFile(t, seg), 0, 0, 0)
 	writeFile(t, seg, torn)
 
-	_, err := Open(dir, Options{Faults: &Faults{BeforeWrite: func() error { return errInjected }}})
+	// The repair's first change is the side file's creation.
+	_, err := Open(dir, Options{FS: vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+		if op.Kind == vfs.OpCreate {
+			return errInjected
+		}
+		return nil
+	})})
 	if !errors.Is(err, errInjected) {
 		t.Fatalf("Open = %v, want the injected error", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/execstore/execstore/vfs"
 )
 
 // truncateCase picks an index from the segment starts s[0] < s[1] < ... and the last index.
@@ -125,9 +127,9 @@ func TestTruncateBackRefusesADamagedSegmentAndChangesNothing(t *testing.T) {
 	writeBatch(t, l, 5) // not a storage error
 }
 
-// crashStates records, at every fault hook of one operation, the directory as a crash at that
-// instant could leave it: as it is, and, before each fsync, as it was at the last one (the
-// change the fsync is about to make durable may be lost).
+// crashStates records, at every operation on the log's filesystem during one call, the
+// directory as a crash at that instant could leave it: as it is, and, before each fsync, as it
+// was at the last one (the change the fsync is about to make durable may be lost).
 type crashStates struct {
 	t       testing.TB
 	dir     string
@@ -141,33 +143,29 @@ func (c *crashStates) start() {
 	c.durable = copyDir(c.t, c.dir)
 }
 
-func (c *crashStates) capture(hook string) {
+func (c *crashStates) capture(op vfs.Op) error {
 	if !c.on {
-		return
+		return nil
 	}
 	n := len(c.copies)
-	c.copies = append(c.copies, crashCopy{fmt.Sprintf("%d %s", n, hook), copyDir(c.t, c.dir)})
-	switch hook {
-	case "before-sync":
-		c.copies = append(c.copies, crashCopy{fmt.Sprintf("%d %s, the change lost", n, hook), copyDir(c.t, c.durable)})
-	case "after-sync":
+	c.copies = append(c.copies, crashCopy{fmt.Sprintf("%d %s", n, op), copyDir(c.t, c.dir)})
+	switch op.Kind {
+	case vfs.OpSync, vfs.OpSyncData:
+		c.copies = append(c.copies, crashCopy{fmt.Sprintf("%d %s, the change lost", n, op), copyDir(c.t, c.durable)})
+	case vfs.OpSynced:
 		c.durable = copyDir(c.t, c.dir)
 	}
+	return nil
 }
 
-func (c *crashStates) faults() *Faults {
-	return &Faults{
-		BeforeWrite: func() error { c.capture("before-write"); return nil },
-		BeforeSync:  func() error { c.capture("before-sync"); return nil },
-		AfterSync:   func(string) error { c.capture("after-sync"); return nil },
-	}
-}
+// fs is the operating system's filesystem, captured.
+func (c *crashStates) fs() vfs.FS { return vfs.WithFaults(vfs.Default, c.capture) }
 
 func TestEveryStateOfAnInterruptedTruncateBackOpens(t *testing.T) {
 	dir := t.TempDir()
 	states := &crashStates{t: t, dir: dir}
 	opts := Options{SegmentSize: compactSegmentSize}
-	l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, Faults: states.faults()})
+	l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, FS: states.fs()})
 	all := segmentedLog(t, l, dir, 6)
 	s := segmentStarts(t, dir)
 	index, last := s[2]+1, l.LastIndex()
@@ -177,11 +175,13 @@ func TestEveryStateOfAnInterruptedTruncateBackOpens(t *testing.T) {
 	}
 	states.on = false
 	closeLog(t, l)
-	// Three segments leave (a rename and a directory fsync each), then one is truncated and
-	// fsynced: four states each (before the change, before its fsync with and without it,
-	// after the fsync).
-	if len(states.copies) != 4*4 {
-		t.Fatalf("captured %d states, want 16", len(states.copies))
+	// tidwall fsyncs the tail as it closes (three states: before the fsync, with and without
+	// what it makes durable, after it). Three segments leave (a rename and a directory fsync
+	// each), then one is truncated and fsynced: four states each (before the change, before
+	// its fsync with and without it, after the fsync). tidwall makes the directory as it
+	// opens again (one), and the three files taken out are deleted (one each).
+	if len(states.copies) != 3+4*4+1+3 {
+		t.Fatalf("captured %d states, want 23", len(states.copies))
 	}
 
 	for _, c := range states.copies {
@@ -206,23 +206,25 @@ func TestEveryStateOfAnInterruptedTruncateBackOpens(t *testing.T) {
 }
 
 func TestFailedTruncateBackFailStopsAndLosesNothing(t *testing.T) {
-	// The truncation to s[2]+1 takes s[5], s[4] and s[3] out (three writes and three
-	// fsyncs), then cuts s[2] (the fourth of each).
+	// The truncation to s[2]+1 takes s[5], s[4] and s[3] out (three renames and three
+	// directory fsyncs), then cuts s[2] (the fourth change) and fsyncs it (the second file
+	// fsync: tidwall fsyncs the tail as it closes, first).
 	tests := []struct {
-		name          string
-		writeN, syncN int
+		name string
+		fail func(dir string, op vfs.Op) bool
+		n    int
 	}{
-		{"the first removal fails", 1, 0},
-		{"the directory fsync after the first removal fails", 0, 1},
-		{"the third removal fails", 3, 0},
-		{"the cut fails", 4, 0},
-		{"the fsync of the cut fails", 0, 4},
+		{"the first removal fails", firstChange, 1},
+		{"the directory fsync after the first removal fails", dirSync, 1},
+		{"the third removal fails", firstChange, 3},
+		{"the cut fails", firstChange, 4},
+		{"the fsync of the cut fails", fileSync, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plan := &faultPlan{writeN: tt.writeN, syncN: tt.syncN}
-			l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, Faults: plan.faults()})
+			plan := &faultPlan{dir: dir, fail: tt.fail, n: tt.n}
+			l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, FS: plan.fs()})
 			all := segmentedLog(t, l, dir, 6)
 			s := segmentStarts(t, dir)
 			index, last := s[2]+1, l.LastIndex()
@@ -364,7 +366,7 @@ func TestEveryStateOfAnInterruptedResetOpens(t *testing.T) {
 			dir := t.TempDir()
 			states := &crashStates{t: t, dir: dir}
 			opts := Options{SegmentSize: compactSegmentSize}
-			l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, Faults: states.faults()})
+			l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, FS: states.fs()})
 			all := append(segmentedLog(t, l, dir, 4), writeBatch(t, l, sizes(3, 40)...)...) // a tail to truncate
 			s := segmentStarts(t, dir)
 			last := l.LastIndex()
@@ -374,9 +376,10 @@ func TestEveryStateOfAnInterruptedResetOpens(t *testing.T) {
 			}
 			states.on = false
 			closeLog(t, l)
-			// Every segment but the tail leaves, the tail is truncated, then renamed: four
-			// states each.
-			if want := (len(s) - 1 + 2) * 4; len(states.copies) != want {
+			// tidwall fsyncs the tail as it closes (three states). Every segment but the tail
+			// leaves, the tail is truncated, then renamed: four states each. tidwall makes the
+			// directory as it opens again (one), and each segment taken out is deleted (one).
+			if want := 3 + (len(s)-1+2)*4 + 1 + len(s) - 1; len(states.copies) != want {
 				t.Fatalf("captured %d states, want %d", len(states.copies), want)
 			}
 
@@ -410,21 +413,25 @@ func TestEveryStateOfAnInterruptedResetOpens(t *testing.T) {
 }
 
 func TestFailedResetFailStops(t *testing.T) {
+	// Three segments leave (three renames, three directory fsyncs), then the tail is cut (the
+	// fourth change) and fsynced (the second file fsync: tidwall fsyncs it as it closes,
+	// first), then renamed (the fifth change) and the directory fsynced (the fourth).
 	tests := []struct {
-		name          string
-		writeN, syncN int
+		name string
+		fail func(dir string, op vfs.Op) bool
+		n    int
 	}{
-		{"the first removal fails", 1, 0},
-		{"the truncation of the tail fails", 4, 0},
-		{"the fsync of the truncated tail fails", 0, 4},
-		{"the rename of the tail fails", 5, 0},
-		{"the directory fsync after the rename fails", 0, 5},
+		{"the first removal fails", firstChange, 1},
+		{"the truncation of the tail fails", firstChange, 4},
+		{"the fsync of the truncated tail fails", fileSync, 2},
+		{"the rename of the tail fails", firstChange, 5},
+		{"the directory fsync after the rename fails", dirSync, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			plan := &faultPlan{writeN: tt.writeN, syncN: tt.syncN}
-			l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, Faults: plan.faults()})
+			plan := &faultPlan{dir: dir, fail: tt.fail, n: tt.n}
+			l := openLog(t, dir, Options{SegmentSize: compactSegmentSize, FS: plan.fs()})
 			segmentedLog(t, l, dir, 4)
 			writeBatch(t, l, sizes(3, 40)...) // a tail to truncate
 			plan.armed = true

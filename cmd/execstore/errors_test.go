@@ -8,12 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 
 	"github.com/execstore/execstore"
-	"github.com/execstore/execstore/wal"
+	"github.com/execstore/execstore/vfs"
 )
 
 // Every code statusOf gives a store error, with its status, is one of
@@ -58,12 +59,14 @@ func TestHTTPStatusesOfTheStoresOwnErrors(t *testing.T) {
 		}, []request{{"POST", "/v1/executions/e/watches", `{"keys":["one more"]}`, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED"}}},
 		{"a failed store", func(t *testing.T) *server {
 			var broken atomic.Bool
-			s := newServerWith(t, execstore.Options{NoSync: true, WALFaults: &wal.Faults{BeforeWrite: func() error {
-				if broken.Load() {
+			// The log's write fails once broken: any write to a file of the store's log.
+			fs := vfs.WithFaults(vfs.Default, func(op vfs.Op) error {
+				if broken.Load() && op.Kind == vfs.OpWrite && filepath.Base(filepath.Dir(op.Path)) == "wal" {
 					return errors.New("injected write failure")
 				}
 				return nil
-			}}})
+			})
+			s := newServerWith(t, execstore.Options{NoSync: true, FS: fs})
 			s.expect("POST", "/v1/executions", `{"executionId":"e","workflowId":"w"}`, http.StatusCreated, "")
 			broken.Store(true)
 			s.expect("POST", "/v1/store/commit", `{"writes":[{"key":"k","value":1}]}`, http.StatusServiceUnavailable, "STORAGE_FAILED")
