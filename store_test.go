@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -363,4 +366,46 @@ func parallelDo(n, callers int, fn func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// A store opened without Options.FS keeps its directory on the operating system's filesystem,
+// as it did before there was a choice: its lock, its log and its snapshots are files there, a
+// second store cannot open the directory while the first holds it, and what it wrote opens
+// again, on vfs.Default named explicitly as through a wrapper of it.
+func TestTheDefaultFilesystemIsTheOperatingSystems(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	s, err := execstore.Open(dir, execstore.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execstore.Open(dir, execstore.Options{Now: clk.Now}); err == nil || !strings.Contains(err.Error(), "in use by another store") {
+		t.Fatalf("a second Open of a held directory = %v, want it refused as in use", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"LOCK", "wal/00000000000000000001", "snapshots/snapshot-00000000000000000001.snap"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || !fi.Mode().IsRegular() {
+			t.Fatalf("%s on the operating system's filesystem: %v", name, err)
+		}
+	}
+	for _, fs := range []vfs.FS{vfs.Default, vfs.WithFaults(vfs.Default, nil)} {
+		s, err := execstore.Open(dir, execstore.Options{Now: clk.Now, FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec, err := s.Get(ctx, "a"); err != nil || rec.Status != execstore.StatusAdmitted {
+			t.Fatalf("reopened: %+v, %v", rec, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
