@@ -54,7 +54,6 @@ func openLog(s *Store) (*logCommitter, error) {
 		SegmentSize: s.opts.SegmentSize,
 		Logger:      s.logger,
 		FS:          s.opts.FS,
-		Faults:      s.opts.WALFaults,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("execstore: open write-ahead log: %w", err)

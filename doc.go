@@ -25,6 +25,13 @@
 // it returned; an unacknowledged one is whole or absent. After a failed write
 // or fsync the store refuses every write (ErrStorageFailed) until reopened.
 //
+// Every file of the store's directory (the log's segments, the snapshots,
+// the lock) is created, written, synced, renamed and removed through one
+// filesystem, Options.FS (package vfs), the operating system's unless told
+// otherwise. It is the store's one seam to its storage: tests and the crash
+// simulator wrap it with vfs.WithFaults to see each of those operations and
+// to fail any of them.
+//
 // # Executions
 //
 // An execution's record holds its event (workflow ID, params byte for byte,

@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
-	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/vfs"
-	"github.com/execstore/execstore/wal"
 )
 
 // Options configure a Store. The zero value is a durable store on the real
@@ -101,16 +99,14 @@ type Options struct {
 	// move with real time, uses this).
 	ScheduleCheck time.Duration
 
-	// FS is the filesystem the store's directory is on: its write-ahead log,
-	// its snapshots and its lock. Nil means vfs.Default, the operating
-	// system's.
+	// FS is the filesystem the store's directory is on: every file of its
+	// write-ahead log and its snapshots, and the directory's lock, are
+	// created, written, synced, renamed and removed through it. Nil means
+	// vfs.Default, the operating system's. Wrapped with vfs.WithFaults, it
+	// shows a test each of those operations, and can fail any of them. On any
+	// FS but vfs.Default the log prepares its next segment's file in the
+	// writer rather than in the background (see package wal).
 	FS vfs.FS
-	// WALFaults injects storage errors into the write-ahead log. For tests and
-	// the crash simulator only; nil in production.
-	WALFaults *wal.Faults
-	// SnapshotFaults injects storage errors into snapshot writing and
-	// pruning. For tests and the crash simulator only; nil in production.
-	SnapshotFaults *snapshot.Faults
 	// IDRand supplies the random bits of generated execution IDs. Nil means
 	// crypto/rand. It is read in the callers' goroutines: it must be safe for
 	// the concurrent calls the store gets. For tests and the crash simulator

@@ -74,10 +74,9 @@ type Peer = replica.Server
 type ReplicaOptions struct {
 	// Options are the store's own. Now stamps the commands while this node
 	// leads (it is also the node's clock), NoSync applies to the raft log,
-	// FS holds the directory and its lock. The snapshot cadence, SegmentSize
-	// and the fault hooks of the single-node log are not used: raft decides
-	// when to snapshot (Node.SnapshotThreshold) and the log store is
-	// Node.WAL's.
+	// FS holds the directory and its lock. The snapshot cadence and
+	// SegmentSize of the single-node log are not used: raft decides when to
+	// snapshot (Node.SnapshotThreshold) and the log store is Node.WAL's.
 	Options
 	// Node configures this node: ID and BindAddr (or Transport) are
 	// required. Its Clock and Logger default to Options.Now and

@@ -159,7 +159,7 @@ func (c *logCommitter) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 	s := c.s
 	start := time.Now()
 	out := snapshotOutcome{state: st, records: st.Len()}
-	opts := snapshot.Options{NoSync: s.opts.NoSync, FS: s.opts.FS, Faults: s.opts.SnapshotFaults}
+	opts := snapshot.Options{NoSync: s.opts.NoSync, FS: s.opts.FS}
 	out.info, out.err = snapshot.Write(s.snapshotDir(), st, hdr, opts)
 	if out.err == nil {
 		// Read the new file back, decoding all of it, before anything older

@@ -29,7 +29,10 @@
 // directory. A crash before the rename leaves a temporary file that the next
 // write or Prune removes; after it, the snapshot is whole. The state is
 // encoded from an fsm.State.Copy, which is O(1) to take, so the store's
-// writer never waits for the encoding.
+// writer never waits for the encoding. Every one of those steps, and each
+// removal of Prune, goes through Options.FS, so that a filesystem that
+// injects faults (vfs.WithFaults) can fail any of them: Write and Prune then
+// return the error.
 //
 // # Streams
 //

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/execstore/execstore/fsm"
-	"github.com/execstore/execstore/internal/faults"
 	"github.com/execstore/execstore/internal/mutant"
 	"github.com/execstore/execstore/vfs"
 )
@@ -52,38 +51,10 @@ type Info struct {
 // operating system's filesystem.
 type Options struct {
 	NoSync bool // skip fsyncs (tests and benchmarks only)
-	// FS holds the snapshot files. Default vfs.Default, the operating system's.
+	// FS holds the snapshot files. Default vfs.Default, the operating system's. Every file
+	// Write and Prune create, write, sync, rename or remove is its, so that a filesystem that
+	// injects faults (vfs.WithFaults) sees each step.
 	FS vfs.FS
-	// Faults injects storage errors for tests and the crash simulator.
-	// Default nil (none).
-	Faults *Faults
-}
-
-// Faults lets tests and the crash simulator inject storage errors into
-// snapshot writing and pruning, as wal.Faults does for the log. Each func,
-// when non-nil, is called before (or after) the operation it names with the
-// path it acts on; a non-nil return makes that operation fail with it.
-//
-// BeforeWrite precedes every change this package makes to a directory or a
-// file: creating and writing a temporary file (path: the temporary file),
-// the rename to the final name (path: the final name), and each removal
-// (path: the file removed). BeforeSync precedes every fsync, of a file or a
-// directory. AfterSync follows every fsync that succeeded, with the path
-// synced: its bytes, or its directory entries, are durable by then; a
-// non-nil return fails the operation as if the fsync had failed. The crash
-// simulator uses them to learn what is durable at each fsync, to crash at
-// each step, and to inject errors.
-type Faults = faults.Hooks
-
-// fsync syncs the open file at path under the fault hooks.
-func (o Options) fsync(f vfs.File, path string) error {
-	if err := o.Faults.Sync(path); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	return o.Faults.Synced(path)
 }
 
 // fs is the FS the options name, or the operating system's.
@@ -119,10 +90,6 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 		fs.Remove(tmp)
 		return Info{}, err
 	}
-	if err := opts.Faults.Write(final); err != nil {
-		fs.Remove(tmp)
-		return Info{}, fmt.Errorf("snapshot: rename: %w", err)
-	}
 	_, statErr := fs.Stat(final)
 	replaced := statErr == nil // the same index written again: the same state
 	if err := fs.Rename(tmp, final); err != nil {
@@ -145,9 +112,6 @@ func Write(dir string, st *fsm.State, h Header, opts Options) (Info, error) {
 }
 
 func writeFile(path string, st *fsm.State, h Header, opts Options) error {
-	if err := opts.Faults.Write(path); err != nil {
-		return fmt.Errorf("snapshot: create: %w", err)
-	}
 	f, err := opts.fs().Create(path)
 	if err != nil {
 		return fmt.Errorf("snapshot: create: %w", err)
@@ -155,7 +119,7 @@ func writeFile(path string, st *fsm.State, h Header, opts Options) error {
 	defer f.Close()
 	var out io.Writer = f
 	if !opts.NoSync {
-		out = &syncingWriter{f: f, path: path, opts: opts}
+		out = &syncingWriter{f: f}
 	}
 	sum, err := encodeBody(out, st, h)
 	if err != nil {
@@ -165,7 +129,7 @@ func writeFile(path string, st *fsm.State, h Header, opts Options) error {
 		return fmt.Errorf("snapshot: write: %w", err)
 	}
 	if !opts.NoSync {
-		if err := opts.fsync(f, path); err != nil {
+		if err := f.Sync(); err != nil {
 			return fmt.Errorf("snapshot: fsync: %w", err)
 		}
 	}
@@ -309,7 +273,7 @@ func syncDir(dir string, opts Options) error {
 		return fmt.Errorf("snapshot: open directory: %w", err)
 	}
 	defer d.Close()
-	if err := opts.fsync(d, dir); err != nil {
+	if err := d.Sync(); err != nil {
 		return fmt.Errorf("snapshot: fsync directory: %w", err)
 	}
 	return nil
@@ -532,9 +496,6 @@ func Prune(dir string, keep int, opts Options) ([]Info, error) {
 }
 
 func remove(path string, opts Options) error {
-	if err := opts.Faults.Write(path); err != nil {
-		return err
-	}
 	return opts.fs().Remove(path)
 }
 
@@ -544,11 +505,9 @@ func remove(path string, opts Options) error {
 // the store's next WAL fsync, stalling writes for the whole flush.
 const syncEvery = 1 << 20
 
-// syncingWriter fsyncs its file, at path, after every syncEvery bytes.
+// syncingWriter fsyncs its file after every syncEvery bytes.
 type syncingWriter struct {
 	f       vfs.File
-	path    string
-	opts    Options
 	pending int
 }
 
@@ -557,7 +516,7 @@ func (w *syncingWriter) Write(p []byte) (int, error) {
 	w.pending += n
 	if err == nil && w.pending >= syncEvery {
 		w.pending = 0
-		if err = w.opts.fsync(w.f, w.path); err != nil {
+		if err = w.f.Sync(); err != nil {
 			err = fmt.Errorf("fsync: %w", err)
 		}
 	}

@@ -93,9 +93,6 @@ func rewriteTail(dir string, start uint64, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := o.Faults.beforeWrite(); err != nil {
-		return err
-	}
 	temp := path + rewriteSuffix
 	defer func() {
 		if err != nil {
@@ -117,12 +114,11 @@ func rewriteTail(dir string, start uint64, o Options) (err error) {
 
 // writeSynced creates or replaces path with data and fsyncs it, whatever o.NoSync says.
 func writeSynced(path string, data []byte, o Options) error {
-	return writeThrough(o.FS.Create, path, data, true, o)
+	return writeThrough(o.FS.Create, path, data, true)
 }
 
-// writeThrough creates path with create, writes data and, when sync is set, fsyncs it through
-// the fault hooks.
-func writeThrough(create func(string) (vfs.File, error), path string, data []byte, sync bool, o Options) error {
+// writeThrough creates path with create, writes data and, when sync is set, fsyncs it.
+func writeThrough(create func(string) (vfs.File, error), path string, data []byte, sync bool) error {
 	f, err := create(path)
 	if err != nil {
 		return err
@@ -132,13 +128,7 @@ func writeThrough(create func(string) (vfs.File, error), path string, data []byt
 		return err
 	}
 	if sync {
-		if err := o.Faults.beforeSync(); err != nil {
-			return err
-		}
 		if err := f.Sync(); err != nil {
-			return err
-		}
-		if err := o.Faults.afterSync(path); err != nil {
 			return err
 		}
 	}

@@ -118,9 +118,6 @@ func (l *Log) dropSegment(start uint64) (string, error) {
 	if err != nil {
 		return "", err // a concurrent Write fail-stopped the log
 	}
-	if err := l.opts.Faults.beforeWrite(); err != nil {
-		return "", l.lockAndFail("remove segment", err)
-	}
 	path := filepath.Join(l.dir, segmentName(start))
 	if err := l.opts.FS.Rename(path, path+droppedSuffix); err != nil {
 		return "", l.lockAndFail("remove segment", err)

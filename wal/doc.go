@@ -46,9 +46,9 @@
 //
 // Write appends one Batch as consecutive entries with a single tidwall WriteBatch, then fsyncs
 // the tail segment once (fdatasync on Linux: the data and the size, not the timestamps), then
-// fsyncs the directory if a segment file was created, and only then returns. tidwall is opened with its own syncing off so that this package issues every
-// fsync after a write, under Options.NoSync and Options.Faults. Readers see an entry only after
-// its Write has returned.
+// fsyncs the directory if a segment file was created, and only then returns. tidwall is
+// opened with its own syncing off so that this package issues every fsync after a write, under
+// Options.NoSync. Readers see an entry only after its Write has returned.
 //
 // tidwall creates a new segment file inside the write (when the tail segment holds more than
 // SegmentSize bytes at the start of a batch, or SegmentSize bytes or more after an entry) and
@@ -99,9 +99,8 @@
 // An earlier version opening a padded segment reads its padding as a torn tail and cuts it.
 //
 // The preparation holds none of the log's data, so a failure in it only costs the speed-up: it
-// is logged at Warn level and not tried again until the next segment starts. Its I/O does not
-// pass through Faults. Close stops a preparation under way and removes the prepared file.
-// NoSync logs prepare nothing.
+// is logged at Warn level and not tried again until the next segment starts. Close stops a
+// preparation under way and removes the prepared file. NoSync logs prepare nothing.
 //
 // The preparation runs in the background only on the operating system's filesystem
 // (vfs.Default), where the speed-up is. On any other Options.FS it runs in the writer, right
@@ -110,8 +109,7 @@
 // log, or injects faults into it, sees one sequence of operations for one sequence of calls,
 // and the directory's contents after each Write do not depend on timing (the crash
 // simulator's model follows the overwrites: a segment's durable bytes end where its entries
-// do, and a crash image writes back any part of what follows). Faults.PrepareInline asks for
-// the same on the operating system's filesystem.
+// do, and a crash image writes back any part of what follows).
 //
 // # Torn tail or corruption
 //

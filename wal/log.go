@@ -88,7 +88,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{dir: dir, opts: opts, repair: repair}
 	if !opts.NoSync {
-		inline := !prepareInBackground(opts.FS) || opts.Faults != nil && opts.Faults.PrepareInline
+		inline := !prepareInBackground(opts.FS)
 		l.pre = prealloc.New(opts.FS, dir, opts.SegmentSize+prealloc.Slack(opts.SegmentSize), inline, opts.Logger)
 	}
 	tw, err := tidwall.Open(dir, tidwallOptions(opts, l.newSegment()))
@@ -268,9 +268,6 @@ func (l *Log) Write(b *Batch) (first uint64, err error) {
 	}
 	switchNow := l.switchNow()
 	created := l.stage(b, first, switchNow)
-	if err := l.opts.Faults.beforeWrite(); err != nil {
-		return 0, l.fail("write segment", err)
-	}
 	if switchNow {
 		if err := l.tw.Cycle(); err != nil {
 			return 0, l.fail("start a segment on its prepared file", err)
@@ -330,13 +327,7 @@ func (l *Log) syncWrite(created bool) error {
 	if l.opts.NoSync || mutant.SkipFsync {
 		return nil
 	}
-	if err := l.opts.Faults.beforeSync(); err != nil {
-		return l.fail("fsync segment", err)
-	}
 	if err := l.tw.Sync(); err != nil {
-		return l.fail("fsync segment", err)
-	}
-	if err := l.opts.Faults.afterSync(l.tailPath()); err != nil {
 		return l.fail("fsync segment", err)
 	}
 	if created {
@@ -477,9 +468,6 @@ func (l *Log) TruncateFront(index uint64) error {
 
 // truncateInsideSegment is tidwall's front truncation. The caller holds l.front and l.mu.
 func (l *Log) truncateInsideSegment(index uint64) error {
-	if err := l.opts.Faults.beforeWrite(); err != nil {
-		return l.fail("truncate front", err)
-	}
 	if l.stale {
 		if err := l.reopenTidwall(); err != nil {
 			return l.fail("truncate front: reopen", err)
@@ -524,13 +512,7 @@ func (l *Log) Sync() error {
 	if err := l.writable(); err != nil {
 		return err
 	}
-	if err := l.opts.Faults.beforeSync(); err != nil {
-		return l.fail("fsync segment", err)
-	}
 	if err := l.tw.Sync(); err != nil {
-		return l.fail("fsync segment", err)
-	}
-	if err := l.opts.Faults.afterSync(l.tailPath()); err != nil {
 		return l.fail("fsync segment", err)
 	}
 	if err := syncDir(l.opts, l.dir); err != nil {

@@ -159,9 +159,6 @@ func repairTail(dir string, start uint64, o Options) (*TornTailError, error) {
 // BEFORE the segment is truncated, so that a wrong repair destroys nothing; then it truncates
 // the segment and makes that durable too.
 func cutTail(dir, path string, torn *TornTailError, tail []byte, o Options) error {
-	if err := o.Faults.beforeWrite(); err != nil {
-		return err
-	}
 	torn.SideFile = fmt.Sprintf("torn-%s-%d-%d.bin", torn.Segment, torn.Offset, time.Now().UnixNano())
 	if err := writeSideFile(filepath.Join(dir, torn.SideFile), tail, o); err != nil {
 		return err
@@ -180,13 +177,7 @@ func cutTail(dir, path string, torn *TornTailError, tail []byte, o Options) erro
 		return err
 	}
 	if !o.NoSync {
-		if err := o.Faults.beforeSync(); err != nil {
-			return err
-		}
 		if err := f.Sync(); err != nil {
-			return err
-		}
-		if err := o.Faults.afterSync(path); err != nil {
 			return err
 		}
 		if err := syncDir(o, dir); err != nil {
@@ -199,5 +190,5 @@ func cutTail(dir, path string, torn *TornTailError, tail []byte, o Options) erro
 // writeSideFile creates path (which must not exist) holding data. Its name does not start with
 // 20 digits, so tidwall ignores it.
 func writeSideFile(path string, data []byte, o Options) error {
-	return writeThrough(o.FS.CreateNew, path, data, !o.NoSync, o)
+	return writeThrough(o.FS.CreateNew, path, data, !o.NoSync)
 }

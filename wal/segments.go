@@ -136,24 +136,7 @@ func (m *segmentMirror) names() []string {
 
 // syncDir fsyncs a directory so that file creations, renames, removals and truncations in it
 // survive a crash.
-func syncDir(o Options, dir string) error {
-	faults := o.Faults
-	if err := faults.beforeSync(); err != nil {
-		return err
-	}
-	d, err := o.FS.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	if err := d.Close(); err != nil {
-		return err
-	}
-	return faults.afterSync(dir)
-}
+func syncDir(o Options, dir string) error { return vfs.SyncDir(o.FS, dir) }
 
 // parseSegmentName is the inverse of segmentName.
 func parseSegmentName(name string) (uint64, bool) {

@@ -126,9 +126,6 @@ func (l *Log) reset(next uint64) ([]string, error) {
 		if tail == next {
 			return dropped, nil
 		}
-		if err := l.opts.Faults.beforeWrite(); err != nil {
-			return dropped, err
-		}
 		if err := l.opts.FS.Rename(path, filepath.Join(l.dir, segmentName(next))); err != nil {
 			return dropped, err
 		}
@@ -177,9 +174,6 @@ func (l *Log) reshape(op string, first, last uint64, fn func() ([]string, error)
 // were renamed to. The caller holds l.mu and has closed tidwall.
 func (l *Log) takeOutSegments(starts []uint64) (dropped []string, err error) {
 	for _, start := range starts {
-		if err := l.opts.Faults.beforeWrite(); err != nil {
-			return dropped, err
-		}
 		path := filepath.Join(l.dir, segmentName(start))
 		if err := l.opts.FS.Rename(path, path+droppedSuffix); err != nil {
 			return dropped, err
@@ -198,9 +192,6 @@ func (l *Log) takeOutSegments(starts []uint64) (dropped []string, err error) {
 // truncateSegment cuts a segment file to size bytes and fsyncs it (unless NoSync). The
 // caller holds l.mu and has closed tidwall.
 func (l *Log) truncateSegment(path string, size int64) error {
-	if err := l.opts.Faults.beforeWrite(); err != nil {
-		return err
-	}
 	f, err := l.opts.FS.OpenReadWrite(path)
 	if err != nil {
 		return err
@@ -210,13 +201,7 @@ func (l *Log) truncateSegment(path string, size int64) error {
 		return err
 	}
 	if !l.opts.NoSync {
-		if err := l.opts.Faults.beforeSync(); err != nil {
-			return err
-		}
 		if err := f.Sync(); err != nil {
-			return err
-		}
-		if err := l.opts.Faults.afterSync(path); err != nil {
 			return err
 		}
 	}
