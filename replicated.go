@@ -79,9 +79,9 @@ type ReplicaOptions struct {
 	// (Node.SnapshotThreshold) and the log store is Node.WAL's.
 	Options
 	// Node configures this node: ID and BindAddr (or Transport) are
-	// required. Its Clock and Logger default to Options.Now and
-	// Options.Logger, its WAL.NoSync to Options.NoSync. (The writer sends
-	// each batch as one raft
+	// required. Its Clock and Logger default to the store's clock's Now
+	// (Options.Now or Options.Clock) and Options.Logger, its WAL.NoSync to
+	// Options.NoSync. (The writer sends each batch as one raft
 	// log of up to replica.MaxEnvelopeCommands commands, so the default
 	// MaxAppendEntries, 64 logs of at most replica.MaxEnvelopeBytes each,
 	// bounds an append to 256 MiB.)

@@ -13,13 +13,13 @@ import (
 )
 
 // scheduleFixture is a fixture whose writer looks for due occurrences only
-// when it takes requests (Options.ScheduleCheck < 0), so that a test decides
-// when an occurrence is reached: at its next write.
+// when it takes requests (its clock's timers never fire), so that a test
+// decides when an occurrence is reached: at its next write.
 func scheduleFixture(t *testing.T, opts func(o *execstore.Options)) *fixture {
 	t.Helper()
 	f := newFixture(t)
 	f.s.Close()
-	f.opts.ScheduleCheck = -1
+	f.untimed()
 	if opts != nil {
 		opts(&f.opts)
 	}
@@ -111,11 +111,16 @@ func TestAnOccurrenceIsAdmittedUnderItsIDBeforeAnyWriteStampedAtOrAfterIt(t *tes
 	}
 }
 
-// With its timer on (the default), the writer admits an occurrence when it
-// comes, with no write to wait for.
+// With its timer on (a clock whose timers fire), the writer admits an
+// occurrence when it comes, with no write to wait for: on a manual clock,
+// when the clock is moved to it.
 func TestTheWriterAdmitsAnOccurrenceWhenItComesWithNoWriteToWaitFor(t *testing.T) {
-	f := scheduleFixture(t, func(o *execstore.Options) { o.ScheduleCheck = 10 * time.Millisecond })
+	f := newFixture(t)
+	f.s.Close()
+	f.timed()
+	f.open()
 	f.put(execstore.Schedule{ID: "minutely", WorkflowID: "w", Interval: time.Minute, Start: t0.Add(time.Minute)})
+	eventually(t, "the writer sets its timer", func() bool { return f.clock.Timers() == 1 })
 	f.clock.Advance(time.Minute)
 	eventually(t, "the occurrence is admitted", func() bool { return len(f.admitted("minutely", t0.Add(time.Minute))) == 1 })
 }

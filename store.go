@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/execstore/execstore/fsm"
 )
@@ -120,8 +119,8 @@ func (s *Store) start(c committer) {
 // the directory: what a single-node and a replicated store share before
 // their state is loaded.
 func newStore(dir string, opts Options) (*Store, error) {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if err := clockOptions(&opts); err != nil {
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 4096
@@ -136,9 +135,6 @@ func newStore(dir string, opts Options) (*Store, error) {
 		opts.SnapshotWALBytes = DefaultSnapshotWALBytes
 	}
 	scheduleDefaults(&opts)
-	if opts.RetentionCheck == 0 {
-		opts.RetentionCheck = time.Second
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler) // Enabled is false: nothing is even formatted

@@ -17,6 +17,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/internal/tune"
+	"github.com/execstore/execstore/internal/untimed"
 	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/wal"
 )
@@ -104,7 +105,9 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 	binary.LittleEndian.PutUint64(idKey[:], seed)
 	copy(idKey[8:], "sim-ids")
 	w.opts = execstore.Options{
-		Now:              w.clock.Now,
+		// Its timers never fire: retirement and occurrences are reached at
+		// writes only (retire.go, schedules.go).
+		Clock:            untimed.Clock(w.clock.Now),
 		Limits:           simLimits(),
 		SegmentSize:      segment,
 		SnapshotEntries:  1 << 40, // snapshots only when the workload asks, so hooks fire in a known order
@@ -112,10 +115,8 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		WALFaults:        w.hooks.faults(),
 		SnapshotFaults:   w.hooks.snapshotFaults(),
 		IDRand:           &lockedReader{r: rand.NewChaCha8(idKey)},
-		ScheduleCheck:    -1, // occurrences are reached at writes only (schedules.go)
 		ScheduleGrace:    simScheduleGrace,
 		Retention:        retentionOf(seed),
-		RetentionCheck:   -1, // retirement is reached at writes only (retire.go)
 	}
 	w.model.retention = w.opts.Retention
 	for i := range 6 + w.rng.IntN(30) {
