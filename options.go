@@ -114,9 +114,10 @@ type Options struct {
 	// occurrence, or ScheduleCheck from now if that is sooner, so an
 	// occurrence is normally admitted when it comes, and this only matters
 	// after the clock jumps. Before every batch it takes, the writer also
-	// admits the occurrences that have come (up to 256 at once, the rest in
-	// the rounds right after), so a write stamped at or after an occurrence
-	// answers after its admission. Default 1 second; Open
+	// admits the occurrences that have come (up to 256 at once; the timer,
+	// set for a time that has come, brings the writer back for the rest), so
+	// a write stamped at or after an occurrence answers after its admission.
+	// Default 1 second; Open
 	// refuses a negative one (ErrInvalidArgument). On a Clock whose timers
 	// never fire, occurrences are reached only at requests.
 	ScheduleCheck time.Duration

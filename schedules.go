@@ -412,10 +412,11 @@ func planSchedule(fires []fsm.Fire, sc *fsm.Schedule, o *occurrences, now, late 
 	return fires
 }
 
-// armScheduleTimer sets the timer for the next occurrence by the clock, or
-// for Options.ScheduleCheck from now if that is sooner, and returns its
-// channel; nil (never ready) when no schedule has a next occurrence, or this
-// store does not lead.
+// armScheduleTimer sets the timer for the next occurrence by the clock (for
+// now if the store's time has reached it: more occurrences were due than
+// one fire command held), or for Options.ScheduleCheck from now if that is
+// sooner, and returns its channel; nil (never ready) when no schedule has a
+// next occurrence, or this store does not lead.
 func (w *writer) armScheduleTimer() <-chan time.Time {
 	var next int64
 	ok := false
@@ -427,8 +428,12 @@ func (w *writer) armScheduleTimer() <-chan time.Time {
 		return nil
 	}
 	o := &w.s.opts
-	deadline := o.Clock.Now().Add(o.ScheduleCheck)
-	if at := timeFromNanos(next); at.Before(deadline) {
+	now := o.Clock.Now()
+	deadline := now.Add(o.ScheduleCheck)
+	switch at := timeFromNanos(next); {
+	case next <= w.last:
+		deadline = now // come in the store's time, which may be ahead of the clock
+	case at.Before(deadline):
 		deadline = at
 	}
 	return w.sched.set(o.Clock, deadline)

@@ -125,6 +125,24 @@ func TestTheWriterAdmitsAnOccurrenceWhenItComesWithNoWriteToWaitFor(t *testing.T
 	eventually(t, "the occurrence is admitted", func() bool { return len(f.admitted("minutely", t0.Add(time.Minute))) == 1 })
 }
 
+// More occurrences due at once than one fire command holds (256) are all
+// admitted with no write to wait for: the writer's schedule timer, set for a
+// time that has come, wakes it again until none is left.
+func TestOccurrencesBeyondOneFireCommandAreAdmittedWithoutAWrite(t *testing.T) {
+	f := newFixture(t)
+	f.s.Close()
+	f.timed()
+	f.opts.ScheduleGrace = 10 * time.Minute // every occurrence below is on time
+	f.open()
+	f.put(execstore.Schedule{ID: "second", WorkflowID: "w", Interval: time.Second, Start: t0.Add(time.Second)})
+	eventually(t, "the writer sets its timer", func() bool { return f.clock.Timers() == 1 })
+	f.clock.Advance(300 * time.Second)
+	eventually(t, "all 300 occurrences are admitted", func() bool { return f.stats().Executions == 300 })
+	if got := f.admitted("second", t0.Add(time.Second), t0.Add(256*time.Second), t0.Add(257*time.Second), t0.Add(300*time.Second)); len(got) != 4 {
+		t.Fatalf("admitted %v of the first, 256th, 257th and last", got)
+	}
+}
+
 // Each occurrence is admitted at most once, ever: reached between clean
 // restarts, snapshots and reopenings on the newest snapshot, every occurrence
 // has exactly one execution, no write admits one again, and a caller

@@ -32,7 +32,7 @@ func (w *writer) run() {
 	defer close(s.stopped)
 	defer w.sched.stop()
 	defer w.retain.stop()
-	own := false // the round may make the writer's own commands without requests
+	timed := false // a timer of the writer's woke it
 	for {
 		// The committer's own work (snapshot requests and a finished
 		// background snapshot) is taken on every round, so that a steady
@@ -43,10 +43,10 @@ func (w *writer) run() {
 		var closing bool
 		w.taken, calls, rest, closing = s.in.take(w.taken[:0], s.opts.MaxBatch, s.opts.MaxBatchBytes)
 		n := len(w.taken)
-		more := false
-		if n > 0 || own {
-			more = w.ownCommands()
+		if n > 0 || timed {
+			w.ownCommands()
 		}
+		timed = false
 		if n > 0 {
 			w.c.commit(w, w.taken)
 			w.noteGroup(calls)
@@ -56,10 +56,6 @@ func (w *writer) run() {
 			}
 		}
 		w.c.afterRound(w)
-		own = more
-		if more {
-			rest++ // more of its own to do: go round again before sleeping
-		}
 		switch {
 		case rest > 0:
 			continue
@@ -73,38 +69,38 @@ func (w *writer) run() {
 		case <-s.in.kick:
 		case <-w.armScheduleTimer():
 			w.sched.fired()
-			own = true
+			timed = true
 		case <-w.armRetentionTimer():
 			w.retain.fired()
-			own = true
+			timed = true
 		}
 	}
 }
 
 // ownCommands commits the writer's own commands that are due, each a batch
 // of its own, before the batch the round took. The rule is one: a round
-// makes them when it took requests, when one of the writer's timers (the
-// next occurrence's, the retention check's) woke it, or when the round
-// before left more due; never otherwise (a round a snapshot woke, say). On
-// a clock whose timers never fire, only requests bring the writer here, so
-// what it does depends on the requests alone.
+// makes them when it took requests or when one of the writer's timers (the
+// next occurrence's, the retention check's) woke it; never otherwise (a
+// round a snapshot woke, say). On a clock whose timers never fire, only
+// requests bring the writer here, so what it does depends on the requests
+// alone.
 //
 // Retirement comes first, all that is due (retire commands in a row until
 // one retires fewer than it may), so that a write that follows a
 // retention's deadline answers after the retirement; then one fire of the
 // schedules' occurrences that have come, so that a write stamped at or after
-// an occurrence answers after it. It reports whether more occurrences are
-// due at once (more than one fire command holds): the next round then makes
-// its own commands again, before the writer sleeps.
-func (w *writer) ownCommands() (more bool) {
+// an occurrence answers after it. When more have come than one fire command
+// holds, the schedule timer, set for a time that has come, wakes the writer
+// again at once; on a clock whose timers never fire, the next request does.
+func (w *writer) ownCommands() {
 	for w.own(w.retirement) {
 	}
-	return w.own(w.scheduleFires)
+	w.own(w.scheduleFires)
 }
 
 // own commits one of the writer's own commands when next makes one, as a
 // batch of its own, and returns what next's done says of it: whether more
-// may be due.
+// may be due (a nil done: no).
 func (w *writer) own(next func() (r *request, done func() bool)) bool {
 	if w.s.failed() != nil || !w.c.leads() {
 		return false
@@ -115,7 +111,7 @@ func (w *writer) own(next func() (r *request, done func() bool)) bool {
 	}
 	w.c.commit(w, []*request{r})
 	<-r.done
-	more := done()
+	more := done != nil && done()
 	r.free()
 	return more
 }
@@ -246,12 +242,5 @@ func (w *writer) scheduleFires() (*request, func() bool) {
 		c.Fires = w.s.planFires(c.Now, st)
 		return len(c.Fires) > 0
 	}
-	return r, func() bool {
-		if len(r.cmd.Fires) == 0 {
-			return false
-		}
-		var more int64
-		w.c.view(func(st *fsm.State) { more, ok = st.NextOccurrence() })
-		return ok && more <= r.cmd.Now
-	}
+	return r, nil // occurrences still due set the schedule timer for now
 }
