@@ -134,6 +134,11 @@ type Options struct {
 	// only (a seeded source makes the log reproducible byte for byte); nil in
 	// production.
 	IDRand io.Reader
+
+	// sizes cut the store's states into pieces (fsm.Sizes); zero: the
+	// defaults. No option sets them: the crash simulator does, through
+	// internal/tune (sizes.go).
+	sizes fsm.Sizes
 }
 
 // Limits is the one place every size and count limit is defined. A zero field

@@ -207,6 +207,7 @@ type raftCommitter struct {
 // restored prepares a state the FSM decoded from a snapshot, or its first
 // one, before it is adopted.
 func (c *raftCommitter) restored(st *fsm.State) {
+	st.SetSizes(c.s.opts.sizes)
 	if c.s.opts.Retention > 0 {
 		st.TrackRetirement()
 	}

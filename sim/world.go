@@ -73,14 +73,17 @@ type world struct {
 	cov          Coverage // what the run reached
 }
 
-// smallStructures makes the state machine cut its structures into small
-// pieces (internal/tune), so that a simulated store, whose state holds
-// dozens of records, reaches the code that compacts them, as a store of
-// millions does. It changes no answer and no trace.
-var smallStructures sync.Once
+// small makes the stores opened with o cut their states into small pieces
+// (fsm.Sizes, through internal/tune): chunks of four change-log entries,
+// swept once the log holds more entries than records and a chunk's quarter.
+// A simulated store, whose state holds dozens of records, then reaches the
+// code that compacts them, as a store of millions does. It changes no answer
+// and no trace. Every store the simulator opens is small.
+func small(o *execstore.Options) {
+	tune.SetSizes(o, fsm.Sizes{FeedChunk: 4, FeedSweep: 1})
+}
 
 func newWorld(seed uint64, cfg Config, base string) *world {
-	smallStructures.Do(func() { tune.FeedChunk, tune.FeedSweep = 4, 1 })
 	w := &world{
 		cfg:      cfg,
 		seed:     seed,
@@ -118,6 +121,7 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		ScheduleGrace:    simScheduleGrace,
 		Retention:        retentionOf(seed),
 	}
+	small(&w.opts)
 	w.model.retention = w.opts.Retention
 	for i := range 6 + w.rng.IntN(30) {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
