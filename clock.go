@@ -5,6 +5,81 @@ import (
 	"time"
 )
 
+// Clock is the store's source of time and of the timers its writer waits on
+// (Options.Clock): the next schedule occurrence's and the retention check's.
+// The dispatcher takes the same interface (dispatcher.Options.Clock), so one
+// clock can drive a store and its dispatchers.
+//
+// Timers are set for an instant, not a duration, so that a deadline computed
+// from a time read earlier (the next occurrence, a lease's claim) does not
+// shift if the clock moves between reading it and setting the timer. A
+// manual clock (package dispatchertest) therefore fires exactly the timers
+// whose deadlines it was moved past, whatever the goroutines' interleaving.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// TimerAt returns a timer whose channel receives once the clock reads
+	// deadline or later (at once if it already does).
+	TimerAt(deadline time.Time) Timer
+}
+
+// Timer is a one-shot timer made by a Clock.
+type Timer interface {
+	// C returns the channel the timer fires on.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing. It reports whether it stopped
+	// the timer before it fired.
+	Stop() bool
+}
+
+// systemClock is the clock of a store opened without Options.Clock: now
+// (Options.Now, else time.Now) and the operating system's timers, each set
+// for as long as now reads its deadline away. A now that does not move with
+// real time (a test's) therefore sees a timer fire after the real time it
+// showed, and the writer, woken, reads now again.
+type systemClock struct{ now func() time.Time }
+
+func (c systemClock) Now() time.Time { return c.now() }
+
+func (c systemClock) TimerAt(deadline time.Time) Timer {
+	return systemTimer{time.NewTimer(deadline.Sub(c.now()))}
+}
+
+type systemTimer struct{ t *time.Timer }
+
+func (t systemTimer) C() <-chan time.Time { return t.t.C }
+func (t systemTimer) Stop() bool          { return t.t.Stop() }
+
+// clockOptions checks the options of the store's clock and of the writer's
+// timers and fills in their defaults: afterwards Clock and Now are both set,
+// Now being Clock's.
+func clockOptions(o *Options) error {
+	switch {
+	case o.Clock != nil && o.Now != nil:
+		return invalidArg("Options.Clock and Options.Now are both set: the store's time and its timers come from one clock; set one")
+	case o.RetentionCheck < 0:
+		return invalidArg("Options.RetentionCheck %v is negative (a store that retires only when it takes requests runs on a Clock whose timers never fire)", o.RetentionCheck)
+	case o.ScheduleCheck < 0:
+		return invalidArg("Options.ScheduleCheck %v is negative (a store that reaches occurrences only when it takes requests runs on a Clock whose timers never fire)", o.ScheduleCheck)
+	}
+	switch {
+	case o.Clock != nil:
+		o.Now = o.Clock.Now
+	case o.Now != nil:
+		o.Clock = systemClock{now: o.Now}
+	default:
+		o.Now = time.Now
+		o.Clock = systemClock{now: time.Now}
+	}
+	if o.RetentionCheck == 0 {
+		o.RetentionCheck = time.Second
+	}
+	if o.ScheduleCheck == 0 {
+		o.ScheduleCheck = time.Second
+	}
+	return nil
+}
+
 // The store's time.
 //
 // The store stamps every batch of commands with now = max(latest stamped
@@ -20,9 +95,9 @@ import (
 // workflow's Sleep, a retry's wait) MUST decide it with Now, not with a
 // clock of its own: see Now.
 
-// Now returns the store's time: the clock (Options.Now), but never earlier
-// than the time of the latest applied command (Stats.Now). It writes
-// nothing.
+// Now returns the store's time: the clock (Options.Now or Options.Clock),
+// but never earlier than the time of the latest applied command (Stats.Now).
+// It writes nothing.
 //
 // Decide whether a wake's time has come with Now. ClaimDue finds a wake due
 // when its time is at or before the claim's time, and from the moment a

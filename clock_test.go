@@ -2,6 +2,7 @@ package execstore_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -160,5 +161,65 @@ func TestAClockBehindTheRecoveredTimeIsReportedAfterARestart(t *testing.T) {
 	f.commit("k")
 	if st := f.stats(); st.ClockBehindStamps != 1 || st.ClockBehind != time.Hour || len(logs.about("clock reads earlier")) != 1 {
 		t.Fatalf("after a restart with the clock an hour behind: held back %d, behind %v, %d warnings", st.ClockBehindStamps, st.ClockBehind, len(logs.about("clock reads earlier")))
+	}
+}
+
+// On a manual clock (Options.Clock), the writer's timers fire when the clock
+// is moved past them: with no request to take, it retires an execution once
+// the clock passes both its retention and the retention check, and admits a
+// schedule's occurrence when the clock reaches it; before, it does neither.
+func TestTheWritersTimersFireWhenAManualClockIsMovedPastThem(t *testing.T) {
+	f := newFixture(t)
+	f.s.Close()
+	f.timed()
+	f.opts.Retention = time.Hour
+	f.opts.RetentionCheck = time.Minute
+	f.opts.ScheduleCheck = time.Hour // the occurrence's own time sets its timer
+	f.open()
+	f.admit(execstore.AdmitRequest{ExecutionID: "done", WorkflowID: "w"})
+	if _, err := f.s.Cancel(ctx, "done", "ended at t0"); err != nil {
+		t.Fatal(err)
+	}
+	f.put(execstore.Schedule{ID: "hourly", WorkflowID: "w", Interval: time.Hour, Start: t0.Add(90 * time.Minute)})
+	// The writer sleeps on its two timers once it has finished its round.
+	asleep := func() {
+		t.Helper()
+		eventually(t, "the writer sets both its timers", func() bool { return f.clock.Timers() == 2 })
+	}
+	asleep()
+
+	f.clock.Advance(time.Hour) // the check fires; the retention ends exactly now: not yet
+	asleep()
+	if n := f.stats().Retired; n != 0 {
+		t.Fatalf("%d retired at the retention's end", n)
+	}
+	f.clock.Advance(time.Minute) // the next check, past the retention
+	eventually(t, "the check retires the execution", func() bool { return f.stats().Retired == 1 })
+	asleep()
+	if got := f.admitted("hourly", t0.Add(90*time.Minute)); len(got) != 0 {
+		t.Fatalf("admitted %v before the occurrence's time", got)
+	}
+	f.clock.Advance(29 * time.Minute) // the occurrence's time
+	eventually(t, "the occurrence is admitted", func() bool { return len(f.admitted("hourly", t0.Add(90*time.Minute))) == 1 })
+}
+
+// Open refuses options of the clock that make no sense: both a Clock and a
+// Now (two sources of time), and a negative check interval (which used to
+// mean "no timer": a Clock whose timers never fire says that now).
+func TestOpenRefusesBothClockAndNowAndNegativeCheckIntervals(t *testing.T) {
+	c := newClock()
+	for name, opts := range map[string]execstore.Options{
+		"Clock and Now":           {Clock: c, Now: c.Now},
+		"negative RetentionCheck": {Clock: c, Retention: time.Hour, RetentionCheck: -1},
+		"negative ScheduleCheck":  {Now: c.Now, ScheduleCheck: -1},
+	} {
+		opts.NoSync = true
+		s, err := execstore.Open(t.TempDir(), opts)
+		if err == nil {
+			s.Close()
+		}
+		if !errors.Is(err, execstore.ErrInvalidArgument) {
+			t.Errorf("%s: Open = %v, want ErrInvalidArgument", name, err)
+		}
 	}
 }

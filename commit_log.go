@@ -66,6 +66,7 @@ func openLog(s *Store) (*logCommitter, error) {
 		return nil, err
 	}
 	c.fallback = fb
+	state.SetSizes(s.opts.sizes)
 	if s.opts.Retention > 0 {
 		state.TrackRetirement()
 	}

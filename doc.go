@@ -53,5 +53,17 @@
 // those reached late after downtime are admitted as the schedule's CatchUp
 // policy says.
 //
+// # Time
+//
+// The store's time and the timers its writer waits on (the next schedule
+// occurrence's, the retention check's) come from one Clock: Now, and
+// TimerAt, a timer set for an instant rather than a duration. Options.Clock
+// sets it; nil means the system clock, reading Options.Now when that is set
+// (set one of the two, not both). The dispatcher takes the same interface,
+// so one manual clock (package dispatcher/dispatchertest) drives a store and
+// its dispatchers, and moving it fires exactly the timers it passes. The
+// store never lets its time go backwards: each command is stamped with the
+// later of the clock and the latest stamp (see Store.Now).
+//
 // Limits on every size and count are in one place, Limits.
 package execstore

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/dispatcher/dispatchertest"
+	"github.com/execstore/execstore/internal/untimed"
 	"github.com/execstore/execstore/vfs"
 )
 
@@ -21,31 +23,14 @@ var t0 = time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
 // how long anything takes.
 const patience = 10 * time.Second
 
-// clock is an injected clock that moves only when told.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// clock is an injected clock that moves only when told. A fixture gives its
+// Now to Options.Now, so the writer's timers are the system's; a test that
+// wants them to fire when it moves the clock gives the clock itself to
+// Options.Clock (timed), and one that wants them never to fire, a clock of
+// its Now whose timers never do (untimed).
+type clock = dispatchertest.Clock
 
-func newClock() *clock { return &clock{t: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
+func newClock() *clock { return dispatchertest.NewClock(t0) }
 
 // fixture is a store on a temporary directory with an injected clock.
 type fixture struct {
@@ -67,6 +52,19 @@ func newFixture(t *testing.T) *fixture {
 		}
 	})
 	return f
+}
+
+// timed makes the store's clock the fixture's own, from the next open: the
+// writer's timers fire when the test moves the clock past them.
+func (f *fixture) timed() {
+	f.opts.Now, f.opts.Clock = nil, f.clock
+}
+
+// untimed makes the store's clock one whose timers never fire, from the
+// next open: the writer retires and reaches occurrences only when it takes
+// requests, so a test decides when, at its next write.
+func (f *fixture) untimed() {
+	f.opts.Now, f.opts.Clock = nil, untimed.Clock(f.clock.Now)
 }
 
 func (f *fixture) open() {

@@ -12,11 +12,27 @@ import (
 // Options configure a Store. The zero value is a durable store on the real
 // clock with default limits.
 type Options struct {
-	// Now is the store's clock. Nil means time.Now. The store never lets its
-	// own time go backwards: each command is stamped with max(previous, Now()),
-	// across restarts too. Store.Now reads the store's time; a Now() reading
-	// earlier than it is counted in Stats (ClockBehindStamps) and logged.
+	// Now is the store's clock. Nil means time.Now (Clock's Now when Clock is
+	// set). The store never lets its own time go backwards: each command is
+	// stamped with max(previous, Now()), across restarts too. Store.Now reads
+	// the store's time; a Now() reading earlier than it is counted in Stats
+	// (ClockBehindStamps) and logged. With Now set and Clock nil, the
+	// writer's timers are the operating system's, each set for as long as
+	// Now reads its deadline away.
 	Now func() time.Time
+	// Clock is the store's time and the timers its writer waits on: the next
+	// schedule occurrence's (ScheduleCheck) and the retention check's
+	// (RetentionCheck). Nil (the default) means the system clock: Now for
+	// the time and the operating system's timers. Set Clock or Now, not both:
+	// the time the store stamps and the time its timers fire at come from one
+	// clock, and Open refuses both with ErrInvalidArgument. On a manual clock
+	// (dispatchertest.Clock) time moves only when a test moves it, and the
+	// writer's timers fire when it is moved past them; give the same clock to
+	// the dispatchers (dispatcher.Options.Clock). On a clock whose timers
+	// never fire, the writer retires and reaches occurrences only in the
+	// rounds that take requests, before their batch: what it does then
+	// depends on the requests alone (the crash simulator runs so).
+	Clock Clock
 	// NoSync skips fsync. Default false: a write that returned nil is on disk.
 	NoSync bool
 	// GroupWait bounds how long the writer waits, before it writes a batch,
@@ -73,15 +89,17 @@ type Options struct {
 	// Get and Await still answer, and a parent still awaits a retired child.
 	// Zero (the default) keeps everything forever, and keeps no index for
 	// retirement. Retirement is a logged command stamped with the store's
-	// time, checked before every batch and every RetentionCheck.
+	// time: before every batch it takes, the writer retires all that is due
+	// at the batch's time, so a write that follows a retention's deadline
+	// answers after the retirement; while no request comes, it checks every
+	// RetentionCheck.
 	Retention time.Duration
-	// RetentionCheck is how often the writer, while idle, checks whether a
-	// terminal execution has passed the retention. Default 1 second.
-	// Negative: no ticker; the writer retires only when it takes requests,
-	// before each batch and all that is due then, so retirement happens at
-	// points the callers choose and a read between writes may still see a
-	// record the retention has passed (the crash simulator, whose clock does
-	// not move with real time, uses this).
+	// RetentionCheck is how often, in the clock's time, the writer checks
+	// whether a terminal execution has passed the retention while no
+	// request comes: a timer of the Clock's. Default 1 second; Open refuses
+	// a negative one (ErrInvalidArgument). Between checks, a read may still
+	// see a record the retention has passed; on a Clock whose timers never
+	// fire, until the next request.
 	RetentionCheck time.Duration
 
 	// ScheduleGrace is how late the store may reach a schedule's occurrence
@@ -89,14 +107,18 @@ type Options struct {
 	// down, or its clock jumped), and the schedule's catch-up policy decides
 	// whether it is admitted. Default 1 minute.
 	ScheduleGrace time.Duration
-	// ScheduleCheck bounds how long the writer waits, while a schedule
-	// exists, before it reads the clock to see whether an occurrence has
-	// come; it also sets a timer for the next occurrence by the clock, so an
+	// ScheduleCheck bounds how long, in the clock's time, the writer waits,
+	// while a schedule exists, before it reads the clock to see whether an
+	// occurrence has come. Its timer (the Clock's) is set for the next
+	// occurrence, or ScheduleCheck from now if that is sooner, so an
 	// occurrence is normally admitted when it comes, and this only matters
-	// after the clock jumps. Default 1 second. Negative: no timer; the writer
-	// looks only when it takes requests, so occurrences are admitted at
-	// points the callers choose (the crash simulator, whose clock does not
-	// move with real time, uses this).
+	// after the clock jumps. Before every batch it takes, the writer also
+	// admits the occurrences that have come (up to 256 at once; the timer,
+	// set for a time that has come, brings the writer back for the rest), so
+	// a write stamped at or after an occurrence answers after its admission.
+	// Default 1 second; Open
+	// refuses a negative one (ErrInvalidArgument). On a Clock whose timers
+	// never fire, occurrences are reached only at requests.
 	ScheduleCheck time.Duration
 
 	// FS is the filesystem the store's directory is on: every file of its
@@ -113,6 +135,11 @@ type Options struct {
 	// only (a seeded source makes the log reproducible byte for byte); nil in
 	// production.
 	IDRand io.Reader
+
+	// sizes cut the store's states into pieces (fsm.Sizes); zero: the
+	// defaults. No option sets them: the crash simulator does, through
+	// internal/tune (sizes.go).
+	sizes fsm.Sizes
 }
 
 // Limits is the one place every size and count limit is defined. A zero field

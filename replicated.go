@@ -79,13 +79,13 @@ type ReplicaOptions struct {
 	// snapshot (Node.SnapshotThreshold) and the log store is Node.WAL's.
 	Options
 	// Node configures this node: ID and BindAddr (or Transport) are
-	// required. Its Clock and Logger default to Options.Now and
-	// Options.Logger, its WAL.NoSync to Options.NoSync, its WAL.FS to
-	// Options.FS (raft's own snapshot files are on the operating system's
-	// filesystem). (The writer sends each batch as one raft log of up to
-	// replica.MaxEnvelopeCommands commands, so the default MaxAppendEntries,
-	// 64 logs of at most replica.MaxEnvelopeBytes each, bounds an append to
-	// 256 MiB.)
+	// required. Its Clock and Logger default to the store's clock's Now
+	// (Options.Now or Options.Clock) and Options.Logger, its WAL.NoSync to
+	// Options.NoSync, its WAL.FS to Options.FS (raft's own snapshot files
+	// are on the operating system's filesystem). (The writer sends each
+	// batch as one raft log of up to replica.MaxEnvelopeCommands commands,
+	// so the default MaxAppendEntries, 64 logs of at most
+	// replica.MaxEnvelopeBytes each, bounds an append to 256 MiB.)
 	Node replica.NodeOptions
 	// Peers, when set, bootstrap a new cluster with these members (this node
 	// among them) the first time the directory is opened; a directory that
@@ -215,6 +215,7 @@ type raftCommitter struct {
 // restored prepares a state the FSM decoded from a snapshot, or its first
 // one, before it is adopted.
 func (c *raftCommitter) restored(st *fsm.State) {
+	st.SetSizes(c.s.opts.sizes)
 	if c.s.opts.Retention > 0 {
 		st.TrackRetirement()
 	}

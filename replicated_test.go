@@ -14,6 +14,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/dispatcher"
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/untimed"
 	"github.com/execstore/execstore/replica"
 	"github.com/execstore/execstore/snapshot"
 )
@@ -526,8 +527,9 @@ func TestSchedulesFireOnceOnTheLeaderAndRetentionRetiresOnEveryNode(t *testing.T
 	ctx := context.Background()
 	c := newReplicasWith(t, 3, true, func(o *execstore.Options) {
 		o.Retention = time.Hour
-		o.RetentionCheck = -1 // retire before each batch, as the simulator does
-		o.ScheduleCheck = -1  // fire before each batch: no timer to wait for
+		// Timers that never fire: retire and fire before each batch, as the
+		// simulator does, with no timer to wait for.
+		o.Now, o.Clock = nil, untimed.Clock(o.Now)
 	})
 	ld := c.leader()
 	if _, err := ld.s.PutSchedule(ctx, execstore.Schedule{ID: "tick", WorkflowID: "wf", Interval: time.Minute,

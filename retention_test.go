@@ -69,16 +69,16 @@ func TestRetentionDropsParamsContextAndStepsButKeepsTheOutcome(t *testing.T) {
 	}
 }
 
-// "RetentionCheck negative: no ticker; the writer retires only when it takes
-// requests, before each batch and all that is due then." A snapshot wakes
-// the writer without a request and retires nothing; the next write, even one
-// that changes nothing, answers after every due retirement, more than one
-// retire command holds included.
+// "On a clock whose timers never fire, the writer retires only in the
+// rounds that take requests, before their batch, all that is due then." A
+// snapshot wakes the writer without a request and retires nothing; the next
+// write, even one that changes nothing, answers after every due retirement,
+// more than one retire command holds included.
 func TestWithoutTheRetentionTickerTheNextRequestRetiresAllThatIsDue(t *testing.T) {
 	f := newFixture(t)
 	f.s.Close()
 	f.opts.Retention = time.Hour
-	f.opts.RetentionCheck = -1
+	f.untimed()
 	f.open()
 	const ended = 1030 // more than one retire command retires
 	for i := range ended {

@@ -348,9 +348,6 @@ func scheduleDefaults(o *Options) {
 	if o.ScheduleGrace <= 0 {
 		o.ScheduleGrace = time.Minute
 	}
-	if o.ScheduleCheck == 0 {
-		o.ScheduleCheck = time.Second
-	}
 }
 
 // firstOccurrence sets a put-schedule command's first occurrence: the
@@ -415,37 +412,29 @@ func planSchedule(fires []fsm.Fire, sc *fsm.Schedule, o *occurrences, now, late 
 	return fires
 }
 
-// scheduleTimer is the writer's timer for the next occurrence. Writer
-// goroutine only.
-type scheduleTimer struct {
-	t     *time.Timer
-	armed bool
-}
-
-// arm sets the timer for the next occurrence by the clock, or for
-// Options.ScheduleCheck if that is sooner, and returns its channel; nil
-// (never ready) when no schedule has a next occurrence or the timer is off.
+// armScheduleTimer sets the timer for the next occurrence by the clock (for
+// now if the store's time has reached it: more occurrences were due than
+// one fire command held), or for Options.ScheduleCheck from now if that is
+// sooner, and returns its channel; nil (never ready) when no schedule has a
+// next occurrence, or this store does not lead.
 func (w *writer) armScheduleTimer() <-chan time.Time {
-	st := &w.sched
 	var next int64
 	ok := false
 	if w.c.leads() {
 		w.c.view(func(s *fsm.State) { next, ok = s.NextOccurrence() })
 	}
-	if !ok || w.s.opts.ScheduleCheck < 0 {
-		if st.armed {
-			st.t.Stop()
-			st.armed = false
-		}
+	if !ok {
+		w.sched.stop()
 		return nil
 	}
-	clock, _ := nanosFromTime(w.s.opts.Now())
-	wait := min(max(time.Duration(next-clock), 0), w.s.opts.ScheduleCheck)
-	if st.t == nil {
-		st.t = time.NewTimer(wait)
-	} else {
-		st.t.Reset(wait)
+	o := &w.s.opts
+	now := o.Clock.Now()
+	deadline := now.Add(o.ScheduleCheck)
+	switch at := timeFromNanos(next); {
+	case next <= w.last:
+		deadline = now // come in the store's time, which may be ahead of the clock
+	case at.Before(deadline):
+		deadline = at
 	}
-	st.armed = true
-	return st.t.C
+	return w.sched.set(o.Clock, deadline)
 }

@@ -13,13 +13,13 @@ import (
 )
 
 // scheduleFixture is a fixture whose writer looks for due occurrences only
-// when it takes requests (Options.ScheduleCheck < 0), so that a test decides
-// when an occurrence is reached: at its next write.
+// when it takes requests (its clock's timers never fire), so that a test
+// decides when an occurrence is reached: at its next write.
 func scheduleFixture(t *testing.T, opts func(o *execstore.Options)) *fixture {
 	t.Helper()
 	f := newFixture(t)
 	f.s.Close()
-	f.opts.ScheduleCheck = -1
+	f.untimed()
 	if opts != nil {
 		opts(&f.opts)
 	}
@@ -111,13 +111,36 @@ func TestAnOccurrenceIsAdmittedUnderItsIDBeforeAnyWriteStampedAtOrAfterIt(t *tes
 	}
 }
 
-// With its timer on (the default), the writer admits an occurrence when it
-// comes, with no write to wait for.
+// With its timer on (a clock whose timers fire), the writer admits an
+// occurrence when it comes, with no write to wait for: on a manual clock,
+// when the clock is moved to it.
 func TestTheWriterAdmitsAnOccurrenceWhenItComesWithNoWriteToWaitFor(t *testing.T) {
-	f := scheduleFixture(t, func(o *execstore.Options) { o.ScheduleCheck = 10 * time.Millisecond })
+	f := newFixture(t)
+	f.s.Close()
+	f.timed()
+	f.open()
 	f.put(execstore.Schedule{ID: "minutely", WorkflowID: "w", Interval: time.Minute, Start: t0.Add(time.Minute)})
+	eventually(t, "the writer sets its timer", func() bool { return f.clock.Timers() == 1 })
 	f.clock.Advance(time.Minute)
 	eventually(t, "the occurrence is admitted", func() bool { return len(f.admitted("minutely", t0.Add(time.Minute))) == 1 })
+}
+
+// More occurrences due at once than one fire command holds (256) are all
+// admitted with no write to wait for: the writer's schedule timer, set for a
+// time that has come, wakes it again until none is left.
+func TestOccurrencesBeyondOneFireCommandAreAdmittedWithoutAWrite(t *testing.T) {
+	f := newFixture(t)
+	f.s.Close()
+	f.timed()
+	f.opts.ScheduleGrace = 10 * time.Minute // every occurrence below is on time
+	f.open()
+	f.put(execstore.Schedule{ID: "second", WorkflowID: "w", Interval: time.Second, Start: t0.Add(time.Second)})
+	eventually(t, "the writer sets its timer", func() bool { return f.clock.Timers() == 1 })
+	f.clock.Advance(300 * time.Second)
+	eventually(t, "all 300 occurrences are admitted", func() bool { return f.stats().Executions == 300 })
+	if got := f.admitted("second", t0.Add(time.Second), t0.Add(256*time.Second), t0.Add(257*time.Second), t0.Add(300*time.Second)); len(got) != 4 {
+		t.Fatalf("admitted %v of the first, 256th, 257th and last", got)
+	}
 }
 
 // Each occurrence is admitted at most once, ever: reached between clean

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/vfs"
@@ -122,8 +121,8 @@ func (s *Store) start(c committer) {
 // the directory: what a single-node and a replicated store share before
 // their state is loaded.
 func newStore(dir string, opts Options) (*Store, error) {
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if err := clockOptions(&opts); err != nil {
+		return nil, fmt.Errorf("execstore: open %s: %w", dir, err)
 	}
 	if opts.FS == nil {
 		opts.FS = vfs.Default
@@ -141,9 +140,6 @@ func newStore(dir string, opts Options) (*Store, error) {
 		opts.SnapshotWALBytes = DefaultSnapshotWALBytes
 	}
 	scheduleDefaults(&opts)
-	if opts.RetentionCheck == 0 {
-		opts.RetentionCheck = time.Second
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler) // Enabled is false: nothing is even formatted

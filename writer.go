@@ -8,19 +8,21 @@ import (
 )
 
 // writer is the writer goroutine and what it alone touches: the store's
-// latest stamped time, the planner, the group-commit estimate and the
-// schedules' timer. Each round it takes a batch from the inbox; commits its
-// own commands first (retirement, schedule fires: requests like any caller's,
-// each a batch of its own), then the batch, through the committer chosen at
-// Open; and sleeps until woken by a request, a timer or the committer.
+// latest stamped time, the planner, the group-commit estimate and its
+// timers. Each round it takes a batch from the inbox; commits its own
+// commands first (retirement, schedule fires: requests like any caller's,
+// each a batch of its own) when the round may make them (ownCommands), then
+// the batch, through the committer chosen at Open; and sleeps until woken by
+// a request, one of its timers or the committer.
 type writer struct {
 	s *Store
 	c committer
 
 	last    int64 // the latest time stamped, never decreasing
 	planner planner
-	group   groupCommit   // how many callers a batch waits for (group.go)
-	sched   scheduleTimer // the timer for the next schedule occurrence (schedules.go)
+	group   groupCommit // how many callers a batch waits for (group.go)
+	sched   writerTimer // the timer for the next schedule occurrence (schedules.go)
+	retain  writerTimer // the timer for the next retention check
 	taken   []*request
 }
 
@@ -28,12 +30,9 @@ type writer struct {
 func (w *writer) run() {
 	s := w.s
 	defer close(s.stopped)
-	var retireTicker <-chan time.Time
-	if s.opts.Retention > 0 && s.opts.RetentionCheck > 0 {
-		t := time.NewTicker(s.opts.RetentionCheck)
-		defer t.Stop()
-		retireTicker = t.C
-	}
+	defer w.sched.stop()
+	defer w.retain.stop()
+	timed := false // a timer of the writer's woke it
 	for {
 		// The committer's own work (snapshot requests and a finished
 		// background snapshot) is taken on every round, so that a steady
@@ -44,7 +43,10 @@ func (w *writer) run() {
 		var closing bool
 		w.taken, calls, rest, closing = s.in.take(w.taken[:0], s.opts.MaxBatch, s.opts.MaxBatchBytes)
 		n := len(w.taken)
-		more := w.ownCommands(n > 0)
+		if n > 0 || timed {
+			w.ownCommands()
+		}
+		timed = false
 		if n > 0 {
 			w.c.commit(w, w.taken)
 			w.noteGroup(calls)
@@ -54,9 +56,6 @@ func (w *writer) run() {
 			}
 		}
 		w.c.afterRound(w)
-		if more {
-			rest++ // more of its own to do: go round again before sleeping
-		}
 		switch {
 		case rest > 0:
 			continue
@@ -69,36 +68,39 @@ func (w *writer) run() {
 		select {
 		case <-s.in.kick:
 		case <-w.armScheduleTimer():
-		case <-retireTicker:
+			w.sched.fired()
+			timed = true
+		case <-w.armRetentionTimer():
+			w.retain.fired()
+			timed = true
 		}
 	}
 }
 
-// ownCommands commits the writer's own commands that are due, before the
-// batch it took (took says whether it took one): retirement first, so that a
-// write that follows the retention's deadline answers after the retirement;
-// then the schedules' occurrences that have come, so that a write stamped at
-// or after an occurrence answers after it. Without the retention's ticker,
-// only requests bring the writer here, and it retires all that is due
-// before taking them; without the schedules' timer, it fires them only then.
-// It reports whether more may be due at once.
-func (w *writer) ownCommands(took bool) (more bool) {
-	o := &w.s.opts
-	if o.RetentionCheck >= 0 {
-		more = w.own(w.retirement)
-	} else if took {
-		for w.own(w.retirement) {
-		}
+// ownCommands commits the writer's own commands that are due, each a batch
+// of its own, before the batch the round took. The rule is one: a round
+// makes them when it took requests or when one of the writer's timers (the
+// next occurrence's, the retention check's) woke it; never otherwise (a
+// round a snapshot woke, say). On a clock whose timers never fire, only
+// requests bring the writer here, so what it does depends on the requests
+// alone.
+//
+// Retirement comes first, all that is due (retire commands in a row until
+// one retires fewer than it may), so that a write that follows a
+// retention's deadline answers after the retirement; then one fire of the
+// schedules' occurrences that have come, so that a write stamped at or after
+// an occurrence answers after it. When more have come than one fire command
+// holds, the schedule timer, set for a time that has come, wakes the writer
+// again at once; on a clock whose timers never fire, the next request does.
+func (w *writer) ownCommands() {
+	for w.own(w.retirement) {
 	}
-	if took || o.ScheduleCheck >= 0 {
-		more = w.own(w.scheduleFires) && o.ScheduleCheck >= 0 || more
-	}
-	return more
+	w.own(w.scheduleFires)
 }
 
 // own commits one of the writer's own commands when next makes one, as a
 // batch of its own, and returns what next's done says of it: whether more
-// may be due.
+// may be due (a nil done: no).
 func (w *writer) own(next func() (r *request, done func() bool)) bool {
 	if w.s.failed() != nil || !w.c.leads() {
 		return false
@@ -109,7 +111,7 @@ func (w *writer) own(next func() (r *request, done func() bool)) bool {
 	}
 	w.c.commit(w, []*request{r})
 	<-r.done
-	more := done()
+	more := done != nil && done()
 	r.free()
 	return more
 }
@@ -141,6 +143,49 @@ func (w *writer) stampAt(now, st int64) {
 // retireLimit bounds the executions one retire command retires, so that one
 // command never holds the writer long.
 const retireLimit = 1024
+
+// armRetentionTimer sets the retention check's timer, RetentionCheck from
+// now, unless it is set already, and returns its channel; nil (never ready)
+// without retention.
+func (w *writer) armRetentionTimer() <-chan time.Time {
+	o := &w.s.opts
+	if o.Retention <= 0 {
+		return nil
+	}
+	if w.retain.t == nil {
+		return w.retain.set(o.Clock, o.Clock.Now().Add(o.RetentionCheck))
+	}
+	return w.retain.t.C()
+}
+
+// writerTimer is one of the writer's timers. Writer goroutine only.
+type writerTimer struct {
+	t  Timer     // nil: not set
+	at time.Time // t's deadline
+}
+
+// set makes the timer fire by deadline: a timer already set for no later
+// stays (a timer set each round would cost one each round), any other is
+// replaced. It returns the timer's channel.
+func (wt *writerTimer) set(c Clock, deadline time.Time) <-chan time.Time {
+	if wt.t != nil && !wt.at.After(deadline) {
+		return wt.t.C()
+	}
+	wt.stop()
+	wt.t, wt.at = c.TimerAt(deadline), deadline
+	return wt.t.C()
+}
+
+// fired forgets a timer whose channel was received from.
+func (wt *writerTimer) fired() { wt.t = nil }
+
+// stop stops the timer, if it is set.
+func (wt *writerTimer) stop() {
+	if wt.t != nil {
+		wt.t.Stop()
+		wt.t = nil
+	}
+}
 
 // retirement makes a retire command when some terminal execution is older
 // than the retention; its cutoff follows the batch's time.
@@ -197,12 +242,5 @@ func (w *writer) scheduleFires() (*request, func() bool) {
 		c.Fires = w.s.planFires(c.Now, st)
 		return len(c.Fires) > 0
 	}
-	return r, func() bool {
-		if len(r.cmd.Fires) == 0 {
-			return false
-		}
-		var more int64
-		w.c.view(func(st *fsm.State) { more, ok = st.NextOccurrence() })
-		return ok && more <= r.cmd.Now
-	}
+	return r, nil // occurrences still due set the schedule timer for now
 }

@@ -1,30 +1,24 @@
 package dispatcher
 
-import "time"
+import (
+	"time"
 
-// Clock is the dispatcher's source of time and timers.
+	"github.com/execstore/execstore"
+)
+
+// Clock is the dispatcher's source of time and timers: the store's own
+// interface (execstore.Clock), so that one clock (a manual one in a test,
+// package dispatchertest) drives a store and its dispatchers.
 //
 // Timers are set for an instant, not a duration, so that a deadline computed
 // from a recorded time (a lease's claim, the moment a lease was lost) does not
 // shift if the clock moves between reading it and setting the timer. A
 // manual clock in a test therefore fires exactly the timers whose deadlines
 // it passed, whatever the goroutines' interleaving.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// TimerAt returns a timer whose channel receives once the clock reads
-	// deadline or later (at once if it already does).
-	TimerAt(deadline time.Time) Timer
-}
+type Clock = execstore.Clock
 
-// Timer is a one-shot timer made by a Clock.
-type Timer interface {
-	// C returns the channel the timer fires on.
-	C() <-chan time.Time
-	// Stop prevents the timer from firing. It reports whether it stopped
-	// the timer before it fired.
-	Stop() bool
-}
+// Timer is a one-shot timer made by a Clock (execstore.Timer).
+type Timer = execstore.Timer
 
 // SystemClock returns the clock of the operating system (time.Now and
 // time.Timer).

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/execstore/execstore/internal/mutant"
-	"github.com/execstore/execstore/internal/tune"
 
 	"github.com/tidwall/btree"
 )
@@ -19,9 +18,9 @@ type feedEntry struct {
 	At  int64
 }
 
-// feedChunkCap is the most entries a chunk of the change log holds: 256
-// (tune.FeedChunk; the simulator makes it small).
-func feedChunkCap() int { return tune.FeedChunk }
+// chunkCap is the most entries a chunk of the change log holds: 256
+// (Sizes.FeedChunk; the simulator makes it small).
+func (f *feed) chunkCap() int { return f.sizes.withDefaults().FeedChunk }
 
 // feedChunk is a run of the change log in position order. Lo is the least
 // position it may hold, fixed when the chunk is created: the chunks' Lo
@@ -44,6 +43,7 @@ type feed struct {
 	chunks *btree.BTreeG[*feedChunk] // nil until the first change
 	n      int                       // entries, live or not
 	sweep  uint64                    // the Lo of the chunk the next sweep step compacts
+	sizes  Sizes                     // the state's (see SetSizes); zero fields: the defaults
 }
 
 // append adds the entry of a new change, whose position is above every
@@ -55,8 +55,8 @@ func (f *feed) append(x feedEntry, gen uint32) {
 	f.n++
 	c, ok := f.chunks.Max()
 	switch {
-	case !ok || len(c.ents) >= feedChunkCap():
-		c = &feedChunk{Lo: x.Seq, ents: make([]feedEntry, 0, feedChunkCap()), gen: gen}
+	case !ok || len(c.ents) >= f.chunkCap():
+		c = &feedChunk{Lo: x.Seq, ents: make([]feedEntry, 0, f.chunkCap()), gen: gen}
 	case c.gen != gen:
 		c = &feedChunk{Lo: c.Lo, ents: c.ents, gen: gen} // the array is only appended to
 	default:
@@ -73,13 +73,13 @@ func (x *feedEntry) live(adm *admissions) bool {
 	return e != nil && e.ChangeSeq() == x.Seq
 }
 
-// feedSlack is how many entries over twice the records (tune.FeedSweep
-// times; the simulator makes it once) the log may hold before the writer
-// sweeps: a quarter chunk.
-func feedSlack() int { return tune.FeedChunk / 4 }
+// slack is how many entries over twice the records (Sizes.FeedSweep times;
+// the simulator makes it once) the log may hold before the writer sweeps: a
+// quarter chunk.
+func (f *feed) slack() int { return f.chunkCap() / 4 }
 
 // sweepIfOver compacts one chunk when the log holds more than twice as many
-// entries as there are records (records), plus feedSlack. (The last chunk,
+// entries as there are records (records), plus slack. (The last chunk,
 // which changes append to, is not swept: the log may exceed the bound by up
 // to a chunk.)
 //
@@ -91,7 +91,7 @@ func feedSlack() int { return tune.FeedChunk / 4 }
 // add. A step costs at most two chunks' worth of copying: the writer does
 // a bounded amount of work per change, never a pass over the whole log.
 func (f *feed) sweepIfOver(records int, adm *admissions, gen uint32) {
-	if f.n > tune.FeedSweep*records+feedSlack() {
+	if f.n > f.sizes.withDefaults().FeedSweep*records+f.slack() {
 		f.sweepStep(adm, gen)
 	}
 }
@@ -140,9 +140,9 @@ func (f *feed) sweepStep(adm *admissions, gen uint32) {
 	} else {
 		f.sweep = 0
 	}
-	if prev != nil && prev != tail && len(prev.ents)+live <= feedChunkCap() {
+	if prev != nil && prev != tail && len(prev.ents)+live <= f.chunkCap() {
 		// Merge into the chunk before, which now holds up to the next one.
-		ents := make([]feedEntry, 0, feedChunkCap())
+		ents := make([]feedEntry, 0, f.chunkCap())
 		ents = append(ents, prev.ents...)
 		ents = appendLive(ents, c.ents, adm)
 		f.chunks.Delete(c)
@@ -227,7 +227,7 @@ func (f *feed) check(last uint64, adm *admissions) error {
 	seen := map[uint64]bool{} // admission numbers with a live entry
 	f.chunks.Scan(func(c *feedChunk) bool {
 		lo = append(lo, c.Lo)
-		if len(c.ents) == 0 || len(c.ents) > feedChunkCap() {
+		if len(c.ents) == 0 || len(c.ents) > f.chunkCap() {
 			err = invariantErr("change log: a chunk of " + itoa(uint64(len(c.ents))) + " entries")
 			return false
 		}

@@ -197,7 +197,7 @@ func TestTheChangeLogIsSweptToTwiceTheRecordsAndCopiesKeepTheirView(t *testing.T
 	const n = 3000
 	bound := func(when string) {
 		t.Helper()
-		if max := 2*s.execs.Len() + 2*feedChunkCap(); s.FeedLen() > max {
+		if max := 2*s.execs.Len() + 2*s.list.feed.chunkCap(); s.FeedLen() > max {
 			t.Fatalf("%s: the log holds %d entries for %d records (bound %d)", when, s.FeedLen(), s.execs.Len(), max)
 		}
 		if err := s.CheckInvariants(); err != nil {
@@ -246,7 +246,7 @@ func TestTheChangeLogIsSweptToTwiceTheRecordsAndCopiesKeepTheirView(t *testing.T
 	for s.Apply(&Command{Kind: KindRetire, Now: now + 100, At: now + 100, Limit: 700}).Count > 0 {
 		bound("retiring")
 	}
-	if s.execs.Len() != 0 || s.FeedLen() > 2*feedChunkCap() || len(read(s)) != 0 {
+	if s.execs.Len() != 0 || s.FeedLen() > 2*s.list.feed.chunkCap() || len(read(s)) != 0 {
 		t.Fatalf("after retiring everything: %d records, %d entries, %d changes read", s.execs.Len(), s.FeedLen(), len(read(s)))
 	}
 	for i, c := range copies {

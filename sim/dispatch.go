@@ -305,7 +305,9 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 		byLease:   map[leaseKey]behaviour{},
 		published: map[string][]execstore.Record{},
 	}
-	s, err := execstore.Open(filepath.Join(dir, "store"), execstore.Options{Now: dw.clock.Now, NoSync: true})
+	opts := execstore.Options{Now: dw.clock.Now, NoSync: true}
+	small(&opts)
+	s, err := execstore.Open(filepath.Join(dir, "store"), opts)
 	if err != nil {
 		return DispatchReport{}, err
 	}

@@ -57,9 +57,10 @@
 // first; clock moves; snapshots; clean restarts; crashes; storage errors; bit
 // rot in the log; and damage to the newest snapshot.
 //
-// The store runs with Options.ScheduleCheck negative: its writer reaches the
-// schedules' due occurrences before each batch of requests, never on a timer
-// of its own, so a run depends on the seed alone. The model does the same
+// The store runs on a clock whose timers never fire (Options.Clock,
+// internal/untimed): its writer reaches the schedules' due occurrences
+// before each batch of requests, never on a timer of its own, so a run
+// depends on the seed alone. The model does the same
 // when it stamps a write: it reaches every occurrence due at that time
 // (admitted if on time or kept by the catch-up policy, under its occurrence
 // ID unless a caller took it). An occurrence the clock passed before a crash
@@ -69,8 +70,8 @@
 // # Retention
 //
 // One seed in four (chosen by a generator of its own) opens its stores with
-// Options.Retention of 20 s, 90 s or 5 min and Options.RetentionCheck
-// negative: the writer has no ticker and retires, before each batch of
+// Options.Retention of 20 s, 90 s or 5 min, on that clock: the writer's
+// retention check never fires and it retires, before each batch of
 // requests, all that is due at the batch's time, so a run depends on the
 // seed alone. The model does the same when it stamps a write, before it
 // reaches the schedules' occurrences: every terminal execution last updated
@@ -432,9 +433,9 @@
 // workload is meant to reach within the CI budget, stays at zero; CI runs it
 // so.
 //
-// Not simulated yet: the retention's wall-clock ticker and the writer's
-// timer for schedules (they would make runs depend on timing; tests cover
-// them), the store's own
-// snapshot cadence (snapshots run in the background, so the workload asks for
-// them instead), and NoSync, which promises nothing across crashes.
+// Not simulated yet: the writer's timers firing, the retention check's and
+// the next occurrence's (they would make runs depend on timing; tests cover
+// them on a manual clock), the store's own snapshot cadence (snapshots run
+// in the background, so the workload asks for them instead), and NoSync,
+// which promises nothing across crashes.
 package sim

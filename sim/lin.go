@@ -239,7 +239,9 @@ func CheckLinearizable(cfg LinConfig) (LinReport, error) {
 	clk.set(simEpoch.UnixNano())
 	storeDir := filepath.Join(dir, fmt.Sprintf("lin-%d", cfg.Seed))
 	defer os.RemoveAll(storeDir)
-	s, err := execstore.Open(storeDir, execstore.Options{Now: clk.Now, SegmentSize: 4096})
+	opts := execstore.Options{Now: clk.Now, SegmentSize: 4096}
+	small(&opts)
+	s, err := execstore.Open(storeDir, opts)
 	if err != nil {
 		return LinReport{}, err
 	}

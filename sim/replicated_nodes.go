@@ -34,8 +34,10 @@ func (w *replWorld) start() error {
 func (w *replWorld) open(nd *replNode, peers []execstore.Peer) error {
 	_, inner := raft.NewInmemTransportWithTimeout(nd.addr, replSendBound)
 	trans := &delayTransport{InmemTransport: inner, w: w, from: nd.idx, done: make(chan struct{})}
+	opts := execstore.Options{Now: nd.now}
+	small(&opts)
 	s, err := execstore.OpenReplicated(nd.dir, execstore.ReplicaOptions{
-		Options: execstore.Options{Now: nd.now},
+		Options: opts,
 		Node: replica.NodeOptions{
 			ID:                 nd.id,
 			Transport:          trans,

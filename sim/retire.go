@@ -6,11 +6,11 @@ import (
 )
 
 // Retention in the simulator. A share of the seeds opens its stores with
-// Options.Retention and Options.RetentionCheck negative: the writer has no
-// ticker and retires, before each batch of requests it takes, every terminal
-// execution last updated before the store's time less the retention. The
-// model does the same when it stamps a write, before it reaches the
-// schedules' occurrences, as the writer does. A retired execution keeps its
+// Options.Retention, on a clock whose timers never fire: the writer's
+// retention check never fires and it retires, before each batch of requests
+// it takes, every terminal execution last updated before the store's time
+// less the retention. The model does the same when it stamps a write, before
+// it reaches the schedules' occurrences, as the writer does. A retired execution keeps its
 // ID, workflow, status, outcome, parent link, timestamps and attempts, and
 // loses its params, context, saved steps, the record of the children it
 // started and its admission's attempt bound; it is not listed, its change

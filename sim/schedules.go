@@ -13,9 +13,10 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// Schedules in the simulator. The store runs with Options.ScheduleCheck < 0:
-// its writer looks for due occurrences only when it takes requests, never on
-// a timer, so that what a run does depends on the seed and not on timing.
+// Schedules in the simulator. The store runs on a clock whose timers never
+// fire: its writer looks for due occurrences only when it takes requests,
+// never on a timer, so that what a run does depends on the seed and not on
+// timing.
 // Every write is then preceded by the admission of the occurrences due at its
 // time, which is what the model does when it stamps a write (model.stamp).
 // The workload puts, replaces and deletes a few schedules (some invalid, some

@@ -289,7 +289,9 @@ func CheckWorkflow(cfg WorkflowConfig) (WorkflowReport, error) {
 
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xf10e))
 	ww := newWFWorld()
-	s, err := execstore.Open(filepath.Join(dir, "store"), execstore.Options{Now: ww.clock.Now, NoSync: true})
+	opts := execstore.Options{Now: ww.clock.Now, NoSync: true}
+	small(&opts)
+	s, err := execstore.Open(filepath.Join(dir, "store"), opts)
 	if err != nil {
 		return WorkflowReport{}, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/internal/tune"
+	"github.com/execstore/execstore/internal/untimed"
 	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
@@ -73,14 +74,17 @@ type world struct {
 	cov          Coverage // what the run reached
 }
 
-// smallStructures makes the state machine cut its structures into small
-// pieces (internal/tune), so that a simulated store, whose state holds
-// dozens of records, reaches the code that compacts them, as a store of
-// millions does. It changes no answer and no trace.
-var smallStructures sync.Once
+// small makes the stores opened with o cut their states into small pieces
+// (fsm.Sizes, through internal/tune): chunks of four change-log entries,
+// swept once the log holds more entries than records and a chunk's quarter.
+// A simulated store, whose state holds dozens of records, then reaches the
+// code that compacts them, as a store of millions does. It changes no answer
+// and no trace. Every store the simulator opens is small.
+func small(o *execstore.Options) {
+	tune.SetSizes(o, fsm.Sizes{FeedChunk: 4, FeedSweep: 1})
+}
 
 func newWorld(seed uint64, cfg Config, base string) *world {
-	smallStructures.Do(func() { tune.FeedChunk, tune.FeedSweep = 4, 1 })
 	w := &world{
 		cfg:      cfg,
 		seed:     seed,
@@ -105,18 +109,19 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 	binary.LittleEndian.PutUint64(idKey[:], seed)
 	copy(idKey[8:], "sim-ids")
 	w.opts = execstore.Options{
-		Now:              w.clock.Now,
+		// Its timers never fire: retirement and occurrences are reached at
+		// writes only (retire.go, schedules.go).
+		Clock:            untimed.Clock(w.clock.Now),
 		Limits:           simLimits(),
 		SegmentSize:      segment,
 		SnapshotEntries:  1 << 40, // snapshots only when the workload asks, so crash points come in a known order
 		SnapshotWALBytes: 1 << 40,
 		FS:               w.storage.fs(),
 		IDRand:           &lockedReader{r: rand.NewChaCha8(idKey)},
-		ScheduleCheck:    -1, // occurrences are reached at writes only (schedules.go)
 		ScheduleGrace:    simScheduleGrace,
 		Retention:        retentionOf(seed),
-		RetentionCheck:   -1, // retirement is reached at writes only (retire.go)
 	}
+	small(&w.opts)
 	w.model.retention = w.opts.Retention
 	for i := range 6 + w.rng.IntN(30) {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))

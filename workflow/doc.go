@@ -77,7 +77,7 @@
 // reading behind the store's time (as after the store's clock jumped ahead
 // and back) would make the store deliver, and the rerun suspend, again and
 // again until the clocks agreed. So the worker has no clock: set the clock
-// with execstore.Options.Now. While the clock reads behind the store's time,
+// with execstore.Options.Now or Options.Clock. While the clock reads behind the store's time,
 // the store's time stands still, and wakes wait for it (execstore.Stats
 // counts those stamps, and the store logs a warning).
 //

@@ -21,7 +21,7 @@ type Options struct {
 	// Deprecated: a worker takes every time from its store
 	// (execstore.Store.Now), so that it and the store agree on when a wake is
 	// due even when clocks disagree; see the package documentation, "Time".
-	// Set the clock with execstore.Options.Now.
+	// Set the clock with execstore.Options.Now or Options.Clock.
 	Now func() time.Time
 	// Logger receives the worker's logs (panics with their stacks,
 	// unregistered workflows). Nil discards them.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/untimed"
 	"github.com/execstore/execstore/snapshot"
 	"github.com/execstore/execstore/vfs"
 	"github.com/execstore/execstore/wal"
@@ -148,10 +149,12 @@ func copyDataDir(src string) (string, error) {
 	return dst, nil
 }
 
-// open opens the copy as a store; logs go to stderr at warning level.
+// open opens the copy as a store; logs go to stderr at warning level. Its
+// clock's timers never fire: the copy retires nothing and admits no
+// occurrence of its own while it is being read.
 func (in *inspector) open() (*execstore.Store, error) {
 	logger := slog.New(slog.NewTextHandler(in.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return execstore.Open(in.copy, execstore.Options{NoSync: true, Logger: logger, ScheduleCheck: -1})
+	return execstore.Open(in.copy, execstore.Options{NoSync: true, Logger: logger, Clock: untimed.Clock(time.Now)})
 }
 
 func (in *inspector) printJSON(v any) error {
@@ -548,7 +551,7 @@ func (in *inspector) verify() error {
 	// The store recovered from the copy: its indexes against its records,
 	// and the background check of the fallback path (the older snapshot and
 	// the log between the two).
-	store, err := execstore.Open(in.copy, execstore.Options{NoSync: true, ScheduleCheck: -1})
+	store, err := execstore.Open(in.copy, execstore.Options{NoSync: true, Clock: untimed.Clock(time.Now)})
 	report("recovery", err)
 	if err == nil {
 		report("state invariants", store.CheckInvariants())

@@ -7,7 +7,8 @@ import (
 	"github.com/execstore/execstore/dispatcher"
 )
 
-// Clock is a manual dispatcher.Clock. It is safe for concurrent use.
+// Clock is a manual execstore.Clock (and so dispatcher.Clock). It is safe
+// for concurrent use.
 type Clock struct {
 	mu     sync.Mutex
 	now    time.Time

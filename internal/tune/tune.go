@@ -1,18 +1,23 @@
-// Package tune holds sizes of internal structures that the crash simulator
-// makes small, so that its small states reach the code paths a large state
-// reaches: a structure that only compacts itself past a few hundred entries
-// would never compact within a simulated run.
+// Package tune lets the crash simulator open stores whose states are cut
+// into small pieces (fsm.Sizes), so that its states of a few dozen records
+// reach the code that compacts them, as a state of millions does: a change
+// log that compacts itself a chunk of 256 entries at a time would never
+// compact within a simulated run.
 //
-// Production code never changes them: the package is internal to the
-// module, and the simulator sets them once, before it opens any store. They
-// change no result, no encoding and no replay, only how a structure is cut
-// into pieces; the simulator's trace is the same with either size.
+// The sizes are no option of the public API: they change no result, no
+// encoding and no replay, only how a structure is cut into pieces, and a
+// user has nothing to gain from them. Nor are they process-wide variables:
+// each store's states have their own, so a store the simulator made small
+// and any other in the same process never see each other's. This package,
+// internal to the module, is the door: the root package, which alone can
+// set an Options' hidden sizes, fills in SetSizes when it is initialised.
 package tune
 
-// FeedChunk is the most entries a chunk of the state machine's change log
-// holds (fsm/feed.go).
-var FeedChunk = 256
+import "github.com/execstore/execstore/fsm"
 
-// FeedSweep: the change log is swept when it holds more than FeedSweep
-// times as many entries as there are records, plus a quarter chunk.
-var FeedSweep = 2
+// SetSizes makes the stores opened with opts, an *execstore.Options (for a
+// replicated store, its ReplicaOptions' Options), cut their states by sz:
+// the state each loads or restores, and so every copy of it. It panics on
+// anything else. Set by the root package's init; nil in a program that does
+// not link it.
+var SetSizes func(opts any, sz fsm.Sizes)
