@@ -2,6 +2,7 @@ package chunk
 
 import (
 	"testing"
+	"unsafe"
 
 	"github.com/execstore/execstore/fsm/internal/record"
 )
@@ -176,5 +177,27 @@ func TestPutReportsTheCountsThatLeaveOrReachZero(t *testing.T) {
 	}
 	if ch.Live() != 0 || ch.Counts() != [StatusCap]uint16{} {
 		t.Fatalf("an emptied chunk counts %d records, %v by status", ch.Live(), ch.Counts())
+	}
+}
+
+// The admission table's chunk is the layout it had before it was a type:
+// 256 record pointers, 256 status bytes, the counts and the generation, and
+// nothing more (a table of a million records holds about 4,000 of them).
+// Runs and change log chunks are a slice header, a count or a bound, and
+// the generation.
+func TestChunksKeepTheirLayout(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"Slots", unsafe.Sizeof(Slots{}), SlotsSize*8 + SlotsSize + StatusCap*2 + 2 + 2 + 4},
+		{"Run", unsafe.Sizeof(Run{}), 24 + 8 + 8},
+		{"Feed", unsafe.Sizeof(Feed{}), 8 + 24 + 8},
+		{"Postings", unsafe.Sizeof(Postings{}), 24 + 8 + 8 + 8},
+		{"Entry", unsafe.Sizeof(Entry{}), 24},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s is %d bytes, want %d", tc.name, tc.got, tc.want)
+		}
 	}
 }
