@@ -24,7 +24,9 @@
 // State.Copy is O(1) and yields a consistent point-in-time state (the trees
 // and chunks are copy-on-write, and a record a copy can see is replaced in
 // its slot, never changed) that a snapshot writer can encode while Apply
-// continues. When the writer is done with a copy it hands it back
+// continues. The record (internal/record) and the chunks of the listing
+// indexes (internal/chunk) are types that check the writer's generation on
+// every write, so a write that skipped copy-on-write does not compile. When the writer is done with a copy it hands it back
 // (State.Release); once no copy is outstanding, every record is changed in
 // place again, so a record is replaced at most once per copy it was shared
 // with, and only while that copy is in use. Replacing a record writes its slot only: the ID tree changes at

@@ -103,7 +103,7 @@ func TestChangeListsByNumberAreTheSortedLists(t *testing.T) {
 			adms, changes, ok := s.changeRefsByNumber()
 			if !ok {
 				// Only retirement makes the numbers too sparse.
-				if lo := s.list.adm.base << admShift; s.meta.Retired == 0 && s.execs.Len() > 0 {
+				if lo := s.list.adm.t.Base() << admShift; s.meta.Retired == 0 && s.execs.Len() > 0 {
 					t.Fatalf("seed %d: not encoded by number with nothing retired (numbers %d to %d, %d records)", seed, lo, s.meta.Admitted, s.execs.Len())
 				}
 				continue

@@ -1,9 +1,7 @@
 package fsm
 
 import (
-	"cmp"
-	"slices"
-
+	"github.com/execstore/execstore/fsm/internal/chunk"
 	"github.com/execstore/execstore/internal/mutant"
 
 	"github.com/tidwall/btree"
@@ -12,65 +10,44 @@ import (
 // feedEntry is an entry of the change log: the change at position Seq, of
 // the record with admission number No, at time At. It is live while that
 // record exists and its ChangeSeq is Seq.
-type feedEntry struct {
-	Seq uint64
-	No  uint64
-	At  int64
-}
+type feedEntry = chunk.Entry
 
 // chunkCap is the most entries a chunk of the change log holds: 256
 // (Sizes.FeedChunk; the simulator makes it small).
 func (f *feed) chunkCap() int { return f.sizes.withDefaults().FeedChunk }
 
-// feedChunk is a run of the change log in position order. Lo is the least
-// position it may hold, fixed when the chunk is created: the chunks' Lo
-// order them, and a chunk holds positions from its Lo to the next chunk's.
-//
-// ents' backing array is shared with every copy of the chunk: it is only
-// ever appended to (a copy's slice never reaches past its own length), and
-// a sweep writes the live entries to a new array.
-type feedChunk struct {
-	Lo   uint64
-	ents []feedEntry
-	gen  uint32 // see State.gen
-}
-
-func feedChunkLess(a, b *feedChunk) bool { return a.Lo < b.Lo }
+// The change log's chunks are chunk.Feed: a run of entries in position
+// order from the chunk's Lo, whose array is shared with the chunk's copies
+// (it is only appended to) and which only the state of its generation
+// writes.
 
 // feed is the change log: chunks of entries by position, appended at the
 // end and swept from the front.
 type feed struct {
-	chunks *btree.BTreeG[*feedChunk] // nil until the first change
-	n      int                       // entries, live or not
-	sweep  uint64                    // the Lo of the chunk the next sweep step compacts
-	sizes  Sizes                     // the state's (see SetSizes); zero fields: the defaults
+	chunks *btree.BTreeG[*chunk.Feed] // nil until the first change
+	n      int                        // entries, live or not
+	sweep  uint64                     // the Lo of the chunk the next sweep step compacts
+	sizes  Sizes                      // the state's (see SetSizes); zero fields: the defaults
 }
 
 // append adds the entry of a new change, whose position is above every
 // other.
 func (f *feed) append(x feedEntry, gen uint32) {
 	if f.chunks == nil {
-		f.chunks = newTree(feedChunkLess)
+		f.chunks = newTree(chunk.FeedLess)
 	}
 	f.n++
 	c, ok := f.chunks.Max()
-	switch {
-	case !ok || len(c.ents) >= f.chunkCap():
-		c = &feedChunk{Lo: x.Seq, ents: make([]feedEntry, 0, f.chunkCap()), gen: gen}
-	case c.gen != gen:
-		c = &feedChunk{Lo: c.Lo, ents: c.ents, gen: gen} // the array is only appended to
-	default:
-		c.ents = append(c.ents, x) // the newest chunk, this state's own
+	if !ok || c.Len() >= f.chunkCap() {
+		c = chunk.NewFeed(x.Seq, f.chunkCap(), gen)
+	} else if o := c.Own(gen); o != c {
+		c = o // a copy sharing the array, which is only appended to
+	} else {
+		c.Append(x, gen) // the newest chunk, this state's own
 		return
 	}
-	c.ents = append(c.ents, x)
+	c.Append(x, gen)
 	f.chunks.Set(c)
-}
-
-// live reports whether x is the latest change of a record that exists.
-func (x *feedEntry) live(adm *admissions) bool {
-	e := adm.get(x.No)
-	return e != nil && e.ChangeSeq() == x.Seq
 }
 
 // slack is how many entries over twice the records (Sizes.FeedSweep times;
@@ -100,17 +77,17 @@ func (f *feed) sweepIfOver(records int, adm *admissions, gen uint32) {
 // chunk, which changes append to) and moves the position on, back to the
 // first chunk after the last.
 func (f *feed) sweepStep(adm *admissions, gen uint32) {
-	var c, after *feedChunk
-	var prev *feedChunk
+	var c, after *chunk.Feed
+	var prev *chunk.Feed
 	tail, _ := f.chunks.Max()
-	f.chunks.Descend(&feedChunk{Lo: f.sweep}, func(p *feedChunk) bool {
-		if p.Lo < f.sweep {
+	f.chunks.Descend(chunk.FeedKey(f.sweep), func(p *chunk.Feed) bool {
+		if p.Lo() < f.sweep {
 			prev = p
 			return false
 		}
 		return true
 	})
-	f.chunks.Ascend(&feedChunk{Lo: f.sweep}, func(p *feedChunk) bool {
+	f.chunks.Ascend(chunk.FeedKey(f.sweep), func(p *chunk.Feed) bool {
 		if c == nil {
 			c = p
 			return true
@@ -125,28 +102,30 @@ func (f *feed) sweepStep(adm *admissions, gen uint32) {
 		if c == tail {
 			return
 		}
-		f.chunks.Ascend(&feedChunk{Lo: c.Lo + 1}, func(p *feedChunk) bool { after = p; return false })
+		f.chunks.Ascend(chunk.FeedKey(c.Lo()+1), func(p *chunk.Feed) bool { after = p; return false })
 	}
 	live := 0
-	for i := range c.ents {
-		if c.ents[i].live(adm) {
+	for i := range c.Len() {
+		if x := c.Entry(i); x.Live(&adm.t) {
 			live++
 		}
 	}
-	dead := len(c.ents) - live
+	dead := c.Len() - live
 	f.n -= dead
 	if after != nil {
-		f.sweep = after.Lo
+		f.sweep = after.Lo()
 	} else {
 		f.sweep = 0
 	}
-	if prev != nil && prev != tail && len(prev.ents)+live <= f.chunkCap() {
+	if prev != nil && prev != tail && prev.Len()+live <= f.chunkCap() {
 		// Merge into the chunk before, which now holds up to the next one.
-		ents := make([]feedEntry, 0, f.chunkCap())
-		ents = append(ents, prev.ents...)
-		ents = appendLive(ents, c.ents, adm)
+		m := chunk.NewFeed(prev.Lo(), f.chunkCap(), gen)
+		for i := range prev.Len() {
+			m.Append(prev.Entry(i), gen)
+		}
+		appendLive(m, c, adm, gen)
 		f.chunks.Delete(c)
-		f.chunks.Set(&feedChunk{Lo: prev.Lo, ents: ents, gen: gen})
+		f.chunks.Set(m)
 		return
 	}
 	if dead == 0 {
@@ -157,31 +136,33 @@ func (f *feed) sweepStep(adm *admissions, gen uint32) {
 		f.chunks.Delete(c)
 		return
 	}
-	f.chunks.Set(&feedChunk{Lo: c.Lo, ents: appendLive(make([]feedEntry, 0, live), c.ents, adm), gen: gen})
+	m := chunk.NewFeed(c.Lo(), live, gen)
+	appendLive(m, c, adm, gen)
+	f.chunks.Set(m)
 }
 
-func appendLive(dst, src []feedEntry, adm *admissions) []feedEntry {
+// appendLive appends src's live entries to dst, a chunk of generation gen.
+func appendLive(dst, src *chunk.Feed, adm *admissions, gen uint32) {
 	drop := mutant.SweepDropsLive
-	for i := range src {
-		if src[i].live(adm) {
+	for i := range src.Len() {
+		if x := src.Entry(i); x.Live(&adm.t) {
 			if drop {
 				drop = false
 				continue
 			}
-			dst = append(dst, src[i])
+			dst.Append(x, gen)
 		}
 	}
-	return dst
 }
 
 // ascend calls fn with the chunk that holds position seq or would, and the
 // chunks after it, until fn returns false.
-func (f *feed) ascend(seq uint64, fn func(c *feedChunk) bool) {
+func (f *feed) ascend(seq uint64, fn func(c *chunk.Feed) bool) {
 	if f.chunks == nil {
 		return
 	}
-	start := &feedChunk{Lo: seq}
-	f.chunks.Descend(start, func(c *feedChunk) bool { start = c; return false })
+	start := chunk.FeedKey(seq)
+	f.chunks.Descend(start, func(c *chunk.Feed) bool { start = c; return false })
 	f.chunks.Ascend(start, fn)
 }
 
@@ -189,13 +170,13 @@ func (f *feed) ascend(seq uint64, fn func(c *feedChunk) bool) {
 func (f *feed) lookup(seq uint64) (feedEntry, bool) {
 	var x feedEntry
 	found := false
-	f.ascend(seq, func(c *feedChunk) bool {
-		i, ok := slices.BinarySearchFunc(c.ents, seq, func(x feedEntry, seq uint64) int { return cmp.Compare(x.Seq, seq) })
+	f.ascend(seq, func(c *chunk.Feed) bool {
+		i, ok := c.Search(seq)
 		if ok {
-			x, found = c.ents[i], true
+			x, found = c.Entry(i), true
 			return false
 		}
-		return i == len(c.ents) // not in this chunk's entries: it may be in the next
+		return i == c.Len() // not in this chunk's entries: it may be in the next
 	})
 	return x, found
 }
@@ -225,19 +206,20 @@ func (f *feed) check(last uint64, adm *admissions) error {
 	prev := uint64(0)
 	var lo []uint64
 	seen := map[uint64]bool{} // admission numbers with a live entry
-	f.chunks.Scan(func(c *feedChunk) bool {
-		lo = append(lo, c.Lo)
-		if len(c.ents) == 0 || len(c.ents) > f.chunkCap() {
-			err = invariantErr("change log: a chunk of " + itoa(uint64(len(c.ents))) + " entries")
+	f.chunks.Scan(func(c *chunk.Feed) bool {
+		lo = append(lo, c.Lo())
+		if c.Len() == 0 || c.Len() > f.chunkCap() {
+			err = invariantErr("change log: a chunk of " + itoa(uint64(c.Len())) + " entries")
 			return false
 		}
-		for _, x := range c.ents {
-			if x.Seq <= prev || x.Seq < c.Lo || x.Seq > last {
+		for i := range c.Len() {
+			x := c.Entry(i)
+			if x.Seq <= prev || x.Seq < c.Lo() || x.Seq > last {
 				err = invariantErr("change log: position " + itoa(x.Seq) + " out of order, out of its chunk or beyond " + itoa(last))
 				return false
 			}
 			prev = x.Seq
-			if x.live(adm) {
+			if x.Live(&adm.t) {
 				if seen[x.No] {
 					err = invariantErr("change log: two live changes of admission " + itoa(x.No))
 					return false
@@ -245,7 +227,7 @@ func (f *feed) check(last uint64, adm *admissions) error {
 				seen[x.No] = true
 			}
 		}
-		n += len(c.ents)
+		n += c.Len()
 		return true
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/execstore/execstore/fsm/internal/chunk"
 	"github.com/execstore/execstore/fsm/internal/record"
 )
 
@@ -62,8 +63,8 @@ func listDumpOf(s *State) listDump {
 	l := &s.list
 	d := listDump{Counts: l.counts}
 	l.workflows.Scan(func(w workflowCount) bool {
-		d.Workflows = append(d.Workflows, workflowDump{Name: w.Name, N: w.p.total})
-		w.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *stored) bool {
+		d.Workflows = append(d.Workflows, workflowDump{Name: w.Name, N: w.p.Total()})
+		w.p.Walk(1, s.meta.Admitted+1, false, &l.adm.t, func(no uint64, e *stored) bool {
 			d.ByWorkflow = append(d.ByWorkflow, listedAs{Group: w.Name, No: no, ID: e.ID()})
 			return true
 		})
@@ -73,7 +74,7 @@ func listDumpOf(s *State) listDump {
 		d.Admitted = append(d.Admitted, listedAs{Status: e.Status, No: e.AdmitNo, ID: e.ID})
 	}}, 1, s.meta.Admitted+1)
 	l.parents.Scan(func(g parentGroup) bool {
-		g.p.walk(1, s.meta.Admitted+1, false, &l.adm, func(no uint64, e *stored) bool {
+		g.p.Walk(1, s.meta.Admitted+1, false, &l.adm.t, func(no uint64, e *stored) bool {
 			d.ByParent = append(d.ByParent, listedAs{Group: g.Parent, No: no, ID: e.ID()})
 			return true
 		})
@@ -399,12 +400,11 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		"orphan step":             func(s *State) { s.steps.Set(stepEntry{ExecutionID: "zz", Key: "k"}) },
 		"terminal count":          func(s *State) { s.meta.Terminal = 5 },
 		"listing slot emptied": func(s *State) {
-			c := s.list.adm.chunks[0]
-			no := s.lookup("a").AdmitNo()
-			c.e[no], c.st[no] = nil, 0
+			s.list.adm.t.Chunk(0).Put(s.lookup("a").AdmitNo(), nil, 0, s.gen)
 		},
 		"listing slot under another status": func(s *State) {
-			s.list.adm.chunks[0].st[s.lookup("a").AdmitNo()] = StatusFailed
+			c, no := s.list.adm.t.Chunk(0), s.lookup("a").AdmitNo()
+			c.Put(no, c.Rec(no), StatusFailed, s.gen)
 		},
 		"listing slot points elsewhere": func(s *State) {
 			e := s.lookup("a").Value()
@@ -412,10 +412,18 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		},
 		"workflow entry missing": func(s *State) {
 			wc, _ := s.list.workflows.Get(workflowCount{Name: "w"})
-			wc.p.chunks[0].nos = slices.DeleteFunc(slices.Clone(wc.p.chunks[0].nos), func(no uint64) bool { return no == s.lookup("a").AdmitNo() })
+			p := chunk.NewPostings(wc.p.Total(), s.gen)
+			p.Add(s.lookup("b").AdmitNo(), s.gen) // not a's
+			wc.p = p
+			s.list.workflows.Set(wc)
 		},
 		"change missing": func(s *State) {
-			s.list.feed.chunks.Scan(func(c *feedChunk) bool { c.ents = c.ents[1:]; return false })
+			c, _ := s.list.feed.chunks.Min()
+			d := chunk.NewFeed(c.Lo(), c.Len(), s.gen)
+			for i := 1; i < c.Len(); i++ {
+				d.Append(c.Entry(i), s.gen)
+			}
+			s.list.feed.chunks.Set(d)
 			s.list.feed.n--
 		},
 		"change sequence behind":             func(s *State) { s.meta.ChangeSeq = 1 },
@@ -423,7 +431,7 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		"status count":                       func(s *State) { s.list.counts[StatusFailed]++ },
 		"workflow count": func(s *State) {
 			wc, _ := s.list.workflows.Get(workflowCount{Name: "w"})
-			wc.p.total = 3
+			wc.p.CountRecord(s.gen)
 		},
 	}
 	if err := build().CheckInvariants(); err != nil {

@@ -1,10 +1,10 @@
 package fsm
 
 import (
-	"cmp"
 	"errors"
-	"slices"
+	"math/bits"
 
+	"github.com/execstore/execstore/fsm/internal/chunk"
 	"github.com/execstore/execstore/internal/mutant"
 	"github.com/tidwall/btree"
 )
@@ -30,7 +30,7 @@ import (
 // is dropped.
 //
 // Each workflow, and each parent of children, has a postings list of the
-// admission numbers of its records (postings.go), found through a tree by
+// admission numbers of its records (chunk.Postings), found through a tree by
 // name: admissions append to it, retirement marks numbers dead, and no other
 // change of a record touches it. A listing by workflow or parent reads its
 // range of the list and finds each record in the admission table; if it
@@ -52,11 +52,12 @@ import (
 // Everything is copy-on-write like the rest of the state: a chunk or a
 // chunk list is written in place only if it is of the state's generation
 // (created since the latest Copy), and copied first otherwise, so Copy
-// captures it all in O(1).
+// captures it all in O(1). The chunks are package chunk's types, which
+// alone can write them and check the generation when they do.
 
 // statusCap bounds the numeric value of a status: arrays indexed by status
 // have this length. A new status needs only its constant in AllStatuses.
-const statusCap = 8
+const statusCap = chunk.StatusCap
 
 // AllStatuses lists every status in numeric order. Every index and count by
 // status iterates it.
@@ -64,26 +65,15 @@ var AllStatuses = []Status{StatusAdmitted, StatusSuspended, StatusCompleted, Sta
 
 // admShift sizes the admission table's chunks: 1<<admShift slots.
 const (
-	admShift = 8
-	admSize  = 1 << admShift
+	admShift = chunk.SlotsShift
+	admSize  = chunk.SlotsSize
 )
 
-// admChunk is one chunk of the admission table.
-type admChunk struct {
-	e    [admSize]*stored
-	st   [admSize]Status   // the status of each slot's record; 0: empty
-	n    [statusCap]uint16 // slots by status
-	live uint16            // slots with a record
-	gen  uint32            // see State.gen
-}
-
-// admissions is the admission table: chunk i holds admission numbers
-// (base+i)<<admShift to (base+i+1)<<admShift - 1 (number 0 is never used).
+// admissions is the admission table: t.Chunk(i) holds admission numbers
+// (t.Base()+i)<<admShift to (t.Base()+i+1)<<admShift - 1 (number 0 is never
+// used).
 type admissions struct {
-	base   uint64
-	chunks []*admChunk // nil: every slot of it retired
-	at0    []int64     // the admission time of each chunk's first number
-	gen    uint32      // the generation of chunks' and at0's arrays
+	t chunk.Table
 	// with[st] holds the numbers (base+i) of the chunks with a record of
 	// status st; with[0], those with any record. A listing by status visits
 	// only those: O(log n) to find the next, whatever it skips. They change
@@ -104,32 +94,21 @@ func (a *admissions) copy() admissions {
 	return c
 }
 
-// count adds d (1 or -1) to chunk c's (number k's) count of status st,
-// and of records if live, keeping with[st] (and with[0]) in step.
-func (a *admissions) count(c *admChunk, k uint64, st Status, d int, live bool) {
+// put sets slot j of chunk c (chunk number k) to e, of status st, keeping
+// with[st] (and with[0]) in step with the chunk's counts. c must be
+// writable (admissions.t.Writable).
+func (a *admissions) put(c *chunk.Slots, k, j uint64, e *stored, st Status, gen uint32) {
 	if a.with[0] == nil {
 		for i := range a.with {
 			a.with[i] = newTree(uint64Less)
 		}
 	}
-	if d > 0 {
-		if c.n[st]++; c.n[st] == 1 {
-			a.with[st].Set(k)
-		}
-		if live {
-			if c.live++; c.live == 1 {
-				a.with[0].Set(k)
-			}
-		}
-		return
+	in, out := c.Put(j, e, st, gen)
+	for ; out != 0; out &= out - 1 {
+		a.with[bits.TrailingZeros8(out)].Delete(k)
 	}
-	if c.n[st]--; c.n[st] == 0 {
-		a.with[st].Delete(k)
-	}
-	if live {
-		if c.live--; c.live == 0 {
-			a.with[0].Delete(k)
-		}
+	for ; in != 0; in &= in - 1 {
+		a.with[bits.TrailingZeros8(in)].Set(k)
 	}
 }
 
@@ -137,7 +116,7 @@ func (a *admissions) count(c *admChunk, k uint64, st Status, d int, live bool) {
 // and lists the admission numbers of those that are not.
 type workflowCount struct {
 	Name string
-	p    *postings // its records' numbers, and p.total, the count
+	p    *chunk.Postings // its records' numbers, and p.Total(), the count
 }
 
 func workflowCountLess(a, b workflowCount) bool { return a.Name < b.Name }
@@ -146,7 +125,7 @@ func workflowCountLess(a, b workflowCount) bool { return a.Name < b.Name }
 // not retired.
 type parentGroup struct {
 	Parent string
-	p      *postings
+	p      *chunk.Postings
 }
 
 func parentGroupLess(a, b parentGroup) bool { return a.Parent < b.Parent }
@@ -190,91 +169,31 @@ func (l *listIndexes) copy() listIndexes {
 // ---- The admission table ---------------------------------------------------
 
 // get returns the record with admission number no, or nil.
-func (a *admissions) get(no uint64) *stored {
-	i := no>>admShift - a.base
-	if no>>admShift < a.base || i >= uint64(len(a.chunks)) || a.chunks[i] == nil {
-		return nil
-	}
-	return a.chunks[i].e[no&(admSize-1)]
-}
+func (a *admissions) get(no uint64) *stored { return a.t.Get(no) }
 
 // statusOf returns the status in the slot of admission number no (0: none).
-func (a *admissions) statusOf(no uint64) Status {
-	i := no>>admShift - a.base
-	if no>>admShift < a.base || i >= uint64(len(a.chunks)) || a.chunks[i] == nil {
-		return 0
-	}
-	return a.chunks[i].st[no&(admSize-1)]
-}
-
-// own makes the chunk list writable by a state of generation gen.
-func (a *admissions) own(gen uint32) {
-	if a.gen != gen {
-		a.chunks, a.at0 = slices.Clone(a.chunks), slices.Clone(a.at0)
-		a.gen = gen
-	}
-}
-
-// chunk returns the writable chunk of admission number no, creating it (at
-// time at) if it is the next one.
-func (a *admissions) chunk(no uint64, at int64, gen uint32) *admChunk {
-	a.own(gen)
-	if len(a.chunks) == 0 {
-		a.base = no >> admShift
-	}
-	i := no>>admShift - a.base
-	for uint64(len(a.chunks)) <= i {
-		a.chunks = append(a.chunks, nil)
-		a.at0 = append(a.at0, at)
-	}
-	c := a.chunks[i]
-	switch {
-	case c == nil:
-		c = &admChunk{gen: gen}
-		a.chunks[i] = c
-	case c.gen != gen:
-		cp := *c
-		cp.gen = gen
-		c = &cp
-		a.chunks[i] = c
-	}
-	return c
-}
+func (a *admissions) statusOf(no uint64) Status { return a.t.StatusOf(no) }
 
 // add puts a record just admitted in its slot.
 func (a *admissions) add(e *stored, gen uint32) {
-	c := a.chunk(e.AdmitNo(), e.AdmittedAt(), gen)
-	j := e.AdmitNo() & (admSize - 1)
-	c.e[j], c.st[j] = e, e.Status()
-	a.count(c, e.AdmitNo()>>admShift, e.Status(), 1, true)
+	no := e.AdmitNo()
+	a.put(a.t.Writable(no, e.AdmittedAt(), gen), no>>admShift, no, e, e.Status(), gen)
 }
 
 // set points a record's slot to its stored version, of status e.Status().
 func (a *admissions) set(e *stored, gen uint32) {
-	c := a.chunk(e.AdmitNo(), 0, gen)
-	j := e.AdmitNo() & (admSize - 1)
-	if old := c.st[j]; old != e.Status() {
-		a.count(c, e.AdmitNo()>>admShift, old, -1, false)
-		a.count(c, e.AdmitNo()>>admShift, e.Status(), 1, false)
-		c.st[j] = e.Status()
-	}
-	c.e[j] = e
+	no := e.AdmitNo()
+	a.put(a.t.Writable(no, 0, gen), no>>admShift, no, e, e.Status(), gen)
 }
 
 // remove empties a retired record's slot, and drops its chunk if that was
 // the last.
 func (a *admissions) remove(e *stored, gen uint32) {
-	c := a.chunk(e.AdmitNo(), 0, gen)
-	j := e.AdmitNo() & (admSize - 1)
-	a.count(c, e.AdmitNo()>>admShift, c.st[j], -1, true)
-	c.e[j], c.st[j] = nil, 0
-	if c.live > 0 {
-		return
-	}
-	a.chunks[e.AdmitNo()>>admShift-a.base] = nil
-	for len(a.chunks) > 1 && a.chunks[0] == nil { // keep the newest chunk's time
-		a.chunks, a.at0 = a.chunks[1:], a.at0[1:]
-		a.base++
+	no := e.AdmitNo()
+	c := a.t.Writable(no, 0, gen)
+	a.put(c, no>>admShift, no, nil, 0, gen)
+	if c.Live() == 0 {
+		a.t.Drop(no, gen)
 	}
 }
 
@@ -283,16 +202,16 @@ func (a *admissions) remove(e *stored, gen uint32) {
 func (a *admissions) firstAt(at int64, last uint64) uint64 {
 	// The last chunk whose first number was admitted before at holds the
 	// boundary, or it is the next chunk's first number.
-	k, _ := slices.BinarySearch(a.at0, at)
+	k := a.t.SearchAt(at)
 	if k == 0 {
 		return 1
 	}
 	i := k - 1
-	lo := max((a.base+uint64(i))<<admShift, 1)
-	hi := min((a.base+uint64(i)+1)<<admShift, last+1)
-	if c := a.chunks[i]; c != nil {
+	lo := max((a.t.Base()+uint64(i))<<admShift, 1)
+	hi := min((a.t.Base()+uint64(i)+1)<<admShift, last+1)
+	if c := a.t.Chunk(i); c != nil {
 		for no := lo; no < hi; no++ {
-			if e := c.e[no&(admSize-1)]; e != nil && e.AdmittedAt() >= at {
+			if e := c.Rec(no); e != nil && e.AdmittedAt() >= at {
 				return no
 			}
 		}
@@ -311,24 +230,24 @@ func (s *State) indexNew(e *stored) {
 	// copied after a snapshot: the count lives in the list.
 	wc, ok := l.workflows.GetHint(workflowCount{Name: e.WorkflowID()}, &l.whint)
 	if !ok {
-		wc = workflowCount{Name: e.WorkflowID(), p: &postings{gen: s.gen}}
+		wc = workflowCount{Name: e.WorkflowID(), p: chunk.NewPostings(0, s.gen)}
 	}
-	if p := wc.p.own(s.gen); p != wc.p || !ok {
+	if p := wc.p.Own(s.gen); p != wc.p || !ok {
 		wc.p = p
 		l.workflows.SetHint(wc, &l.whint)
 	}
-	wc.p.total++
-	wc.p.add(e.AdmitNo(), s.gen)
+	wc.p.CountRecord(s.gen)
+	wc.p.Add(e.AdmitNo(), s.gen)
 	if e.Parent() != nil {
 		pg, ok := l.parents.GetHint(parentGroup{Parent: e.Parent().ExecutionID}, &l.phint)
 		if !ok {
-			pg = parentGroup{Parent: e.Parent().ExecutionID, p: &postings{gen: s.gen}}
+			pg = parentGroup{Parent: e.Parent().ExecutionID, p: chunk.NewPostings(0, s.gen)}
 		}
-		if p := pg.p.own(s.gen); p != pg.p || !ok {
+		if p := pg.p.Own(s.gen); p != pg.p || !ok {
 			pg.p = p
 			l.parents.SetHint(pg, &l.phint)
 		}
-		pg.p.add(e.AdmitNo(), s.gen)
+		pg.p.Add(e.AdmitNo(), s.gen)
 	}
 	l.counts[e.Status()]++
 	s.logChange(e)
@@ -364,8 +283,8 @@ func (s *State) unindex(e *stored) {
 	l := &s.list
 	l.adm.remove(e, s.gen)
 	if wc, ok := l.workflows.Get(workflowCount{Name: e.WorkflowID()}); ok {
-		p := wc.p.own(s.gen)
-		p.remove(e.AdmitNo(), &l.adm, s.gen)
+		p := wc.p.Own(s.gen)
+		p.Remove(e.AdmitNo(), &l.adm.t, s.gen)
 		if p != wc.p {
 			wc.p = p
 			l.workflows.Set(wc)
@@ -373,10 +292,10 @@ func (s *State) unindex(e *stored) {
 	}
 	if e.Parent() != nil {
 		if pg, ok := l.parents.Get(parentGroup{Parent: e.Parent().ExecutionID}); ok {
-			p := pg.p.own(s.gen)
-			p.remove(e.AdmitNo(), &l.adm, s.gen)
+			p := pg.p.Own(s.gen)
+			p.Remove(e.AdmitNo(), &l.adm.t, s.gen)
 			switch {
-			case len(p.chunks) == 0:
+			case p.Runs() == 0:
 				l.parents.Delete(pg)
 			case p != pg.p:
 				pg.p = p
@@ -451,7 +370,7 @@ func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bo
 		return ListPos{}, false
 	}
 	w := walk{q: q, fn: fn, scanMax: -1}
-	var p *postings
+	var p *chunk.Postings
 	switch {
 	case q.Parent == "" && q.Workflow == "":
 		l.walkTable(&w, lo, hi)
@@ -469,7 +388,7 @@ func (s *State) List(q *ListQuery, fn func(e *Execution)) (next ListPos, more bo
 			w.scanMax = max(q.ScanMax, q.Limit)
 		}
 	}
-	p.walk(lo, hi, q.Newest, &l.adm, w.take)
+	p.Walk(lo, hi, q.Newest, &l.adm.t, w.take)
 	return ListPos{No: w.last}, w.more
 }
 
@@ -524,18 +443,17 @@ func (l *listIndexes) walkTable(w *walk, lo, hi uint64) {
 		if k < lo>>admShift || k > (hi-1)>>admShift {
 			return false
 		}
-		c := a.chunks[k-a.base]
+		c := a.t.Chunk(int(k - a.t.Base()))
 		cLo, cHi := max(k<<admShift, lo), min((k+1)<<admShift, hi)
 		for m := range cHi - cLo {
 			no := cLo + m
 			if w.q.Newest {
 				no = cHi - 1 - m
 			}
-			j := no & (admSize - 1)
-			if c.st[j] == 0 || (st != 0 && c.st[j] != st) {
+			if cst := c.Status(no); cst == 0 || (st != 0 && cst != st) {
 				continue
 			}
-			if !w.take(no, c.e[j]) {
+			if !w.take(no, c.Rec(no)) {
 				return false
 			}
 		}
@@ -569,13 +487,13 @@ func (s *State) Changes(after uint64, limit, scanMax int, fn func(Change)) (next
 	}
 	scanMax = max(scanMax, limit)
 	n, seen := 0, 0
-	s.list.feed.ascend(after+1, func(c *feedChunk) bool {
-		j, _ := slices.BinarySearchFunc(c.ents, after+1, func(x feedEntry, seq uint64) int { return cmp.Compare(x.Seq, seq) })
-		for ; j < len(c.ents); j++ {
+	s.list.feed.ascend(after+1, func(c *chunk.Feed) bool {
+		j, _ := c.Search(after + 1)
+		for ; j < c.Len(); j++ {
 			if n == limit || seen == scanMax {
 				return false
 			}
-			x := c.ents[j]
+			x := c.Entry(j)
 			seen++
 			next = x.Seq
 			if e := s.list.adm.get(x.No); e != nil && e.ChangeSeq() == x.Seq {
@@ -600,7 +518,7 @@ func (s *State) CountByStatus(st Status) int {
 // Workflows calls fn with each workflow ID and its number of records
 // (retired ones included), in ID order, until fn returns false.
 func (s *State) Workflows(fn func(workflow string, n int) bool) {
-	s.list.workflows.Scan(func(w workflowCount) bool { return fn(w.Name, w.p.total) })
+	s.list.workflows.Scan(func(w workflowCount) bool { return fn(w.Name, w.p.Total()) })
 }
 
 // WorkflowCount returns the number of distinct workflow IDs.
@@ -637,7 +555,7 @@ func (s *State) checkList() error {
 		workflows[e.WorkflowID()]++
 		wc, _ := l.workflows.Get(workflowCount{Name: e.WorkflowID()})
 		switch {
-		case wc.p == nil || wc.p.chunkOf(e.AdmitNo()) < 0:
+		case wc.p == nil || wc.p.RunOf(e.AdmitNo()) < 0:
 			return fail(e.ID(), "missing from its workflow's listing index")
 		case e.AdmitNo() == 0 || e.AdmitNo() > s.meta.Admitted:
 			return fail(e.ID(), "admission number "+itoa(e.AdmitNo())+" outside 1 to "+itoa(s.meta.Admitted))
@@ -650,7 +568,7 @@ func (s *State) checkList() error {
 		}
 		if e.Parent() != nil {
 			children++
-			if pg, _ := l.parents.Get(parentGroup{Parent: e.Parent().ExecutionID}); pg.p == nil || pg.p.chunkOf(e.AdmitNo()) < 0 {
+			if pg, _ := l.parents.Get(parentGroup{Parent: e.Parent().ExecutionID}); pg.p == nil || pg.p.RunOf(e.AdmitNo()) < 0 {
 				return fail(e.ID(), "missing from its parent's listing index")
 			}
 		}
@@ -688,24 +606,24 @@ func (s *State) checkList() error {
 	}
 	listed := 0
 	l.workflows.Scan(func(w workflowCount) bool {
-		if workflows[w.Name] != w.p.total {
-			err = invariantErr("workflow " + quote(w.Name) + " counts " + itoa(uint64(w.p.total)) + " records, the records say " + itoa(uint64(workflows[w.Name])))
-		} else if msg := w.p.check(&l.adm, func(e *stored) bool { return e.WorkflowID() == w.Name }); msg != "" {
+		if workflows[w.Name] != w.p.Total() {
+			err = invariantErr("workflow " + quote(w.Name) + " counts " + itoa(uint64(w.p.Total())) + " records, the records say " + itoa(uint64(workflows[w.Name])))
+		} else if msg := w.p.Check(&l.adm.t, func(e *stored) bool { return e.WorkflowID() == w.Name }); msg != "" {
 			err = invariantErr("workflow " + quote(w.Name) + "'s listing index: " + msg)
 		}
-		listed += w.p.live
+		listed += w.p.Live()
 		return err == nil
 	})
 	if err != nil {
 		return err
 	}
 	l.parents.Scan(func(g parentGroup) bool {
-		if msg := g.p.check(&l.adm, func(e *stored) bool { return e.Parent() != nil && e.Parent().ExecutionID == g.Parent }); msg != "" {
+		if msg := g.p.Check(&l.adm.t, func(e *stored) bool { return e.Parent() != nil && e.Parent().ExecutionID == g.Parent }); msg != "" {
 			err = invariantErr("parent " + quote(g.Parent) + "'s listing index: " + msg)
-		} else if len(g.p.chunks) == 0 {
+		} else if g.p.Runs() == 0 {
 			err = invariantErr("parent " + quote(g.Parent) + " has an empty listing index")
 		}
-		children -= g.p.live
+		children -= g.p.Live()
 		return err == nil
 	})
 	if err == nil && (listed != entries || children != 0) {
@@ -719,28 +637,27 @@ func (s *State) checkList() error {
 // times only grow along the numbers and each chunk's first time is at most
 // its records'; records slots in all, no empty chunk kept but the newest.
 func (a *admissions) check(last uint64, records int) error {
-	if len(a.at0) != len(a.chunks) {
-		return invariantErr("admission table: chunk times and chunks differ in number")
-	}
 	n := 0
 	var listed [statusCap]int
 	prevAt := int64(-1 << 63)
-	for i, c := range a.chunks {
-		if i > 0 && a.at0[i] < a.at0[i-1] {
+	base := a.t.Base()
+	for i := range a.t.Len() {
+		c := a.t.Chunk(i)
+		if i > 0 && a.t.At0(i) < a.t.At0(i-1) {
 			return invariantErr("admission table: chunk times go backwards")
 		}
 		if c == nil {
-			if i == 0 && len(a.chunks) > 1 {
+			if i == 0 && a.t.Len() > 1 {
 				return invariantErr("admission table: an empty first chunk is kept")
 			}
 			continue
 		}
 		var byStatus [statusCap]uint16
 		live := uint16(0)
-		for j := range admSize {
-			no := (a.base+uint64(i))<<admShift + uint64(j)
-			e := c.e[j]
-			if (e == nil) != (c.st[j] == 0) {
+		for j := range uint64(admSize) {
+			no := (base+uint64(i))<<admShift + j
+			e := c.Rec(j)
+			if (e == nil) != (c.Status(j) == 0) {
 				return invariantErr("admission table: slot " + itoa(no) + " has a status without a record, or the reverse")
 			}
 			if e == nil {
@@ -749,20 +666,21 @@ func (a *admissions) check(last uint64, records int) error {
 			switch {
 			case e.AdmitNo() != no || no > last:
 				return invariantErr("admission table: slot " + itoa(no) + " holds " + quote(e.ID()) + " of number " + itoa(e.AdmitNo()))
-			case e.AdmittedAt() < prevAt || e.AdmittedAt() < a.at0[i]:
+			case e.AdmittedAt() < prevAt || e.AdmittedAt() < a.t.At0(i):
 				return invariantErr("admission table: " + quote(e.ID()) + " admitted before an earlier number or its chunk")
 			}
 			prevAt = e.AdmittedAt()
-			byStatus[c.st[j]]++
+			byStatus[c.Status(j)]++
 			live++
 		}
-		if byStatus != c.n || live != c.live || live == 0 {
-			return invariantErr("admission table: chunk " + itoa(a.base+uint64(i)) + " counts its slots wrongly, or is empty")
+		counts := c.Counts()
+		if byStatus != counts || live != c.Live() || live == 0 {
+			return invariantErr("admission table: chunk " + itoa(base+uint64(i)) + " counts its slots wrongly, or is empty")
 		}
 		for st := range statusCap {
-			want := st == 0 || c.n[st] > 0
-			if _, in := a.with[st].Get(a.base + uint64(i)); in != want {
-				return invariantErr("admission table: chunk " + itoa(a.base+uint64(i)) + " is listed wrongly under " + statusName(Status(st)))
+			want := st == 0 || counts[st] > 0
+			if _, in := a.with[st].Get(base + uint64(i)); in != want {
+				return invariantErr("admission table: chunk " + itoa(base+uint64(i)) + " is listed wrongly under " + statusName(Status(st)))
 			}
 			if want {
 				listed[st]++

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/execstore/execstore/fsm/internal/chunk"
 	"github.com/execstore/execstore/internal/mutant"
 )
 
@@ -93,7 +94,7 @@ func (s *State) changeRefs() (adms, changes []changeRef) {
 // cannot be done so.
 func (s *State) changeRefsByNumber() (adms, changes []changeRef, ok bool) {
 	n := s.execs.Len()
-	lo := s.list.adm.base << admShift
+	lo := s.list.adm.t.Base() << admShift
 	if n == 0 || s.meta.Admitted < lo || s.meta.Admitted-lo >= uint64(4*n)+admSize {
 		return nil, nil, false
 	}
@@ -111,10 +112,10 @@ func (s *State) changeRefsByNumber() (adms, changes []changeRef, ok bool) {
 	})
 	changes = make([]changeRef, 0, n)
 	if f := &s.list.feed; ok && f.chunks != nil {
-		f.chunks.Scan(func(c *feedChunk) bool {
-			for j := range c.ents {
-				x := &c.ents[j]
-				if !x.live(&s.list.adm) {
+		f.chunks.Scan(func(c *chunk.Feed) bool {
+			for j := range c.Len() {
+				x := c.Entry(j)
+				if !x.Live(&s.list.adm.t) {
 					continue
 				}
 				if ok = len(changes) < n && x.No >= lo && x.No-lo < uint64(len(slots)) && slots[x.No-lo].seq == x.No; !ok {
@@ -157,10 +158,10 @@ func (s *State) changeRefsSorted() (adms, changes []changeRef) {
 	// without a search.
 	i := 0
 	if f := &s.list.feed; f.chunks != nil {
-		f.chunks.Scan(func(c *feedChunk) bool {
-			for j := range c.ents {
-				if c.ents[j].live(&s.list.adm) && i < len(changes) {
-					changes[i].at = c.ents[j].At
+		f.chunks.Scan(func(c *chunk.Feed) bool {
+			for j := range c.Len() {
+				if x := c.Entry(j); x.Live(&s.list.adm.t) && i < len(changes) {
+					changes[i].at = x.At
 					i++
 				}
 			}
@@ -281,10 +282,10 @@ func (s *State) deriveChanges(recs []*stored) {
 // record in admission order, then in change order.
 type listBuilder struct {
 	s        *State
-	lists    map[string]*postings // by workflow
-	last     string               // the workflow of the latest admission, and its list:
-	lastList *postings            // runs of one workflow are common
-	parents  map[string]*postings
+	lists    map[string]*chunk.Postings // by workflow
+	last     string                     // the workflow of the latest admission, and its list:
+	lastList *chunk.Postings            // runs of one workflow are common
+	parents  map[string]*chunk.Postings
 	names    []string // of parents
 }
 
@@ -309,9 +310,9 @@ func newListBuilder(s *State, recs []*stored) *listBuilder {
 		return true
 	})
 	slices.Sort(names)
-	b := &listBuilder{s: s, lists: make(map[string]*postings, len(names)), parents: map[string]*postings{}}
+	b := &listBuilder{s: s, lists: make(map[string]*chunk.Postings, len(names)), parents: map[string]*chunk.Postings{}}
 	for _, name := range names {
-		b.lists[name] = &postings{gen: s.gen, total: counts[name]}
+		b.lists[name] = chunk.NewPostings(counts[name], s.gen)
 		l.workflows.Load(workflowCount{Name: name, p: b.lists[name]})
 	}
 	return b
@@ -325,15 +326,15 @@ func (b *listBuilder) admitted(e *stored) {
 	if b.lastList == nil || e.WorkflowID() != b.last {
 		b.last, b.lastList = e.WorkflowID(), b.lists[e.WorkflowID()]
 	}
-	b.lastList.add(e.AdmitNo(), s.gen)
+	b.lastList.Add(e.AdmitNo(), s.gen)
 	if e.Parent() != nil {
 		p, ok := b.parents[e.Parent().ExecutionID]
 		if !ok {
-			p = &postings{gen: s.gen}
+			p = chunk.NewPostings(0, s.gen)
 			b.parents[e.Parent().ExecutionID] = p
 			b.names = append(b.names, e.Parent().ExecutionID)
 		}
-		p.add(e.AdmitNo(), s.gen)
+		p.Add(e.AdmitNo(), s.gen)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"hash"
 	"sync"
+
+	"github.com/execstore/execstore/fsm/internal/chunk"
 )
 
 // invariantsBuild: in a build with the invariants tag, Precheck fingerprints
@@ -17,7 +19,9 @@ import (
 // build fingerprints every Copy when it is taken and again when it is
 // released: a write that skipped copy-on-write (a chunk of the listing
 // indexes or of the change feed changed in place while a copy shared it)
-// changes the copy, and Release panics.
+// changes the copy, and Release panics. Package chunk refuses a write to a
+// chunk of another generation than the writer says it has; this catches a
+// writer that says a stale one.
 const invariantsBuild = true
 
 // fingerprint is a hash of everything a command could change: the state's
@@ -69,38 +73,42 @@ func (s *State) unchanged(before [32]byte, c *Command) {
 // of the change feed.
 func (l *listIndexes) fingerprint(h hash.Hash) {
 	var b []byte
-	b = binary.AppendUvarint(b, l.adm.base)
-	for _, c := range l.adm.chunks {
+	t := &l.adm.t
+	b = binary.AppendUvarint(b, t.Base())
+	for i := range t.Len() {
+		c := t.Chunk(i)
 		if c == nil {
 			b = append(b, 0xff)
 			continue
 		}
-		for j := range c.st {
-			b = append(b, byte(c.st[j]))
-			if c.e[j] != nil {
-				b = binary.AppendUvarint(b, c.e[j].AdmitNo())
-				b = binary.AppendUvarint(b, c.e[j].ChangeSeq())
+		for j := range uint64(admSize) {
+			b = append(b, byte(c.Status(j)))
+			if e := c.Rec(j); e != nil {
+				b = binary.AppendUvarint(b, e.AdmitNo())
+				b = binary.AppendUvarint(b, e.ChangeSeq())
 			}
 		}
-		b = binary.AppendUvarint(b, uint64(c.live))
+		b = binary.AppendUvarint(b, uint64(c.Live()))
 	}
-	postings := func(name string, p *postings) {
+	postings := func(name string, p *chunk.Postings) {
 		b = append(b, name...)
-		b = binary.AppendUvarint(b, uint64(p.live))
-		b = binary.AppendUvarint(b, uint64(p.total))
-		for _, c := range p.chunks {
-			b = binary.AppendUvarint(b, uint64(c.live))
-			for _, no := range c.nos {
-				b = binary.AppendUvarint(b, no)
+		b = binary.AppendUvarint(b, uint64(p.Live()))
+		b = binary.AppendUvarint(b, uint64(p.Total()))
+		for k := range p.Runs() {
+			r := p.Run(k)
+			b = binary.AppendUvarint(b, uint64(r.Live()))
+			for i := range r.Len() {
+				b = binary.AppendUvarint(b, r.No(i))
 			}
 		}
 	}
 	l.workflows.Scan(func(w workflowCount) bool { postings(w.Name, w.p); return true })
 	l.parents.Scan(func(g parentGroup) bool { postings(g.Parent, g.p); return true })
 	if l.feed.chunks != nil {
-		l.feed.chunks.Scan(func(c *feedChunk) bool {
-			b = binary.AppendUvarint(b, c.Lo)
-			for _, x := range c.ents {
+		l.feed.chunks.Scan(func(c *chunk.Feed) bool {
+			b = binary.AppendUvarint(b, c.Lo())
+			for i := range c.Len() {
+				x := c.Entry(i)
 				b = binary.AppendUvarint(b, x.Seq)
 				b = binary.AppendUvarint(b, x.No)
 				b = binary.AppendVarint(b, x.At)

@@ -5,6 +5,8 @@ package fsm
 import (
 	"strings"
 	"testing"
+
+	"github.com/execstore/execstore/fsm/internal/chunk"
 )
 
 // In the invariants build, a precheck whose handler writes before it decides
@@ -34,20 +36,26 @@ func TestAPrecheckThatChangesTheStatePanicsInTheInvariantsBuild(t *testing.T) {
 
 // In the invariants build, a copy changed while it is shared (a write that
 // skipped copy-on-write) makes its release panic, whichever chunked index
-// the write reached; a copy left alone is released quietly.
+// the write reached; a copy left alone is released quietly. Package chunk
+// refuses a write that gives another generation than the chunk's, so the
+// only way to skip copy-on-write is to give a stale generation, the one
+// that made the chunks before the copies: that is the slip here.
 func TestAWriteThatSkipsCopyOnWritePanicsAtReleaseInTheInvariantsBuild(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		slip func(s *State)
+		slip func(s *State, stale uint32)
 	}{
-		{"an admission slot", func(s *State) { s.list.adm.chunks[0].st[1] = StatusFailed }},
-		{"a workflow's postings", func(s *State) {
-			w, _ := s.list.workflows.Min()
-			w.p.chunks[0].live--
+		{"an admission slot", func(s *State, stale uint32) {
+			c := s.list.adm.t.Chunk(0)
+			c.Put(1, c.Rec(1), StatusFailed, stale)
 		}},
-		{"the change feed", func(s *State) {
+		{"a workflow's postings", func(s *State, stale uint32) {
+			w, _ := s.list.workflows.Min()
+			w.p.Remove(1, &s.list.adm.t, stale)
+		}},
+		{"the change feed", func(s *State, stale uint32) {
 			c, _ := s.list.feed.chunks.Max()
-			c.ents[0].At++
+			c.Append(chunk.Entry{Seq: s.meta.ChangeSeq + 1, No: 1, At: 10}, stale)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,11 +63,12 @@ func TestAWriteThatSkipsCopyOnWritePanicsAtReleaseInTheInvariantsBuild(t *testin
 			for _, id := range []string{"a", "b", "c"} {
 				s.Apply(&Command{Kind: KindAdmit, Now: 10, ExecutionID: id, WorkflowID: "w"})
 			}
+			stale := s.gen
 			quiet := s.Copy()
 			s.Release(quiet)
 
 			c := s.Copy()
-			tc.slip(s) // the state writes a chunk its copy shares
+			tc.slip(s, stale) // the state writes a chunk its copy shares
 			defer func() {
 				r := recover()
 				if msg, _ := r.(string); !strings.Contains(msg, "skipped copy-on-write") {

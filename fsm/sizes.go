@@ -1,5 +1,7 @@
 package fsm
 
+import "github.com/execstore/execstore/fsm/internal/chunk"
+
 // Sizes are how a state cuts its structures into pieces: how many entries a
 // chunk of the change log holds, how much dead weight the log carries before
 // the writer sweeps it. They change no result, no encoding and no replay: a
@@ -58,9 +60,9 @@ func (s *State) SetSizes(sz Sizes) {
 	if old.chunks == nil {
 		return
 	}
-	old.chunks.Scan(func(c *feedChunk) bool {
-		for _, x := range c.ents {
-			f.append(x, s.gen)
+	old.chunks.Scan(func(c *chunk.Feed) bool {
+		for i := range c.Len() {
+			f.append(c.Entry(i), s.gen)
 		}
 		return true
 	})
