@@ -397,7 +397,8 @@
 // tail's zeros instead of over them, a writer that counts merged
 // acknowledgements as several log entries, a snapshot whose name is never
 // made durable, a lease fence that lets token 0 through, a wake at exactly
-// the pending time that writes, a schedule that is not advanced past the
+// the pending time that writes, a cancel of a terminal execution that is
+// logged although it changes nothing, a schedule that is not advanced past the
 // occurrence it reached, a retirement one nanosecond early, listing indexes
 // that keep pointing to a replaced record, a snapshot that numbers the change feed again from 1, a sweep of the
 // change feed that drops a live entry, and, for the
