@@ -665,6 +665,9 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 	case p == nil:
 		return resultNotFound
 	case p.Terminal():
+		if dry && mutant.CancelOfTerminalWrites {
+			return mutates // logged, and then applied as the no-op it is
+		}
 		return Result{Exec: p.Value().WithoutPositions()}
 	case dry:
 		return mutates

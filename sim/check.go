@@ -12,12 +12,53 @@ import (
 )
 
 // do runs one operation with nothing armed: the store's answer must be the
-// model's, and the touched records and the summary must agree afterwards.
+// model's, the touched records and the summary must agree afterwards, and
+// an operation the contract promises writes nothing must have logged
+// nothing.
 func (w *world) do(o *op) (result, error) {
 	w.prepare(o)
 	clock := w.clock.nanos()
+	before, err := w.store.Stats(context.Background())
+	if err != nil {
+		before.Failed = err // no position to compare with: the check passes
+	}
 	got := o.call(w.store)
-	return got, w.settle(o, clock, got)
+	return got, w.settle(o, clock, got, &before)
+}
+
+// checkWroteNothing checks, after an operation the model applied, the
+// promise that it writes nothing: when the model says the contract makes it
+// (a no-op, a refusal, a read) and the writer had nothing of its own to log
+// at the operation's time (no retirement, no occurrence reached), the log
+// must be where it was. It only reads.
+func (w *world) checkWroteNothing(o *op, before execstore.Stats) error {
+	if !w.model.quiet || w.model.writerLogs {
+		return nil
+	}
+	after, err := w.store.Stats(context.Background())
+	if err != nil {
+		return violationf("Stats: %v", err)
+	}
+	if err := wroteNothing(before, after); err != nil {
+		return violationf("%s: %v", o.describe(w.tr), err)
+	}
+	return nil
+}
+
+// wroteNothing compares the store's log position before and after a request
+// that must write nothing: the last entry, the batches written and the last
+// entry applied must not have moved. A store that failed on either side
+// (its log is no longer trusted) is not judged here; the fail-stop checks
+// judge it.
+func wroteNothing(before, after execstore.Stats) error {
+	if before.Failed != nil || after.Failed != nil {
+		return nil
+	}
+	if after.WALLastIndex != before.WALLastIndex || after.WALBatches != before.WALBatches || after.AppliedIndex != before.AppliedIndex {
+		return fmt.Errorf("the contract says it writes nothing, and the log moved: last entry %d -> %d, batches %d -> %d, applied %d -> %d",
+			before.WALLastIndex, after.WALLastIndex, before.WALBatches, after.WALBatches, before.AppliedIndex, after.AppliedIndex)
+	}
+	return nil
 }
 
 // prepare gives an operation that generates an ID a millisecond of its own.
@@ -40,11 +81,19 @@ func (w *world) prepare(o *op) {
 }
 
 // settle compares an acknowledged operation with the model, traces it, and
-// checks what it touched.
-func (w *world) settle(o *op, clock int64, got result) error {
+// checks what it touched. With before, the store's Stats before the
+// operation, it also checks the promise that the operation writes nothing,
+// right after the model said so (the reads of checkAfter are operations of
+// the model's too).
+func (w *world) settle(o *op, clock int64, got result, before *execstore.Stats) error {
 	w.tr.line("%d %s -> %s", w.ops, o.describe(w.tr), got.describe(w.tr))
 	if err := w.compare(o, clock, got); err != nil {
 		return err
+	}
+	if before != nil {
+		if err := w.checkWroteNothing(o, *before); err != nil {
+			return err
+		}
 	}
 	return w.checkAfter()
 }
@@ -52,6 +101,7 @@ func (w *world) settle(o *op, clock int64, got result) error {
 // compare applies o to the model and diffs the result with the store's.
 func (w *world) compare(o *op, clock int64, got result) error {
 	w.model.touched = nil
+	w.model.quiet, w.model.writerLogs = false, false
 	exp := o.apply(w.model, clock, generatedID(o, got))
 	w.coverResult(o, got)
 	if diff := diffResults(exp, got); diff != "" {

@@ -120,6 +120,13 @@
 // commands. The store answers
 // commands that change nothing without logging them; the model treats every
 // answered command as taking effect at once, which is exactly right for them.
+// The model also says which operations the contract promises write nothing
+// (model.nothing: refusals, unknown executions and schedules, IDs in use,
+// stale leases, wakes that merge or find the execution terminal, claims that
+// find nothing due, repeated step saves and child starts, watches of
+// terminal executions, cancels of terminal executions, puts of the schedule
+// stored, reads), and whether the stamp of an operation made the writer log
+// commands of its own first (a retirement, an occurrence reached).
 //
 // # Crash images from the real files
 //
@@ -200,6 +207,14 @@
 //   - a stale lease never writes (the model says LEASE_LOST and the state is
 //     compared), and a token handed out is never handed out again, across
 //     restarts too;
+//
+//   - a request the contract promises writes nothing logs nothing: when the
+//     model says so and the writer had nothing of its own to log at the
+//     request's time, the store's log position (Stats.WALLastIndex,
+//     WALBatches, AppliedIndex) is where it was before the request. It is
+//     checked on the plain path only (nothing armed, no crash, no storage
+//     error), where the answer is certain; a no-op logged anyway changes no
+//     answer and no state, so only the log shows it;
 //
 //   - the store's time never goes backwards, across restarts too, and is
 //     never earlier than a record's update;
@@ -382,7 +397,8 @@
 // tail's zeros instead of over them, a writer that counts merged
 // acknowledgements as several log entries, a snapshot whose name is never
 // made durable, a lease fence that lets token 0 through, a wake at exactly
-// the pending time that writes, a schedule that is not advanced past the
+// the pending time that writes, a cancel of a terminal execution that is
+// logged although it changes nothing, a schedule that is not advanced past the
 // occurrence it reached, a retirement one nanosecond early, listing indexes
 // that keep pointing to a replaced record, a snapshot that numbers the change feed again from 1, a sweep of the
 // change feed that drops a live entry, and, for the

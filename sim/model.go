@@ -26,6 +26,14 @@ type model struct {
 	touched []string  // executions the latest operation may have changed
 	seq     uint64    // the change feed's latest position (feed.go)
 
+	// quiet: the contract promises that the latest operation writes nothing
+	// (a refusal, a lost lease, a no-op such as cancelling a terminal
+	// execution; see nothing). writerLogs: a stamp of the latest operation
+	// made the writer log commands of its own first (it retired an
+	// execution or reached a schedule's occurrence), so the log moves even
+	// under a quiet request. Both are reset before each operation (compare).
+	quiet, writerLogs bool
+
 	scheds map[string]*msched // schedules.go
 
 	retention time.Duration // Options.Retention; 0: off (retire.go)
@@ -94,6 +102,7 @@ func (m *model) clone() *model {
 	c.kv = maps.Clone(m.kv)
 	c.watches = slices.Clone(m.watches)
 	c.touched = nil
+	c.quiet, c.writerLogs = false, false
 	c.scheds = make(map[string]*msched, len(m.scheds))
 	for id, s := range m.scheds {
 		cs := *s
@@ -105,12 +114,28 @@ func (m *model) clone() *model {
 // stamp is the time of a command that reaches the store's writer: never
 // earlier than any earlier command's. The writer reaches the schedules'
 // occurrences due at that time first (schedules.go), after it retires the
-// terminal executions the retention has passed (retire.go).
+// terminal executions the retention has passed (retire.go); when it does
+// either, it logs commands of its own, and writerLogs says so.
 func (m *model) stamp(clock int64) int64 {
 	m.last = max(m.last, clock)
-	m.retire(m.last)
-	m.reachOccurrences(m.last)
+	retired := m.retire(m.last)
+	reached := m.reachOccurrences(m.last)
+	m.writerLogs = m.writerLogs || retired || reached
 	return m.last
+}
+
+// nothing marks the latest operation as one the contract promises writes
+// nothing, and returns its answer r. Only the contract's promises are
+// marked: a request refused before it reaches the writer (an invalid
+// argument, a limit), an unknown execution or schedule, an ID in use, a
+// lease that is not current (but for what it answers), a wake that merges
+// into a pending one or finds the execution terminal, a claim that finds
+// nothing due, a repeated step save or child start, a watch of a terminal
+// execution, a cancel of a terminal execution, a put of the schedule
+// stored, and every read.
+func (m *model) nothing(r result) result {
+	m.quiet = true
+	return r
 }
 
 func (m *model) touch(ids ...string) { m.touched = append(m.touched, ids...) }
@@ -218,7 +243,7 @@ func (m *model) validValue(v value) bool {
 func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	if (a.id != "" && !validID(a.id)) || !validID(a.workflow) || !a.params.valid || !a.context.valid ||
 		len(a.params.data)+a.context.size() > m.lim.EventBytes || a.maxAttempts < 0 || a.maxAttempts > execstore.MaxAttemptsLimit {
-		return fail(codeInvalidEvent)
+		return m.nothing(fail(codeInvalidEvent))
 	}
 	now := m.stamp(clock)
 	id := a.id
@@ -228,7 +253,7 @@ func (m *model) admit(a admitArgs, clock int64, generated string) result {
 		}
 		id = generated
 	} else if m.execs[id] != nil {
-		return fail(codeConflict)
+		return m.nothing(fail(codeConflict))
 	}
 	m.create(&mexec{
 		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
@@ -253,31 +278,33 @@ func (m *model) create(e *mexec) {
 
 func (m *model) wake(id string, at time.Time, clock int64) result {
 	if at.After(time.Unix(0, maxNanos)) {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	if !validID(id) {
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	}
 	now := m.stamp(clock)
 	e := m.execs[id]
 	switch {
 	case e == nil:
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	case e.terminal():
-		return result{Wake: execstore.WakeIgnored}
+		return m.nothing(result{Wake: execstore.WakeIgnored})
 	}
 	ns := int64(1) // a time before the epoch is in the past
 	if at.After(time.Unix(0, 1)) {
 		ns = at.UnixNano()
 	}
-	e.wakeAt(ns, now)
 	m.touch(id)
+	if !e.wakeAt(ns, now) {
+		return m.nothing(result{Wake: execstore.WakeRequested}) // merged into the pending wake
+	}
 	return result{Wake: execstore.WakeRequested}
 }
 
 func (m *model) claim(limit int, d time.Duration, clock int64) result {
 	if limit < 1 || limit > m.lim.ClaimLimit || d <= 0 || d > m.lim.LeaseDuration {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	now := m.stamp(clock)
 	type cand struct {
@@ -301,6 +328,9 @@ func (m *model) claim(limit int, d time.Duration, clock int64) result {
 	// place among the leases (at most max(limit, 64) such, and the claim
 	// stops there too). The leasing comes first: a failure's parent woken
 	// by it is then woken during its delivery.
+	if len(due) == 0 {
+		return m.nothing(result{Leases: []execstore.Lease{}})
+	}
 	leases := []execstore.Lease{}
 	var exhausted []*mexec
 	for _, c := range due {
@@ -369,16 +399,16 @@ func (m *model) end(e *mexec, out *execstore.Outcome, now int64) {
 // every non-terminal execution it started, all with the same outcome.
 func (m *model) cancel(id, reason string, clock int64) result {
 	if len(reason) > m.lim.CancelReasonBytes || !utf8Valid(reason) {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	if !validID(id) {
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	}
 	now := m.stamp(clock)
 	e := m.execs[id]
 	switch {
 	case e == nil:
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	case !e.terminal():
 		out := &execstore.Outcome{Status: execstore.StatusCancelled,
 			Error: &execstore.WorkflowError{Name: "CancelledError", Message: reason, Code: "CANCELLED"}}
@@ -393,9 +423,11 @@ func (m *model) cancel(id, reason string, clock int64) result {
 			}
 		}
 		tree(e)
+		rec := m.record(e)
+		return result{Record: &rec}
 	}
 	rec := m.record(e)
-	return result{Record: &rec}
+	return m.nothing(result{Record: &rec}) // terminal already
 }
 
 func compare(a, b int64) int {
@@ -422,15 +454,15 @@ func (m *model) current(l execstore.Lease) (*mexec, string) {
 
 func (m *model) renew(l execstore.Lease, d time.Duration, clock int64) result {
 	if !validID(l.ExecutionID) {
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	}
 	if d <= 0 || d > m.lim.LeaseDuration {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	now := m.stamp(clock)
 	e, code := m.current(l)
 	if code != "" {
-		return fail(code)
+		return m.nothing(fail(code))
 	}
 	e.expires = addClamped(now, d)
 	e.updatedAt = now
@@ -440,15 +472,15 @@ func (m *model) renew(l execstore.Lease, d time.Duration, clock int64) result {
 
 func (m *model) release(l execstore.Lease, retry time.Duration, cause *workflowFailed, clock int64) result {
 	if !validID(l.ExecutionID) {
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	}
 	if retry < 0 || retry > m.lim.RetryAfter {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	now := m.stamp(clock)
 	e, code := m.current(l)
 	if code != "" {
-		return fail(code)
+		return m.nothing(fail(code))
 	}
 	if e.exhausted() {
 		var recorded *execstore.WorkflowError
@@ -467,19 +499,19 @@ func (m *model) release(l execstore.Lease, retry time.Duration, cause *workflowF
 
 func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 	if !validID(l.ExecutionID) {
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	}
 	if !o.valid() {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	now := m.stamp(clock)
 	e, code := m.current(l)
 	switch {
 	case code != "" && e != nil && e.terminal():
 		rec := m.record(e)
-		return result{Record: &rec}
+		return m.nothing(result{Record: &rec})
 	case code != "":
-		return fail(code)
+		return m.nothing(fail(code))
 	}
 	e.covered, e.token, e.expires = 0, 0, 0
 	e.updatedAt = now
@@ -508,19 +540,20 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 
 func (m *model) saveStep(l execstore.Lease, key string, v value, clock int64) result {
 	if !validID(l.ExecutionID) {
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	}
 	if !m.validKey(key) || !m.validValue(v) {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	m.stamp(clock)
 	e, code := m.current(l)
 	if code != "" {
-		return fail(code)
+		return m.nothing(fail(code))
 	}
-	if _, saved := e.steps[key]; !saved {
-		e.steps[key] = string(v.data)
+	if _, saved := e.steps[key]; saved {
+		return m.nothing(result{}) // the first saved value wins
 	}
+	e.steps[key] = string(v.data)
 	return result{}
 }
 
@@ -538,24 +571,24 @@ func (m *model) step(id, key string) result {
 
 func (m *model) start(l execstore.Lease, key, workflow string, p params, clock int64, generated string) result {
 	if !validID(l.ExecutionID) {
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	}
 	if !m.validKey(key) {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	if !validID(workflow) || !p.valid || len(p.data) > m.lim.EventBytes {
-		return fail(codeInvalidEvent)
+		return m.nothing(fail(codeInvalidEvent))
 	}
 	now := m.stamp(clock)
 	caller, code := m.current(l)
 	if code != "" {
-		return fail(code)
+		return m.nothing(fail(code))
 	}
 	if prev, ok := caller.starts[key]; ok {
 		if prev.workflow == workflow && prev.class == p.class {
-			return result{ID: prev.child}
+			return m.nothing(result{ID: prev.child})
 		}
-		return fail(codeMismatch)
+		return m.nothing(fail(codeMismatch))
 	}
 	if !m.fresh(generated) {
 		return fail(codeBadGenerated)
@@ -572,11 +605,11 @@ func (m *model) start(l execstore.Lease, key, workflow string, p params, clock i
 
 func (m *model) commit(writes []write, clock int64) result {
 	if len(writes) > m.lim.WritesPerCommit {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	for _, w := range writes {
 		if !m.validKey(w.key) || (!w.del && !m.validValue(w.value)) {
-			return fail(codeInvalidArg)
+			return m.nothing(fail(codeInvalidArg))
 		}
 	}
 	now := m.stamp(clock)
@@ -616,18 +649,18 @@ func (m *model) read(key string) result {
 
 func (m *model) watch(id string, keys []string, clock int64) result {
 	if len(keys) == 0 || len(keys) > m.lim.KeysPerWatch || slices.ContainsFunc(keys, func(k string) bool { return !m.validKey(k) }) {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	if !validID(id) {
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	}
 	m.stamp(clock)
 	e := m.execs[id]
 	switch {
 	case e == nil:
-		return fail(codeNotFound)
+		return m.nothing(fail(codeNotFound))
 	case e.terminal():
-		return result{Wake: execstore.WakeIgnored}
+		return m.nothing(result{Wake: execstore.WakeIgnored})
 	}
 	m.watches = append(m.watches, &mwatch{exec: id, keys: slices.Clone(keys)})
 	return result{Wake: execstore.WakeRequested}

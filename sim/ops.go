@@ -76,6 +76,16 @@ func (o *op) generates() bool {
 	return (o.kind == opAdmit && o.admit.id == "") || o.kind == opStart
 }
 
+// reads reports whether the operation only reads: it never reaches the
+// store's writer.
+func (o *op) reads() bool {
+	switch o.kind {
+	case opStep, opRead, opGet, opAwait, opList, opChanges, opGetSchedule, opListSchedules:
+		return true
+	}
+	return false
+}
+
 // call runs the operation against the store.
 func (o *op) call(s *execstore.Store) result {
 	ctx := context.Background()
@@ -171,6 +181,9 @@ func (o *op) await(s *execstore.Store) result {
 // apply runs the operation against the model. generated is the ID the store
 // chose, for an admission without an ID or a child start.
 func (o *op) apply(m *model, clock int64, generated string) result {
+	if o.reads() {
+		m.quiet = true // a read writes nothing
+	}
 	switch o.kind {
 	case opAdmit:
 		return m.admit(o.admit, clock, generated)
@@ -187,10 +200,14 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 	case opAck:
 		return m.acknowledge(o.lease, o.out, clock)
 	case opAckBatch:
-		out := result{Batch: make([]result, len(o.acks))}
+		// The batch writes nothing when none of its acknowledgements does.
+		out, quiet := result{Batch: make([]result, len(o.acks))}, true
 		for i, a := range o.acks {
+			m.quiet = false
 			out.Batch[i] = m.acknowledge(a.lease, a.out, clock)
+			quiet = quiet && m.quiet
 		}
+		m.quiet = quiet
 		return out
 	case opSaveStep:
 		return m.saveStep(o.lease, o.key, o.val, clock)

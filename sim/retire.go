@@ -24,11 +24,13 @@ import (
 var retentions = []time.Duration{20 * time.Second, 90 * time.Second, 5 * time.Minute}
 
 // retire is what the writer does before a batch: every terminal execution
-// last updated before now less the retention loses what retention drops.
-func (m *model) retire(now int64) {
+// last updated before now less the retention loses what retention drops. It
+// reports whether it retired any (the writer then logs retire commands).
+func (m *model) retire(now int64) bool {
 	if m.retention <= 0 {
-		return
+		return false
 	}
+	retired := false
 	cutoff := now - int64(m.retention)
 	for _, id := range m.order {
 		e := m.execs[id]
@@ -40,7 +42,9 @@ func (m *model) retire(now int64) {
 		e.steps, e.starts = map[string]string{}, map[string]mstart{}
 		e.changeSeq = 0 // its change leaves the feed
 		m.touch(id)
+		retired = true
 	}
+	return retired
 }
 
 // retentionEdge moves the clock to exactly where a terminal execution's

@@ -80,7 +80,7 @@ var scheduleIDs = []string{"sch-a", "sch-b", "sch-c", "sch-d", strings.Repeat("s
 // changed one starts at its first occurrence after the put.
 func (m *model) putSchedule(a schedArg, clock int64) result {
 	if !a.valid || !validID(a.sc.ID) || len(a.sc.ID) > execstore.ScheduleIDBytes {
-		return fail(codeInvalidArg)
+		return m.nothing(fail(codeInvalidArg))
 	}
 	def := a.sc
 	if def.CatchUp == "" {
@@ -88,11 +88,11 @@ func (m *model) putSchedule(a schedArg, clock int64) result {
 	}
 	old := m.scheds[def.ID]
 	if old == nil && len(m.scheds) >= simSchedules {
-		return fail(codeLimit)
+		return m.nothing(fail(codeLimit))
 	}
 	now := m.stamp(clock)
 	if old != nil && equalDefs(old.def, def) {
-		return result{Schedule: old.api()}
+		return m.nothing(result{Schedule: old.api()})
 	}
 	s := &msched{def: def}
 	if old != nil {
@@ -108,11 +108,11 @@ func (m *model) putSchedule(a schedArg, clock int64) result {
 
 func (m *model) deleteSchedule(id string, clock int64) result {
 	if !validID(id) || len(id) > execstore.ScheduleIDBytes {
-		return fail(codeSchedNotFound)
+		return m.nothing(fail(codeSchedNotFound))
 	}
 	m.stamp(clock)
 	if m.scheds[id] == nil {
-		return fail(codeSchedNotFound)
+		return m.nothing(fail(codeSchedNotFound))
 	}
 	delete(m.scheds, id)
 	return result{}
@@ -139,8 +139,10 @@ func (m *model) listSchedules() result {
 // (unless that ID exists) if it is on time (at most simScheduleGrace late)
 // or its catch-up policy keeps it: CatchUpAll up to simScheduleCatchUp
 // missed ones in a row, the rest of those missed skipped; CatchUpLatest the
-// latest missed one; CatchUpNone none.
-func (m *model) reachOccurrences(now int64) {
+// latest missed one; CatchUpNone none. It reports whether it reached any
+// (the writer then logs a fire of the schedules, skipped occurrences too).
+func (m *model) reachOccurrences(now int64) bool {
+	reached := false
 	late := now - int64(simScheduleGrace)
 	// The writer reaches the schedules in the order of their next
 	// occurrence (ties by ID), each one's due occurrences in a row: the
@@ -171,8 +173,10 @@ func (m *model) reachOccurrences(now int64) {
 				s.next, s.caught = s.atOrAfter(late), 0
 			}
 			s.last = at
+			reached = true
 		}
 	}
+	return reached
 }
 
 func (m *model) admitOccurrence(s *msched, at, now int64) {

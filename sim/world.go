@@ -385,7 +385,7 @@ func (w *world) runArmed(o *op, p *plan) (fired bool, err error) {
 	w.barrier()
 	w.storage.disarm()
 	if p.fired == nil {
-		return false, w.settle(o, clock, got)
+		return false, w.settle(o, clock, got, nil) // only do judges a promise to write nothing
 	}
 	if p.err != nil {
 		return true, p.err

@@ -58,6 +58,10 @@ const (
 	// WakeAtPendingTimeWrites makes a wake at exactly the pending wake's time
 	// change the record instead of merging into it.
 	WakeAtPendingTimeWrites = false
+	// CancelOfTerminalWrites makes a cancel of a terminal execution, which
+	// changes nothing, be logged anyway: the answer and the state are what
+	// they were, and the log has one entry more.
+	CancelOfTerminalWrites = false
 	// DispatcherIgnoresLostLease makes a dispatcher acknowledge or release a
 	// delivery whose renewal found the lease lost.
 	DispatcherIgnoresLostLease = false

@@ -21,6 +21,7 @@ var (
 	SnapshotSkipDirSync          bool
 	TokenZeroPasses              bool
 	WakeAtPendingTimeWrites      bool
+	CancelOfTerminalWrites       bool
 	DispatcherIgnoresLostLease   bool
 	DispatcherPublishesUnapplied bool
 	WorkflowRerunsSavedSteps     bool
@@ -66,6 +67,7 @@ var All = map[string]*bool{
 	"SnapshotSkipDirSync":          &SnapshotSkipDirSync,
 	"TokenZeroPasses":              &TokenZeroPasses,
 	"WakeAtPendingTimeWrites":      &WakeAtPendingTimeWrites,
+	"CancelOfTerminalWrites":       &CancelOfTerminalWrites,
 	"DispatcherIgnoresLostLease":   &DispatcherIgnoresLostLease,
 	"DispatcherPublishesUnapplied": &DispatcherPublishesUnapplied,
 	"WorkflowRerunsSavedSteps":     &WorkflowRerunsSavedSteps,
