@@ -55,20 +55,49 @@ func (f *feed) append(x feedEntry, gen uint32) {
 // quarter chunk.
 func (f *feed) slack() int { return f.chunkCap() / 4 }
 
-// sweepIfOver compacts one chunk when the log holds more than twice as many
-// entries as there are records (records), plus slack. (The last chunk,
-// which changes append to, is not swept: the log may exceed the bound by up
-// to a chunk.)
+// trigger is how many entries the log may hold for records records before
+// the writer sweeps it: FeedSweep entries a record, plus slack.
+func (f *feed) trigger(records int) int {
+	return f.sizes.withDefaults().FeedSweep*records + f.slack()
+}
+
+// bound is the most entries the log holds for records records while the
+// sweep works: twice the trigger, plus two chunks. CheckInvariants holds
+// the log to it, so a sweep that stops moving, which keeps every change
+// ever made while every read stays right, is a violation as soon as the
+// dead entries pass it.
+//
+// Why a working sweep stays under it: once the log is over the trigger,
+// every change, admission and retirement runs one sweep step, and a pass of
+// steps visits each chunk but the last, dropping every entry that was dead
+// when the pass reached it. So the dead entries at any time are at most the
+// trigger's dead weight, those made since the pass went by (one per step,
+// so at most one per chunk) and the last chunk. Chunks a step did not merge
+// hold more than a chunk's worth with the one before, and chunks not yet
+// swept are full, so there are at most 2n/FeedChunk+2 chunks for n entries:
+// n ≤ trigger + 2n/FeedChunk + 2 + FeedChunk, which for chunks of 4 or more
+// (Sizes) is under 2·trigger + 2·FeedChunk. (tests:
+// TestTheChangeLogIsSweptToTwiceTheRecordsAndCopiesKeepTheirView and
+// TestAnAdversaryKeepsTheChangeLogWithinItsBound measure how close they
+// come.)
+func (f *feed) bound(records int) int {
+	return 2*f.trigger(records) + 2*f.chunkCap()
+}
+
+// sweepIfOver compacts one chunk when the log holds more than its trigger
+// (FeedSweep entries a record, plus slack). (The last chunk, which changes
+// append to, is not swept: the log may exceed the trigger by up to a
+// chunk.)
 //
 // Each change appends one entry and makes at most one other dead, so a
 // sweep step, which drops every dead entry of one chunk (and merges it into
-// the chunk before when both fit in one), keeps the log within the bound:
-// while it is over the bound at least half of the log is dead, so a full
-// pass of sweep steps (one per change) frees more than the changes in it
-// add. A step costs at most two chunks' worth of copying: the writer does
+// the chunk before when both fit in one), keeps the log near the trigger:
+// while it is over, at least half of the log is dead, so a full pass of
+// sweep steps (one per change) frees more than the changes in it add (bound
+// says how far over it can go). A step costs at most two chunks' worth of copying: the writer does
 // a bounded amount of work per change, never a pass over the whole log.
 func (f *feed) sweepIfOver(records int, adm *admissions, gen uint32) {
-	if f.n > f.sizes.withDefaults().FeedSweep*records+f.slack() {
+	if f.n > f.trigger(records) {
 		f.sweepStep(adm, gen)
 	}
 }
@@ -112,9 +141,12 @@ func (f *feed) sweepStep(adm *admissions, gen uint32) {
 	}
 	dead := c.Len() - live
 	f.n -= dead
-	if after != nil {
+	switch {
+	case mutant.SweepStaysPut:
+		f.sweep = c.Lo()
+	case after != nil:
 		f.sweep = after.Lo()
-	} else {
+	default:
 		f.sweep = 0
 	}
 	if prev != nil && prev != tail && prev.Len()+live <= f.chunkCap() {
@@ -193,8 +225,9 @@ func (f *feed) copy() feed {
 // check verifies the log's order and bookkeeping: positions strictly grow
 // across chunks and lie within each chunk's range, at most last; no chunk
 // is empty; n counts the entries; each record has at most one live entry
-// (checkList checks it has one).
-func (f *feed) check(last uint64, adm *admissions) error {
+// (checkList checks it has one); the log is within its bound for records
+// records.
+func (f *feed) check(last uint64, adm *admissions, records int) error {
 	if f.chunks == nil {
 		if f.n != 0 {
 			return invariantErr("change log: counts entries it does not have")
@@ -235,6 +268,10 @@ func (f *feed) check(last uint64, adm *admissions) error {
 	}
 	if n != f.n {
 		return invariantErr("change log: counts " + itoa(uint64(f.n)) + " entries, holds " + itoa(uint64(n)))
+	}
+	if b := f.bound(records); n > b {
+		return invariantErr("change log: " + itoa(uint64(n)) + " entries for " + itoa(uint64(records)) +
+			" records, over its bound of " + itoa(uint64(b)) + ": the sweep is not keeping up")
 	}
 	return nil
 }

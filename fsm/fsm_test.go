@@ -433,6 +433,19 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 			wc, _ := s.list.workflows.Get(workflowCount{Name: "w"})
 			wc.p.CountRecord(s.gen)
 		},
+		"change log over its bound": func(s *State) {
+			// A sweep that never runs: the changes of twenty executions that
+			// came and went stay in the log.
+			s.TrackRetirement()
+			s.list.feed.sizes = Sizes{FeedChunk: 4, FeedSweep: 1000}
+			for i := range 20 {
+				id := fmt.Sprintf("x%d", i)
+				s.Apply(&Command{Kind: KindAdmit, Now: 11, ExecutionID: id, WorkflowID: "w"})
+				s.Apply(&Command{Kind: KindCancel, Now: 11, ExecutionID: id})
+			}
+			s.Apply(&Command{Kind: KindRetire, Now: 12, At: 12, Limit: 20})
+			s.list.feed.sizes = Sizes{FeedChunk: 4, FeedSweep: 1}
+		},
 	}
 	if err := build().CheckInvariants(); err != nil {
 		t.Fatalf("intact state: %v", err)

@@ -588,7 +588,7 @@ func (s *State) checkList() error {
 	if err := l.adm.check(s.meta.Admitted, entries); err != nil {
 		return err
 	}
-	if err := l.feed.check(s.meta.ChangeSeq, &l.adm); err != nil {
+	if err := l.feed.check(s.meta.ChangeSeq, &l.adm, entries); err != nil {
 		return err
 	}
 	s.retired.Scan(func(it retiredItem) bool {

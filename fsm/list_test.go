@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/execstore/execstore/fsm/internal/chunk"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -255,6 +257,93 @@ func TestTheChangeLogIsSweptToTwiceTheRecordsAndCopiesKeepTheirView(t *testing.T
 		}
 		if err := c.CheckInvariants(); err != nil {
 			t.Fatalf("copy %d: %v", i, err)
+		}
+	}
+}
+
+// The change log's bound (feed.bound, which CheckInvariants holds it to)
+// survives an adversary: each round admits a record, cancels the record
+// whose live entry is nearest behind the sweep's position (the entry the
+// sweep will reach last) and retires the record it cancelled, so the
+// records stay as many and every round leaves two dead entries, one where
+// the sweep has just been.
+func TestAnAdversaryKeepsTheChangeLogWithinItsBound(t *testing.T) {
+	for _, sz := range []Sizes{{FeedChunk: 4, FeedSweep: 1}, {FeedChunk: 4, FeedSweep: 2}, {FeedChunk: 8, FeedSweep: 2}, {FeedChunk: 256, FeedSweep: 2}} {
+		for _, records := range []int{10, 100, 1000} {
+			s := New()
+			s.SetSizes(sz)
+			s.TrackRetirement()
+			now := int64(10)
+			admit := func(i int) {
+				if r := s.Apply(&Command{Kind: KindAdmit, Now: now, ExecutionID: fmt.Sprintf("e%07d", i), WorkflowID: "w"}); r.Code != CodeOK {
+					t.Fatalf("%+v, %d records: admit: %v", sz, records, r.Code)
+				}
+			}
+			for i := range records {
+				admit(i)
+			}
+			f := &s.list.feed
+			behind := func() uint64 {
+				var no uint64
+				from := chunk.FeedKey(f.sweep)
+				if f.sweep == 0 {
+					tail, _ := f.chunks.Max()
+					from = chunk.FeedKey(tail.Lo()) // the pass starts over: the end of the log is behind it
+				}
+				f.chunks.Descend(from, func(c *chunk.Feed) bool {
+					if c.Lo() >= from.Lo() {
+						return true
+					}
+					for i := c.Len() - 1; i >= 0 && no == 0; i-- {
+						if x := c.Entry(i); x.Live(&s.list.adm.t) {
+							no = x.No
+						}
+					}
+					return no == 0
+				})
+				return no
+			}
+			worst, picked := 0.0, 0
+			for round := range 20 * records {
+				now++
+				admit(records + round)
+				no := behind()
+				if no != 0 {
+					picked++
+				} else {
+					f.chunks.Scan(func(c *chunk.Feed) bool { // the oldest live entry
+						for i := 0; i < c.Len() && no == 0; i++ {
+							if x := c.Entry(i); x.Live(&s.list.adm.t) {
+								no = x.No
+							}
+						}
+						return no == 0
+					})
+				}
+				id := s.list.adm.get(no).ID()
+				if r := s.Apply(&Command{Kind: KindCancel, Now: now, ExecutionID: id}); r.Code != CodeOK {
+					t.Fatalf("%+v, %d records: cancel %s: %v", sz, records, id, r.Code)
+				}
+				if r := s.Apply(&Command{Kind: KindRetire, Now: now, At: now + 1, Limit: 1}); r.Count != 1 {
+					t.Fatalf("%+v, %d records: retired %d, want 1", sz, records, r.Count)
+				}
+				if s.execs.Len() != records {
+					t.Fatalf("%+v: %d records, want %d", sz, s.execs.Len(), records)
+				}
+				if b := f.bound(records); f.n > b {
+					t.Fatalf("%+v, %d records, round %d: %d entries, over the bound of %d", sz, records, round, f.n, b)
+				}
+				worst = max(worst, float64(f.n)/float64(f.bound(records)))
+			}
+			if err := s.CheckInvariants(); err != nil {
+				t.Fatalf("%+v, %d records: %v", sz, records, err)
+			}
+			// (With a few chunks' worth of records, most live entries are
+			// in the last chunk, which the sweep does not visit.)
+			if records >= 4*sz.FeedChunk && picked < 10*records {
+				t.Fatalf("%+v, %d records: the adversary found an entry behind the sweep in %d rounds of %d", sz, records, picked, 20*records)
+			}
+			t.Logf("%+v, %d records: at most %.0f%% of the bound (%d rounds of %d ended an entry behind the sweep)", sz, records, 100*worst, picked, 20*records)
 		}
 	}
 }

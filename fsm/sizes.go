@@ -15,7 +15,8 @@ import "github.com/execstore/execstore/fsm/internal/chunk"
 // reach the code that compacts them, as a state of millions does.
 type Sizes struct {
 	// FeedChunk is the most entries a chunk of the change log holds.
-	// Default 256.
+	// Default 256; at least 4 (a smaller one is taken as 4), so that the
+	// log's bound (see CheckInvariants) holds.
 	FeedChunk int
 	// FeedSweep: the change log is swept while it holds more than FeedSweep
 	// times as many entries as there are records, plus a quarter chunk.
@@ -27,12 +28,15 @@ type Sizes struct {
 const (
 	DefaultFeedChunk = 256
 	DefaultFeedSweep = 2
+	minFeedChunk     = 4
 )
 
 // withDefaults returns sz with every field not above zero at its default.
 func (sz Sizes) withDefaults() Sizes {
 	if sz.FeedChunk <= 0 {
 		sz.FeedChunk = DefaultFeedChunk
+	} else if sz.FeedChunk < minFeedChunk {
+		sz.FeedChunk = minFeedChunk
 	}
 	if sz.FeedSweep <= 0 {
 		sz.FeedSweep = DefaultFeedSweep
@@ -46,7 +50,9 @@ func (s *State) Sizes() Sizes { return s.list.feed.sizes.withDefaults() }
 // SetSizes makes the state cut its structures by sz from now on (a zero
 // field means its default), cutting again, in one pass, what it holds
 // already: the change log's entries, live or not, in their order, into
-// chunks of the new size. It changes no result and no encoding. Its copies
+// chunks of the new size, then sweeping it once over if it holds more
+// than the new sizes let it, so that it is within its bound from the
+// start. It changes no result and no encoding. Its copies
 // keep the sizes they were copied with, and a state's Copy takes its sizes.
 func (s *State) SetSizes(sz Sizes) {
 	sz = sz.withDefaults()
@@ -66,4 +72,8 @@ func (s *State) SetSizes(sz Sizes) {
 		}
 		return true
 	})
+	// A pass of sweep steps drops every dead entry but the last chunk's.
+	for steps := f.chunks.Len(); steps > 0; steps-- {
+		f.sweepIfOver(s.execs.Len(), &s.list.adm, s.gen)
+	}
 }

@@ -197,7 +197,11 @@
 //     and then the whole state must equal the model's, so a gap, a phantom
 //     or a half-applied command is a violation;
 //
-//   - the state machine's invariants hold (fsm.State.CheckInvariants);
+//   - the state machine's invariants hold (fsm.State.CheckInvariants),
+//     among them the bounds its structures are built to stay within: the
+//     change log holds at most twice its sweep's trigger plus two chunks
+//     (a sweep that stops moving keeps every change while every read stays
+//     right), and no run of a listing index is more dead than live;
 //
 //   - replaying the recovered log a second time (a copy of the directory
 //     opened as a second store) gives the identical state;

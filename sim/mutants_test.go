@@ -36,6 +36,9 @@ var mutations = []struct {
 	{"CompactPastKeep", &mutant.CompactPastKeep, 40},
 	{"ChangeSeqRestarts", &mutant.ChangeSeqRestarts, 0},
 	{"SweepDropsLive", &mutant.SweepDropsLive, 0},
+	// Every read stays right: only the change log's bound, among the
+	// state's invariants, sees the dead entries pile up.
+	{"SweepStaysPut", &mutant.SweepStaysPut, 0},
 	{"CancelSparesChildren", &mutant.CancelSparesChildren, 0},
 	// Rarer: it takes a crash or a storage error in the middle of a compaction
 	// that removes two segment files or more.

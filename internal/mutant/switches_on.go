@@ -35,6 +35,7 @@ var (
 	ListKeepsReplacedRecords bool
 	ChangeSeqRestarts        bool
 	SweepDropsLive           bool
+	SweepStaysPut            bool
 )
 
 // Replication (package replica).
@@ -77,6 +78,7 @@ var All = map[string]*bool{
 	"ListKeepsReplacedRecords":     &ListKeepsReplacedRecords,
 	"ChangeSeqRestarts":            &ChangeSeqRestarts,
 	"SweepDropsLive":               &SweepDropsLive,
+	"SweepStaysPut":                &SweepStaysPut,
 	"ReplicaStampsOwnClock":        &ReplicaStampsOwnClock,
 	"ReplicaRestoreKeepsState":     &ReplicaRestoreKeepsState,
 }

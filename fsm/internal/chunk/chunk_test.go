@@ -201,3 +201,34 @@ func TestChunksKeepTheirLayout(t *testing.T) {
 		}
 	}
 }
+
+// A postings list rewrites a run before it is more dead than live, so it
+// holds at most twice its live numbers; Check reports a run that was left
+// holding more dead numbers than live ones.
+func TestARunIsRewrittenBeforeItIsMoreDeadThanLive(t *testing.T) {
+	var tbl Table
+	p := NewPostings(0, 1)
+	for no := uint64(1); no <= 8; no++ {
+		tbl.Writable(no, 10, 1).Put(no, rec(no, record.StatusAdmitted), record.StatusAdmitted, 1)
+		p.CountRecord(1)
+		p.Add(no, 1)
+	}
+	all := func(*record.Stored) bool { return true }
+	for no := uint64(1); no <= 7; no++ {
+		tbl.Writable(no, 0, 1).Put(no, nil, 0, 1)
+		p.Remove(no, &tbl, 1)
+		if msg := p.Check(&tbl, all); msg != "" {
+			t.Fatalf("after removing 1..%d: %s", no, msg)
+		}
+		if r := p.Run(0); 2*r.Live() < r.Len() {
+			t.Fatalf("after removing 1..%d: a run of %d numbers, %d live", no, r.Len(), r.Live())
+		}
+	}
+	// A run whose dead numbers were left in place.
+	tbl.Writable(8, 0, 1).Put(8, nil, 0, 1)
+	stale := &Postings{runs: []*Run{{nos: []uint64{1, 2, 3, 8, 9}, live: 1, gen: 1}}, live: 1, total: 9, gen: 1}
+	tbl.Writable(9, 10, 1).Put(9, rec(9, record.StatusAdmitted), record.StatusAdmitted, 1)
+	if msg := stale.Check(&tbl, all); msg == "" {
+		t.Fatal("Check passed a run of 5 numbers with 1 live")
+	}
+}

@@ -224,8 +224,10 @@ func (p *Postings) runAtOrBefore(no uint64) int {
 
 // Check verifies a postings list: numbers strictly ascending, no run empty
 // or over its capacity, each run's live count and the list's agree with
-// the admission table, and each live number's record in the group (in
-// reports whether a record belongs to it). It returns "" when they hold.
+// the admission table, each live number's record in the group (in reports
+// whether a record belongs to it), and no run more dead than live (Remove
+// rewrites a run before it is, so a list holds at most twice its live
+// numbers). It returns "" when they hold.
 func (p *Postings) Check(t *Table, in func(e *record.Stored) bool) string {
 	prev, live := uint64(0), 0
 	for _, r := range p.runs {
@@ -247,6 +249,9 @@ func (p *Postings) Check(t *Table, in func(e *record.Stored) bool) string {
 		}
 		if n != r.live {
 			return "a chunk counts " + strconv.Itoa(r.live) + " live numbers, holds " + strconv.Itoa(n)
+		}
+		if 2*n < len(r.nos) {
+			return "a chunk of " + strconv.Itoa(len(r.nos)) + " numbers, only " + strconv.Itoa(n) + " of them live, was not rewritten"
 		}
 		live += n
 	}
