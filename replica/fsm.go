@@ -206,7 +206,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.state, f.applied = st, h.Index
+	f.state = st
+	if !mutant.ReplicaRestoreKeepsApplied {
+		f.applied = h.Index
+	}
 	if f.opts.Adopted != nil {
 		f.opts.Adopted(st)
 	}

@@ -494,6 +494,29 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	return n.wait(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, n.enqueueTimeout(ctx)))
 }
 
+// TransferLeadership hands this node's leadership to the voter id once it has caught up
+// (raft's leadership transfer: the leader replicates to it, then tells it to start an
+// election at once), for maintenance that takes the leader down or to move the leadership
+// where it is wanted. It returns when the transfer succeeded or failed, or ctx ended; a node
+// that does not lead returns a *NotLeaderError, an id that is not a voter of the latest
+// configuration, or this node's own, ErrNodeOptions. Writes are refused while the transfer
+// is in progress (raft takes none).
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	if id == n.opts.ID {
+		return fmt.Errorf("%w: TransferLeadership to the node itself", ErrNodeOptions)
+	}
+	servers, err := n.Servers()
+	if err != nil {
+		return err
+	}
+	for _, s := range servers {
+		if s.ID == id && s.Voter {
+			return n.wait(ctx, n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(s.Addr)))
+		}
+	}
+	return fmt.Errorf("%w: TransferLeadership to %q, which is not a voter", ErrNodeOptions, id)
+}
+
 // enqueueTimeout is how long raft may wait to take a request: ctx's deadline, else
 // RaftTimeout.
 func (n *Node) enqueueTimeout(ctx context.Context) time.Duration {

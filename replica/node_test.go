@@ -681,3 +681,55 @@ func TestThePortKeepsAcceptingAfterAcceptFails(t *testing.T) {
 		t.Fatal("the failing accepts were never tried: the test proves nothing")
 	}
 }
+
+// TransferLeadership moves the leadership to the voter named, which then
+// takes writes and answers linearizable reads; it refuses itself, a
+// stranger, and a node that does not lead.
+func TestTransferLeadershipMovesTheLeadershipToTheVoterNamed(t *testing.T) {
+	c := newTCluster(t, 3)
+	d := newDriver(c, 17)
+	d.run(20)
+	for round := range 3 {
+		ld := c.leader()
+		var to *member
+		for _, m := range c.running() {
+			if m != ld {
+				to = m
+				break
+			}
+		}
+		if err := ld.n.TransferLeadership(boundedCtx(t), to.id); err != nil {
+			t.Fatalf("round %d: TransferLeadership(%s): %v", round, to.id, err)
+		}
+		if id, _, err := ld.n.WaitLeader(boundedCtx(t)); err != nil || id != to.id {
+			t.Fatalf("round %d: the old leader knows %q as the leader (%v), want %s", round, id, err, to.id)
+		}
+		if err := to.n.Read(boundedCtx(t), func(*fsm.State) {}); err != nil {
+			t.Fatalf("round %d: a linearizable read on the new leader: %v", round, err)
+		}
+		d.run(10)
+	}
+	c.settle()
+	c.identicalStates()
+	d.checkAcknowledgedPresent()
+
+	ld := c.leader()
+	var follower *member
+	for _, m := range c.running() {
+		if m != ld {
+			follower = m
+		}
+	}
+	var nl *NotLeaderError
+	if err := follower.n.TransferLeadership(boundedCtx(t), ld.id); !errors.As(err, &nl) {
+		t.Fatalf("TransferLeadership on a follower = %v, want a *NotLeaderError", err)
+	}
+	for _, id := range []string{ld.id, "stranger"} {
+		if err := ld.n.TransferLeadership(boundedCtx(t), id); !errors.Is(err, ErrNodeOptions) {
+			t.Fatalf("TransferLeadership(%q) = %v, want ErrNodeOptions", id, err)
+		}
+	}
+	if c.leader() != ld {
+		t.Fatal("a refused transfer moved the leadership")
+	}
+}

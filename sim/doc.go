@@ -349,7 +349,15 @@
 // log, it must catch up from a snapshot the leader sends. The cluster is
 // settled first (every node follows one leader), as a node that lost its
 // vote could otherwise vote twice in one term; in production a replaced disk
-// rejoins by a membership change.
+// rejoins by a membership change. Last, a probe of reads, as a rolling
+// restart would do it: every node in turn (in every other phase first
+// snapshotted and restarted, so that it opens on a snapshot with no log
+// after it) is made the leader by raft's leadership transfer
+// (replica.Node.TransferLeadership) and must answer a linearizable Get
+// within 3 s. A read has no side effect, so while a client's read that
+// timed out under faults is left out of the history, a read that does not
+// answer on a healthy cluster is a violation: a node whose reads wait for
+// an index it will not apply until the next write.
 //
 // It checks: after the faults heal, a leader takes a write and every node
 // applies it within a bound; a leader cut off from the others steps down;
@@ -374,13 +382,15 @@
 // leader at each moment and so the fault's target. A world is therefore not
 // reproducible byte for byte, and is outside the trace hash: its rerun line
 // replays the same workload and faults, which may pass or fail differently.
-// `execstore sim -replicated N` runs N worlds (30 by default, about 25 s on
-// two cores under a load of 7) and prints on stderr a line of what they
+// `execstore sim -replicated N` runs N worlds (30 by default, about 31 s on
+// two cores, 25 s before the probe of reads) and prints on stderr a line of what they
 // reached:
 //
 //	sim: replicated worlds: 30 seeds, 9000 calls (219 of unknown outcome), faults: crash-leader 32,
 //	stop-leader 43, crash-follower 38, isolate-leader 38, isolate-follower 42, delay 47, replace-disk 42,
-//	clock-behind 112, 128 failovers, 34 of 42 replaced disks caught up from a snapshot, 0 violations
+//	clock-behind 112, 498 failovers, 31 of 42 replaced disks caught up from a snapshot, 360 reads on a
+//	healthy cluster's new leader answered (180 after a restart on a snapshot, 0 nodes not led in time),
+//	0 violations
 //
 // (one line, cut here). Not simulated: a node paused longer than its leader
 // lease (a garbage-collection pause, a stopped VM), which could believe it

@@ -96,6 +96,12 @@ type ReplReport struct {
 	// Installs counts snapshots leaders sent to followers; FromSnapshot the
 	// replaced disks that caught up through one.
 	Installs, FromSnapshot int
+	// Reads counts the probe's linearizable reads on a healthy cluster
+	// (probeReads): answered within the bound, each on a node just made
+	// the leader; Restarts the nodes restarted on a fresh snapshot before
+	// theirs; NotLed the nodes raft would not hand the leadership to in
+	// time, which were not probed.
+	Reads, Restarts, NotLed int
 	// Lin is the linearizability check of the clients' history.
 	Lin       LinReport
 	Violation error // nil when every check held
@@ -170,6 +176,7 @@ type replWorld struct {
 	failovers  int
 	fromSnap   int
 	markCount  int
+	reads      readProbe // probeReads
 }
 
 // CheckReplicated runs one replicated world and checks it. The error is for
@@ -214,6 +221,7 @@ func (w *replWorld) report(lin LinReport) ReplReport {
 		Calls: int(w.hist.calls.Load()), Ops: len(w.hist.ops), Unknown: int(w.hist.unknown.Load()),
 		Dropped: int(w.hist.dropped.Load()), Retries: int(w.hist.retries.Load()),
 		Faults: w.faults, Failovers: w.failovers, FromSnapshot: w.fromSnap, Lin: lin,
+		Reads: w.reads.answered, Restarts: w.reads.restarts, NotLed: w.reads.notLed,
 		Violation: w.violation(),
 	}
 	for _, nd := range w.nodes {
@@ -239,8 +247,8 @@ func (w *replWorld) violation() error {
 
 // phase runs one phase: the clock moves to the phase's time, a write through
 // the leader stamps it into the state, clocks fall behind, the clients run
-// while the faults come and go, everything heals, and now and then a disk is
-// replaced.
+// while the faults come and go, everything heals, now and then a disk is
+// replaced, and every node must answer a read as the leader (probeReads).
 func (w *replWorld) phase(p int) {
 	if p > 0 {
 		jump := []time.Duration{time.Millisecond, time.Second, 2 * time.Hour}[w.rng.IntN(3)]
@@ -276,6 +284,10 @@ func (w *replWorld) phase(p int) {
 	if p > 0 && w.rng.IntN(2) == 0 {
 		w.replaceDisk(w.rng.IntN(1 << 20))
 	}
+	// After the replaced disk: a probe that restarts nodes exposes the old
+	// logs their files still hold, and a leader with its log from the start
+	// would catch a replaced disk up from the log, never from a snapshot.
+	w.probeReads(p)
 }
 
 // phaseIDs are the IDs the clients of phase p use: the phase's new ones and

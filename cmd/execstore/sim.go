@@ -272,8 +272,10 @@ func runReplicated(ctx context.Context, w io.Writer, n int, first uint64, dir, m
 	ran, replaced := 0, 0
 	defer func() {
 		if ran > 0 {
-			fmt.Fprintf(w, "sim: replicated worlds: %d seeds, %d calls (%d of unknown outcome), faults: %s, %d failovers, %d of %d replaced disks caught up from a snapshot, %d violations\n",
-				ran, sum.Calls, sum.Unknown, sim.DescribeFaults(sum.Faults), sum.Failovers, sum.FromSnapshot, replaced, failed)
+			fmt.Fprintf(w, "sim: replicated worlds: %d seeds, %d calls (%d of unknown outcome), faults: %s, %d failovers, %d of %d replaced disks caught up from a snapshot, "+
+				"%d reads on a healthy cluster's new leader answered (%d after a restart on a snapshot, %d nodes not led in time), %d violations\n",
+				ran, sum.Calls, sum.Unknown, sim.DescribeFaults(sum.Faults), sum.Failovers, sum.FromSnapshot, replaced,
+				sum.Reads, sum.Restarts, sum.NotLed, failed)
 		}
 	}()
 	for i := range n {
@@ -288,6 +290,9 @@ func runReplicated(ctx context.Context, w io.Writer, n int, first uint64, dir, m
 		ran++
 		sum.Calls += rep.Calls
 		sum.Unknown += rep.Unknown
+		sum.Reads += rep.Reads
+		sum.Restarts += rep.Restarts
+		sum.NotLed += rep.NotLed
 		sum.Failovers += rep.Failovers
 		sum.FromSnapshot += rep.FromSnapshot
 		for k, v := range rep.Faults {

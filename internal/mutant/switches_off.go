@@ -124,4 +124,9 @@ const (
 	// directory, or given a snapshot by the leader, lacks what the snapshot
 	// holds.
 	ReplicaRestoreKeepsState = false
+	// ReplicaRestoreKeepsApplied makes a node that restores a snapshot take
+	// its state but keep the applied index it had: the state is right, and
+	// a linearizable read on it waits for a log the index says is not yet
+	// applied, until the next write, which a quiet cluster never makes.
+	ReplicaRestoreKeepsApplied = false
 )

@@ -40,8 +40,9 @@ var (
 
 // Replication (package replica).
 var (
-	ReplicaStampsOwnClock    bool
-	ReplicaRestoreKeepsState bool
+	ReplicaStampsOwnClock      bool
+	ReplicaRestoreKeepsState   bool
+	ReplicaRestoreKeepsApplied bool
 )
 
 // Set turns one mutation on and returns the function that turns it off.
@@ -81,4 +82,5 @@ var All = map[string]*bool{
 	"SweepStaysPut":                &SweepStaysPut,
 	"ReplicaStampsOwnClock":        &ReplicaStampsOwnClock,
 	"ReplicaRestoreKeepsState":     &ReplicaRestoreKeepsState,
+	"ReplicaRestoreKeepsApplied":   &ReplicaRestoreKeepsApplied,
 }
