@@ -432,7 +432,7 @@
 // mutants_test.go (which turns them on) is not compiled. CI runs the
 // mutation tests of every package with the tag:
 //
-//	go test -tags mutants -race -count=1 -run '<the mutation tests>' ./...
+//	go test -tags mutants -count=1 -run '<the mutation tests>' ./...
 //
 // and a binary built with the tag offers the sim command's -mutant flag, to
 // watch one mutation get caught (a rerun line printed under a mutation
