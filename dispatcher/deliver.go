@@ -62,7 +62,10 @@ func (d *Dispatcher) deliver(lease execstore.Lease, stop chan struct{}) (next ex
 	ack, next, chained, err := d.acknowledge(current, res.outcome, stop)
 	if err != nil {
 		d.endFailed("acknowledge", err, log)
-		return next, chained
+		if mutant.DispatcherDropsClaimOnAckError {
+			return execstore.Lease{}, false
+		}
+		return next, chained // a lease the round claimed for this slot is delivered all the same
 	}
 	// Publish only the outcome this acknowledgement recorded. One that found
 	// the execution terminal already (its lease was taken over, and the new

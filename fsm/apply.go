@@ -696,7 +696,9 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 			stack = append(stack, st.Child)
 			return true
 		})
-		slices.Reverse(stack[n:]) // the first step key is taken first
+		if !mutant.CancelTakesLastKeyFirst {
+			slices.Reverse(stack[n:]) // the first step key is taken first
+		}
 	}
 	r.Exec, _ = s.Get(c.ExecutionID)
 	return r

@@ -101,9 +101,10 @@ func (w *world) settle(o *op, clock int64, got result, before *execstore.Stats) 
 // compare applies o to the model and diffs the result with the store's.
 func (w *world) compare(o *op, clock int64, got result) error {
 	w.model.touched = nil
-	w.model.quiet, w.model.writerLogs = false, false
+	w.model.quiet, w.model.writerLogs, w.model.cancelled = false, false, 0
 	exp := o.apply(w.model, clock, generatedID(o, got))
 	w.coverResult(o, got)
+	w.coverCancel()
 	if diff := diffResults(exp, got); diff != "" {
 		return violationf("%s: result differs from the model (-model +store):\n%s", o.describe(w.tr), diff)
 	}

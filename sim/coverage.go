@@ -43,6 +43,18 @@ func (w *world) coverResult(o *op, got result) {
 	}
 }
 
+// coverCancel counts a cancellation by the size of the tree it ended.
+func (w *world) coverCancel() {
+	switch n := w.model.cancelled; {
+	case n >= 3:
+		w.cover("cancel", "a tree of three or more")
+	case n == 2:
+		w.cover("cancel", "a parent and a child")
+	case n == 1:
+		w.cover("cancel", "one execution")
+	}
+}
+
 // coverPoint counts a crash or fault (what) that fell at ev, in where.
 func (w *world) coverPoint(what, where string, ev *crashPoint) {
 	w.cover(what, where, ev.class())
@@ -141,6 +153,9 @@ var RequiredCells = []string{
 	"op/watch/ok requested", "op/watch/ok ignored", "op/watch/INVALID_ARGUMENT",
 	"op/get/ok completed", "op/get/EXECUTION_NOT_FOUND",
 	"op/await/ok completed", "op/await/CANCELED",
+	// Cancellations that end a tree: each execution before its children,
+	// in step key order.
+	"cancel/one execution", "cancel/a parent and a child", "cancel/a tree of three or more",
 	// Crashes inside an operation's write, at each crash point.
 	"crash/in-op/before-write", "crash/in-op/before-sync", "crash/in-op/after-sync segment",
 	// Crashes in a snapshot: the snapshot package's steps and the log's compaction.

@@ -25,8 +25,13 @@ import (
 // delivery whose lease was taken over without its knowing acknowledges too,
 // and gets the recorded outcome back, not applied: it must not publish it),
 // that no delivery acknowledges or releases after its renewal found the lease
-// lost, that no slot leaks, and that every execution is delivered until it
-// ends. The seed fixes each
+// lost, that no slot leaks, that every execution is delivered until it
+// ends, and that every lease a dispatcher claimed is invoked: a claimed
+// lease that is never delivered leaves its execution leased for nothing and
+// spends one of its attempts, so a third of the seeds admit the executions
+// with attempt bounds (MaxAttempts from 1 to two more than the attempts
+// planned to fail), under which one that failed for having exhausted them
+// must have been invoked as many times. The seed fixes each
 // execution's behaviour per attempt and the clock's moves; the interleaving
 // is the scheduler's, so the check is of properties, not of a trace.
 
@@ -37,11 +42,18 @@ type DispatchConfig struct {
 	Dir string
 	// Executions admitted at the start. Default 30.
 	Executions int
+	// Bounded admits them with attempt bounds. Default: a third of the
+	// seeds (those divisible by 3).
+	Bounded *bool
 }
 
 // DispatchReport is what a dispatcher check saw.
 type DispatchReport struct {
 	Executions, Deliveries, LostLeases, Rounds int
+	// Bounded says the executions had attempt bounds; Exhausted counts those
+	// that failed for having spent them.
+	Bounded   bool
+	Exhausted int
 	// LateAcks counts acknowledgements that found the execution ended under
 	// another delivery's lease (not applied): each is a chance for a
 	// dispatcher to publish an outcome twice.
@@ -60,10 +72,26 @@ const (
 	exits                        // ErrWorkerExited: the lease is left to expire
 	hangs                        // its renewals fail; it hangs past the grace period once the lease is lost
 	stopsOnLoss                  // its renewals fail; it returns an outcome as soon as it is cancelled
+	// outlives: every renewal fails, so the dispatcher never learns that the
+	// lease was taken over; it returns an outcome once another claim took the
+	// lease, and the acknowledgement is refused (the lease lost) or finds
+	// the execution ended: a round whose acknowledgement fails while it
+	// claims the next execution for the slot.
+	outlives
+	// cancelled: the execution is cancelled while it runs (the invoker
+	// cancels it, as an operator would) and the invoker returns an outcome
+	// before a renewal sees it: the acknowledgement is refused, in a round
+	// that claims the next execution for the slot while others are due.
+	cancelled
+	// lostBeforeAck: the invoker returns an outcome, and the lease is
+	// released (by the check, as by an operator) just before the
+	// acknowledgement, which is refused: the execution is due again, and the
+	// round claims it or another one for the slot.
+	lostBeforeAck
 	behaviourKinds
 )
 
-var behaviourNames = [...]string{"succeed", "fail", "error", "panic", "exit", "hang", "stop-on-loss"}
+var behaviourNames = [...]string{"succeed", "fail", "error", "panic", "exit", "hang", "stop-on-loss", "outlive", "cancelled", "lost-before-ack"}
 
 // maxStuck bounds the deliveries planned to hold their slot until their lease
 // is taken over, below the dispatchers' slots (two of four).
@@ -83,6 +111,9 @@ type dispatchWorld struct {
 	mu         sync.Mutex
 	violation  error
 	byLease    map[leaseKey]behaviour // the behaviour each claimed lease's delivery follows
+	handed     map[leaseKey]bool      // leases claimed and handed to a dispatcher
+	invoked    map[leaseKey]bool      // leases whose delivery reached the invoker
+	invokes    map[string]int         // invoked deliveries by execution
 	published  map[string][]execstore.Record
 	deliveries int
 
@@ -203,7 +234,30 @@ func (f fencedStore) ClaimDue(ctx context.Context, limit int, d time.Duration) (
 // execution for its slot: fenced as AcknowledgeBatch, its leases planned as
 // ClaimDue's.
 func (f fencedStore) AcknowledgeAndClaim(ctx context.Context, acks []execstore.Ack, limit int, d time.Duration) ([]execstore.AckResult, []execstore.Lease, error) {
+	f.loseBeforeAck(ctx, acks)
 	return f.acknowledgeAndPlan(ctx, acks, limit, d, f.plan)
+}
+
+// AcknowledgeBatch is the fence's, after the releases loseBeforeAck makes.
+func (f fencedStore) AcknowledgeBatch(ctx context.Context, acks []execstore.Ack) ([]execstore.AckResult, error) {
+	f.loseBeforeAck(ctx, acks)
+	return f.leaseFence.AcknowledgeBatch(ctx, acks)
+}
+
+// loseBeforeAck releases the lease of every acknowledgement whose delivery
+// is planned to lose it just before it acknowledges.
+func (f fencedStore) loseBeforeAck(ctx context.Context, acks []execstore.Ack) {
+	for _, a := range acks {
+		f.dw.mu.Lock()
+		b := f.dw.byLease[leaseKey{a.Lease.ExecutionID, a.Lease.Token}]
+		f.dw.mu.Unlock()
+		if b != lostBeforeAck {
+			continue
+		}
+		if err := f.dw.store.Release(ctx, a.Lease, 0); err != nil && !errors.Is(err, execstore.ErrLeaseLost) {
+			f.dw.fail("releasing %s's lease before its acknowledgement: %v", a.Lease.ExecutionID, err)
+		}
+	}
 }
 
 // plan assigns each claimed lease its planned behaviour.
@@ -222,6 +276,12 @@ func (f fencedStore) plan(ctx context.Context, leases []execstore.Lease, err err
 		f.dw.deliveries++
 		f.dw.mu.Unlock()
 	}
+	// Every lease returned is the dispatcher's now, whatever else failed.
+	f.dw.mu.Lock()
+	for _, l := range leases {
+		f.dw.handed[leaseKey{l.ExecutionID, l.Token}] = true
+	}
+	f.dw.mu.Unlock()
 	return leases, err
 }
 
@@ -234,6 +294,9 @@ func (f fencedStore) Renew(ctx context.Context, l execstore.Lease, d time.Durati
 	f.dw.mu.Lock()
 	b := f.dw.byLease[k]
 	f.dw.mu.Unlock()
+	if b == outlives {
+		return execstore.Lease{}, errRenewInjected
+	}
 	if b == hangs || b == stopsOnLoss {
 		// The renewal fails without saying the lease is lost: the dispatcher
 		// keeps trying, the lease expires, another claim takes it over, and
@@ -257,8 +320,16 @@ func (f fencedStore) DueChanged() <-chan struct{} { return f.dw.store.DueChanged
 
 // invoke runs a delivery as its lease's planned behaviour says.
 func (dw *dispatchWorld) invoke(ctx context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
+	k := leaseKey{d.ExecutionID, d.Lease.Token}
 	dw.mu.Lock()
-	b := dw.byLease[leaseKey{d.ExecutionID, d.Lease.Token}]
+	b := dw.byLease[k]
+	if dw.invoked[k] {
+		dw.mu.Unlock()
+		dw.fail("%s was invoked twice under lease %d", d.ExecutionID, d.Lease.Token)
+		return execstore.RunOutcome{}, errors.New("invoked twice")
+	}
+	dw.invoked[k] = true
+	dw.invokes[d.ExecutionID]++
 	dw.mu.Unlock()
 	switch b {
 	case failOutcome:
@@ -278,6 +349,26 @@ func (dw *dispatchWorld) invoke(ctx context.Context, d dispatcher.Delivery) (exe
 		case <-dw.hang:
 		}
 		return execstore.Completed(nil), nil
+	case cancelled:
+		if _, err := dw.store.Cancel(context.Background(), d.ExecutionID, "cancelled mid-delivery"); err != nil {
+			dw.fail("cancelling %s: %v", d.ExecutionID, err)
+		}
+		return execstore.Completed(nil), nil
+	case outlives:
+		// It looks at the record, as a worker cut off from the renewals
+		// would not: it is how the check makes the acknowledgement come
+		// after the takeover.
+		for {
+			rec, err := dw.store.Get(context.Background(), d.ExecutionID)
+			if err != nil || rec.Lease == nil || rec.Lease.Token != d.Lease.Token {
+				return execstore.Completed(nil), nil
+			}
+			select {
+			case <-dw.hang:
+				return execstore.Completed(nil), nil
+			case <-time.After(time.Millisecond):
+			}
+		}
 	}
 	return execstore.Completed(nil), nil
 }
@@ -303,8 +394,16 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 		plan:      map[string][]behaviour{},
 		hang:      make(chan struct{}),
 		byLease:   map[leaseKey]behaviour{},
+		handed:    map[leaseKey]bool{},
+		invoked:   map[leaseKey]bool{},
+		invokes:   map[string]int{},
 		published: map[string][]execstore.Record{},
 	}
+	bounded := cfg.Seed%3 == 0
+	if cfg.Bounded != nil {
+		bounded = *cfg.Bounded
+	}
+	bounds := map[string]int{}
 	opts := execstore.Options{Now: dw.clock.Now, NoSync: true}
 	small(&opts)
 	s, err := execstore.Open(filepath.Join(dir, "store"), opts)
@@ -316,25 +415,36 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 	defer s.Close()
 	ctx := context.Background()
 	stuck := 0 // deliveries that hold a slot until their lease is taken over
-	for i := range cfg.Executions {
-		id := fmt.Sprintf("d-%02d", i)
-		attempts := rng.IntN(4)
-		for range attempts {
-			b := behaviour(rng.IntN(int(behaviourKinds)))
-			if b == hangs || b == stopsOnLoss {
-				// Fewer than the slots: a free slot must be left to take
-				// their leases over.
-				if stuck >= maxStuck {
-					b = retryError
-				} else {
-					stuck++
+	total := 0 // executions admitted
+	admit := func(n int) error {
+		for range n {
+			id := fmt.Sprintf("d-%02d", total)
+			total++
+			attempts := rng.IntN(4)
+			for range attempts {
+				b := behaviour(rng.IntN(int(behaviourKinds)))
+				if b == hangs || b == stopsOnLoss || b == outlives {
+					// Fewer than the slots: a free slot must be left to take
+					// their leases over.
+					if stuck >= maxStuck {
+						b = retryError
+					} else {
+						stuck++
+					}
 				}
+				dw.plan[id] = append(dw.plan[id], b)
 			}
-			dw.plan[id] = append(dw.plan[id], b)
+			if bounded {
+				bounds[id] = 1 + rng.IntN(attempts+2)
+			}
+			if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "wf", MaxAttempts: bounds[id]}); err != nil {
+				return err
+			}
 		}
-		if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "wf"}); err != nil {
-			return DispatchReport{}, err
-		}
+		return nil
+	}
+	if err := admit(cfg.Executions); err != nil {
+		return DispatchReport{}, err
 	}
 	var ds []*dispatcher.Dispatcher
 	for range 2 {
@@ -362,7 +472,7 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 		ds = append(ds, d)
 		d.Start()
 	}
-	rep := DispatchReport{Executions: cfg.Executions}
+	rep := DispatchReport{Executions: cfg.Executions, Bounded: bounded}
 	const rounds = 600
 	for rep.Rounds = 0; rep.Rounds < rounds; rep.Rounds++ {
 		settle(dw.store, dw.clock, ds)
@@ -370,7 +480,7 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 		if err != nil {
 			return rep, err
 		}
-		if st.Terminal == cfg.Executions {
+		if st.Terminal == total {
 			break
 		}
 		switch r := rng.IntN(10); {
@@ -402,7 +512,14 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 	if rep.Violation != nil {
 		return rep, nil
 	}
-	for i := range cfg.Executions {
+	for k := range dw.handed {
+		if !dw.invoked[k] {
+			rep.Violation = violationf("a dispatcher claimed %s under lease %d and never invoked it (plan %v)", k.id, k.token, names(dw.plan[k.id]))
+			return rep, nil
+		}
+	}
+	rep.Executions = total
+	for i := range total {
 		id := fmt.Sprintf("d-%02d", i)
 		rec, err := s.Get(ctx, id)
 		switch {
@@ -410,16 +527,34 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 			return rep, err
 		case !rec.Status.Terminal():
 			rep.Violation = violationf("%s is still %s after %d rounds of the clock (plan %v)", id, rec.Status, rounds, names(dw.plan[id]))
+		case exhausted(rec) && dw.invokes[id] < bounds[id]:
+			rep.Violation = violationf("%s failed with its %d attempts exhausted, invoked %d times", id, bounds[id], dw.invokes[id])
+		case exhausted(rec) && len(dw.published[id]) > 0:
+			// A claim or a release recorded it, not an acknowledgement: no
+			// dispatcher ended it, so none publishes it (Options.OnOutcome).
+			rep.Violation = violationf("%s failed with its attempts exhausted, and a dispatcher published it", id)
+		case exhausted(rec):
+		case rec.Status == execstore.StatusCancelled && len(dw.published[id]) > 0:
+			rep.Violation = violationf("%s was cancelled, and a dispatcher published it", id)
+		case rec.Status == execstore.StatusCancelled:
 		case len(dw.published[id]) == 0:
 			rep.Violation = violationf("the terminal outcome of %s was never published", id)
 		case !equalRecords(dw.published[id][0], rec):
 			rep.Violation = violationf("the published outcome of %s is not the recorded one", id)
+		}
+		if exhausted(rec) {
+			rep.Exhausted++
 		}
 		if rep.Violation != nil {
 			return rep, nil
 		}
 	}
 	return rep, nil
+}
+
+// exhausted reports a record that failed for having spent its attempts.
+func exhausted(rec execstore.Record) bool {
+	return rec.Outcome != nil && rec.Outcome.Error != nil && rec.Outcome.Error.Code == execstore.ErrorCode(execstore.ErrAttemptsExhausted)
 }
 
 func names(bs []behaviour) []string {

@@ -271,10 +271,22 @@
 // published exactly once, as recorded: a delivery whose lease was taken over
 // without its knowing acknowledges too and gets the recorded outcome back,
 // not applied (DispatchReport.LateAcks counts them), and must not publish it.
-// No delivery may acknowledge or release after its renewal found the lease
-// lost, no slot may stay held after Stop, and every execution must end. The
-// seed fixes each execution's behaviour per attempt and the clock's moves;
-// the interleaving is the scheduler's, so it checks properties, not a trace.
+// Some invokers outlive their lease (every renewal fails, and they return
+// once another claim took the lease, so the acknowledgement is refused or
+// finds the execution ended), some have their execution cancelled while
+// they run, and some have their lease released just before they
+// acknowledge: each a round whose acknowledgement fails while it claims the
+// next execution for the slot. No delivery may acknowledge or release after
+// its renewal found the lease lost, no slot may stay held after Stop, every
+// execution must end, and every lease a dispatcher claimed must reach the
+// invoker: a claimed lease that is never delivered leaves its execution
+// leased for nothing and spends one of its attempts. A third of the seeds
+// admit every execution with an attempt bound (1 to two more than the
+// attempts planned to fail); one that fails for having exhausted it must
+// have been invoked that many times, and is not published (no dispatcher
+// ended it), nor is a cancelled one. The seed fixes each execution's
+// behaviour per attempt and the clock's moves; the interleaving is the
+// scheduler's, so it checks properties, not a trace.
 //
 // # Workflows
 //

@@ -33,6 +33,9 @@ type model struct {
 	// execution or reached a schedule's occurrence), so the log moves even
 	// under a quiet request. Both are reset before each operation (compare).
 	quiet, writerLogs bool
+	// cancelled: how many executions the latest cancel ended, its tree's
+	// live part (coverage).
+	cancelled int
 
 	scheds map[string]*msched // schedules.go
 
@@ -417,6 +420,7 @@ func (m *model) cancel(id, reason string, clock int64) result {
 			if e.terminal() {
 				return
 			}
+			m.cancelled++
 			m.end(e, out, now)
 			for _, key := range slices.Sorted(maps.Keys(e.starts)) {
 				tree(m.execs[e.starts[key].child])

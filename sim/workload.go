@@ -390,13 +390,39 @@ func (w *world) genRelease() *op {
 }
 
 // genCancel cancels an execution, mostly a known one, now and then with a
-// reason the store must refuse.
+// reason the store must refuse. Half the time it cancels the root of a live
+// tree (an execution with a child that has not ended), so that the cascade
+// and its order are exercised about as often as a lone cancellation.
 func (w *world) genCancel() *op {
 	o := &op{kind: opCancel, id: w.pickExec(), reason: cancelReasons[w.pick(3)]}
 	if w.chance(5) {
 		o.reason = cancelReasons[3+w.pick(2)]
 	}
+	if w.chance(50) {
+		if roots := w.treeRoots(); len(roots) > 0 {
+			o.id = roots[w.pick(len(roots))]
+		}
+	}
 	return o
+}
+
+// treeRoots are the executions that have not ended with a child that has
+// not either, in admission order.
+func (w *world) treeRoots() []string {
+	var out []string
+	for _, id := range w.model.order {
+		e := w.model.execs[id]
+		if e.terminal() {
+			continue
+		}
+		for _, st := range e.starts {
+			if c := w.model.execs[st.child]; c != nil && !c.terminal() {
+				out = append(out, id)
+				break
+			}
+		}
+	}
+	return out
 }
 
 func (w *world) genAck() *op {

@@ -183,11 +183,11 @@ func reportSeed(w io.Writer, f sim.SeedResult, cfg sim.Config, mutation string) 
 func runDispatch(ctx context.Context, w io.Writer, n int, first uint64, dir, mutation string) (int, error) {
 	failed := 0
 	var sum sim.DispatchReport
-	ran := 0
+	ran, bounded := 0, 0
 	defer func() {
 		if ran > 0 {
-			fmt.Fprintf(w, "sim: dispatcher checks: %d seeds, %d executions, %d deliveries, %d leases lost, %d late acknowledgements, %d violations\n",
-				ran, sum.Executions, sum.Deliveries, sum.LostLeases, sum.LateAcks, failed)
+			fmt.Fprintf(w, "sim: dispatcher checks: %d seeds (%d with attempt bounds), %d executions, %d deliveries, every claimed lease invoked, %d leases lost, %d late acknowledgements, %d attempts exhausted, %d violations\n",
+				ran, bounded, sum.Executions, sum.Deliveries, sum.LostLeases, sum.LateAcks, sum.Exhausted, failed)
 		}
 	}()
 	for i := range n {
@@ -204,6 +204,10 @@ func runDispatch(ctx context.Context, w io.Writer, n int, first uint64, dir, mut
 		sum.Deliveries += rep.Deliveries
 		sum.LostLeases += rep.LostLeases
 		sum.LateAcks += rep.LateAcks
+		sum.Exhausted += rep.Exhausted
+		if rep.Bounded {
+			bounded++
+		}
 		if rep.Violation == nil {
 			continue
 		}

@@ -42,6 +42,10 @@ const (
 	// CancelSparesChildren makes a cancellation end only the execution it
 	// names, leaving the children it started running.
 	CancelSparesChildren = false
+	// CancelTakesLastKeyFirst makes a cancellation end the children an
+	// execution started in reverse step key order: every execution of the
+	// tree still ends, in another order of changes.
+	CancelTakesLastKeyFirst = false
 	// AppliedCountsRequests makes the writer advance its applied index by the
 	// requests a batch logged instead of the entries it wrote: merged
 	// acknowledgements count several times, and the next snapshot claims
@@ -70,6 +74,11 @@ const (
 	// not applied (the execution had ended under another delivery's lease):
 	// the same outcome is published twice.
 	DispatcherPublishesUnapplied = false
+	// DispatcherDropsClaimOnAckError makes a delivery whose acknowledgement
+	// failed drop the lease its round claimed for the slot: the execution
+	// stays leased, is never invoked under that lease, and its attempt is
+	// spent when the lease expires.
+	DispatcherDropsClaimOnAckError = false
 
 	// WorkflowRerunsSavedSteps makes a workflow's rerun ignore a step's
 	// saved value and run its step function again (the first saved value is

@@ -6,28 +6,30 @@ package mutant
 // the simulator's -mutant flag turns one on. Each is documented where the
 // default build declares it as a constant (switches_off.go).
 var (
-	SkipCRC                      bool
-	ApplyBeforeLog               bool
-	SkipFsync                    bool
-	KeepCoveredWakes             bool
-	ReuseToken                   bool
-	EncodeSkipsLastRecord        bool
-	SkipTailRewrite              bool
-	CompactPastKeep              bool
-	AppendAfterPadding           bool
-	CompactNewestFirst           bool
-	CancelSparesChildren         bool
-	AppliedCountsRequests        bool
-	SnapshotSkipDirSync          bool
-	TokenZeroPasses              bool
-	WakeAtPendingTimeWrites      bool
-	CancelOfTerminalWrites       bool
-	DispatcherIgnoresLostLease   bool
-	DispatcherPublishesUnapplied bool
-	WorkflowRerunsSavedSteps     bool
-	WorkflowSleepsByWorkerClock  bool
-	RetireAtCutoff               bool
-	ScheduleKeepsNext            bool
+	SkipCRC                        bool
+	ApplyBeforeLog                 bool
+	SkipFsync                      bool
+	KeepCoveredWakes               bool
+	ReuseToken                     bool
+	EncodeSkipsLastRecord          bool
+	SkipTailRewrite                bool
+	CompactPastKeep                bool
+	AppendAfterPadding             bool
+	CompactNewestFirst             bool
+	CancelSparesChildren           bool
+	CancelTakesLastKeyFirst        bool
+	AppliedCountsRequests          bool
+	SnapshotSkipDirSync            bool
+	TokenZeroPasses                bool
+	WakeAtPendingTimeWrites        bool
+	CancelOfTerminalWrites         bool
+	DispatcherIgnoresLostLease     bool
+	DispatcherPublishesUnapplied   bool
+	DispatcherDropsClaimOnAckError bool
+	WorkflowRerunsSavedSteps       bool
+	WorkflowSleepsByWorkerClock    bool
+	RetireAtCutoff                 bool
+	ScheduleKeepsNext              bool
 )
 
 // Listing and the change log.
@@ -54,33 +56,35 @@ func Set(v *bool) (reset func()) {
 // All names every switch, for a command that sets one by name (the
 // simulator's -mutant flag). TestAllNamesEverySwitch keeps it complete.
 var All = map[string]*bool{
-	"SkipCRC":                      &SkipCRC,
-	"ApplyBeforeLog":               &ApplyBeforeLog,
-	"SkipFsync":                    &SkipFsync,
-	"KeepCoveredWakes":             &KeepCoveredWakes,
-	"ReuseToken":                   &ReuseToken,
-	"EncodeSkipsLastRecord":        &EncodeSkipsLastRecord,
-	"SkipTailRewrite":              &SkipTailRewrite,
-	"CompactPastKeep":              &CompactPastKeep,
-	"AppendAfterPadding":           &AppendAfterPadding,
-	"CompactNewestFirst":           &CompactNewestFirst,
-	"CancelSparesChildren":         &CancelSparesChildren,
-	"AppliedCountsRequests":        &AppliedCountsRequests,
-	"SnapshotSkipDirSync":          &SnapshotSkipDirSync,
-	"TokenZeroPasses":              &TokenZeroPasses,
-	"WakeAtPendingTimeWrites":      &WakeAtPendingTimeWrites,
-	"CancelOfTerminalWrites":       &CancelOfTerminalWrites,
-	"DispatcherIgnoresLostLease":   &DispatcherIgnoresLostLease,
-	"DispatcherPublishesUnapplied": &DispatcherPublishesUnapplied,
-	"WorkflowRerunsSavedSteps":     &WorkflowRerunsSavedSteps,
-	"WorkflowSleepsByWorkerClock":  &WorkflowSleepsByWorkerClock,
-	"RetireAtCutoff":               &RetireAtCutoff,
-	"ScheduleKeepsNext":            &ScheduleKeepsNext,
-	"ListKeepsReplacedRecords":     &ListKeepsReplacedRecords,
-	"ChangeSeqRestarts":            &ChangeSeqRestarts,
-	"SweepDropsLive":               &SweepDropsLive,
-	"SweepStaysPut":                &SweepStaysPut,
-	"ReplicaStampsOwnClock":        &ReplicaStampsOwnClock,
-	"ReplicaRestoreKeepsState":     &ReplicaRestoreKeepsState,
-	"ReplicaRestoreKeepsApplied":   &ReplicaRestoreKeepsApplied,
+	"SkipCRC":                        &SkipCRC,
+	"ApplyBeforeLog":                 &ApplyBeforeLog,
+	"SkipFsync":                      &SkipFsync,
+	"KeepCoveredWakes":               &KeepCoveredWakes,
+	"ReuseToken":                     &ReuseToken,
+	"EncodeSkipsLastRecord":          &EncodeSkipsLastRecord,
+	"SkipTailRewrite":                &SkipTailRewrite,
+	"CompactPastKeep":                &CompactPastKeep,
+	"AppendAfterPadding":             &AppendAfterPadding,
+	"CompactNewestFirst":             &CompactNewestFirst,
+	"CancelSparesChildren":           &CancelSparesChildren,
+	"CancelTakesLastKeyFirst":        &CancelTakesLastKeyFirst,
+	"AppliedCountsRequests":          &AppliedCountsRequests,
+	"SnapshotSkipDirSync":            &SnapshotSkipDirSync,
+	"TokenZeroPasses":                &TokenZeroPasses,
+	"WakeAtPendingTimeWrites":        &WakeAtPendingTimeWrites,
+	"CancelOfTerminalWrites":         &CancelOfTerminalWrites,
+	"DispatcherIgnoresLostLease":     &DispatcherIgnoresLostLease,
+	"DispatcherPublishesUnapplied":   &DispatcherPublishesUnapplied,
+	"DispatcherDropsClaimOnAckError": &DispatcherDropsClaimOnAckError,
+	"WorkflowRerunsSavedSteps":       &WorkflowRerunsSavedSteps,
+	"WorkflowSleepsByWorkerClock":    &WorkflowSleepsByWorkerClock,
+	"RetireAtCutoff":                 &RetireAtCutoff,
+	"ScheduleKeepsNext":              &ScheduleKeepsNext,
+	"ListKeepsReplacedRecords":       &ListKeepsReplacedRecords,
+	"ChangeSeqRestarts":              &ChangeSeqRestarts,
+	"SweepDropsLive":                 &SweepDropsLive,
+	"SweepStaysPut":                  &SweepStaysPut,
+	"ReplicaStampsOwnClock":          &ReplicaStampsOwnClock,
+	"ReplicaRestoreKeepsState":       &ReplicaRestoreKeepsState,
+	"ReplicaRestoreKeepsApplied":     &ReplicaRestoreKeepsApplied,
 }
