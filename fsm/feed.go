@@ -143,7 +143,6 @@ func (f *feed) sweepStep(adm *admissions, gen uint32) {
 	f.n -= dead
 	switch {
 	case mutant.SweepStaysPut:
-		f.sweep = c.Lo()
 	case after != nil:
 		f.sweep = after.Lo()
 	default:

@@ -37,8 +37,11 @@ var mutations = []struct {
 	{"ChangeSeqRestarts", &mutant.ChangeSeqRestarts, 0},
 	{"SweepDropsLive", &mutant.SweepDropsLive, 0},
 	// Every read stays right: only the change log's bound, among the
-	// state's invariants, sees the dead entries pile up.
-	{"SweepStaysPut", &mutant.SweepStaysPut, 0},
+	// state's invariants, sees the dead entries pile up, and only in the
+	// quarter of the seeds with retention: records that never leave keep
+	// the log within it (three changes each at most). Seed 34 of 400
+	// operations catches it, and 18 seeds in 100.
+	{"SweepStaysPut", &mutant.SweepStaysPut, 60},
 	{"CancelSparesChildren", &mutant.CancelSparesChildren, 0},
 	// It takes a cancelled parent with two live children and a read of the
 	// change feed after (9 seeds in 100 of 400 operations; 74 in 300 of

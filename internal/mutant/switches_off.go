@@ -116,8 +116,8 @@ const (
 	// change vanishes from the feed.
 	SweepDropsLive = false
 	// SweepStaysPut makes a sweep step of the change log leave the sweep's
-	// position at the chunk it just compacted instead of moving it to the
-	// next: the next steps compact that chunk again and find nothing, and
+	// position where it was instead of moving it to the next chunk: the
+	// steps compact the same chunk again and again and find nothing, and
 	// the log keeps every change made since, while every read stays right.
 	SweepStaysPut = false
 )
