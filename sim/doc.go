@@ -319,8 +319,11 @@
 // Await returns the child's recorded outcome (ErrCancelled for a cancelled
 // one); Sleep saves the store's time plus its duration, returns only once the
 // store's time reached the wake, and never suspends again when it had;
-// every execution ends within the rounds; no slot stays held after Stop.
-// As for CheckDispatch, the seed fixes the plans, the deliveries' fates and
+// every execution ends within the rounds; no slot stays held after Stop;
+// every lease a dispatcher claimed reaches the worker, but one whose
+// execution the check cancelled first (as in CheckDispatch, whose invokers
+// make the refused acknowledgements that show a dropped lease; here the
+// executions run without attempt bounds). As for CheckDispatch, the seed fixes the plans, the deliveries' fates and
 // the clock's moves, and the interleaving is the scheduler's.
 //
 // # Replicated worlds

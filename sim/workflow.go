@@ -99,6 +99,8 @@ type wfWorld struct {
 	mu          sync.Mutex
 	violation   error
 	byLease     map[leaseKey]wfDelivery
+	handed      map[leaseKey]bool // leases claimed and handed to a dispatcher
+	invoked     map[leaseKey]bool // leases whose delivery reached the invoker
 	stalled     map[leaseKey]bool
 	lostSteps   map[leaseKey]map[string]bool // the steps saved when a renewal found the lease lost
 	published   map[string][]execstore.Record
@@ -142,6 +144,7 @@ func (ww *wfWorld) noteChild(parent string, op wfOp, id string) {
 func (ww *wfWorld) invoke(ctx context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
 	ww.mu.Lock()
 	kind := ww.byLease[leaseKey{d.ExecutionID, d.Lease.Token}]
+	ww.invoked[leaseKey{d.ExecutionID, d.Lease.Token}] = true
 	ww.invoking++
 	ww.mu.Unlock()
 	defer func() {
@@ -206,6 +209,12 @@ func (f wfStore) plan(ctx context.Context, leases []execstore.Lease, err error) 
 		f.ww.deliveries++
 		f.ww.mu.Unlock()
 	}
+	// Every lease returned is the dispatcher's now, whatever else failed.
+	f.ww.mu.Lock()
+	for _, l := range leases {
+		f.ww.handed[leaseKey{l.ExecutionID, l.Token}] = true
+	}
+	f.ww.mu.Unlock()
 	return leases, err
 }
 
@@ -331,6 +340,8 @@ func newWFWorld() *wfWorld {
 		delivery:  map[string][]wfDelivery{},
 		hang:      make(chan struct{}),
 		byLease:   map[leaseKey]wfDelivery{},
+		handed:    map[leaseKey]bool{},
+		invoked:   map[leaseKey]bool{},
 		stalled:   map[leaseKey]bool{},
 		lostSteps: map[leaseKey]map[string]bool{},
 		published: map[string][]execstore.Record{},
@@ -509,6 +520,13 @@ func (ww *wfWorld) finalChecks(rounds int) (violation, err error) {
 	ctx := context.Background()
 	ww.mu.Lock()
 	defer ww.mu.Unlock()
+	// Every lease a dispatcher claimed reached the worker, but one whose
+	// execution the check cancelled first: its delivery finds it ended.
+	for k := range ww.handed {
+		if !ww.invoked[k] && !ww.cancelled[k.id] {
+			return violationf("a dispatcher claimed %s under lease %d and never invoked it", k.id, k.token), nil
+		}
+	}
 	want := map[string]wfWant{}
 	planned := 0
 	for id, p := range ww.plans {
