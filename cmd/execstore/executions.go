@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -18,7 +19,8 @@ import (
 // that answers one writes it.
 
 type admitBody struct {
-	ExecutionID string            `json:"executionId,omitempty"`
+	ExecutionID *string `json:"executionId,omitempty"` // nil (left out, or null): the store chooses
+
 	WorkflowID  string            `json:"workflowId"`
 	Params      json.RawMessage   `json:"params,omitempty"`
 	Context     map[string]string `json:"context,omitempty"`
@@ -30,8 +32,16 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidExecutionEvent) {
 		return
 	}
+	given := ""
+	if body.ExecutionID != nil {
+		given = *body.ExecutionID
+		if msg := urlSegmentID(given); msg != "" {
+			writeError(w, http.StatusBadRequest, execstore.ErrorCode(execstore.ErrInvalidExecutionEvent), "request body: executionId "+msg)
+			return
+		}
+	}
 	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
-		ExecutionID: body.ExecutionID, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
+		ExecutionID: given, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
 		MaxAttempts: body.MaxAttempts,
 	})
 	if err != nil {
@@ -39,6 +49,24 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]string{"executionId": id})
+}
+
+// urlSegmentID says why an execution ID given over HTTP cannot be one, or
+// "". The store itself takes "" to mean "choose an ID", and takes any ID of
+// 1 to 200 bytes of UTF-8 without control characters; over HTTP an empty
+// string is more likely a client's missing value than a request for a new
+// ID (which leaving the field out makes), and an ID must survive as the
+// {id} of /v1/executions/{id}, percent-encoded: "." and "..", which clients
+// and servers remove from a path, and "/" do not, and such an execution
+// could never be read back.
+func urlSegmentID(id string) string {
+	if id == "" {
+		return "is empty: leave the field out to have the store choose an ID"
+	}
+	if !survivesURL(id) {
+		return "is " + strconv.Quote(id) + ", which a URL path cannot carry as /v1/executions/{id}: the execution could never be read back"
+	}
+	return ""
 }
 
 // failAdmission answers a refused admission. A conflict says whether the
@@ -52,7 +80,7 @@ func (a *api) failAdmission(w http.ResponseWriter, r *http.Request, body *admitB
 		return
 	}
 	out := errorJSONBody{Code: "EXECUTION_ID_CONFLICT", Message: err.Error()}
-	if rec, getErr := a.store.Get(r.Context(), body.ExecutionID); getErr == nil {
+	if rec, getErr := a.store.Get(r.Context(), *body.ExecutionID); getErr == nil { // a conflict: the ID was given
 		same := sameEvent(&rec, body)
 		out.SameEvent = &same
 	}

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -212,4 +215,64 @@ func TestHTTPCancelAnswersTheCancelledRecord(t *testing.T) {
 	s.expect("POST", "/v1/executions/nobody/cancel", `{"reason":""}`, 404, "EXECUTION_NOT_FOUND")
 	s.expect("POST", "/v1/executions/order-42/cancel", `{}`, 400, "INVALID_ARGUMENT")
 	s.expect("POST", "/v1/executions/order-42/cancel", `{"reason":"`+strings.Repeat("r", 4097)+`"}`, 422, "LIMIT_EXCEEDED")
+}
+
+// An execution ID given over HTTP must come back whole at
+// /v1/executions/{id}, percent-encoded: an empty one (a client's missing
+// value, not a request for a new ID), ".", ".." and "/" are refused with 400
+// and nothing is admitted; every other ID, slashes and dots included, is
+// admitted and read back. Leaving the field out, or sending null, still
+// lets the store choose.
+func TestHTTPAnExecutionIDThatAURLCannotCarryIsRefused(t *testing.T) {
+	s := newServer(t)
+	admit := func(id string) string { return `{"executionId":` + strconv.Quote(id) + `,"workflowId":"w"}` }
+	for _, id := range []string{"", ".", "..", "/"} {
+		out := s.expect("POST", "/v1/executions", admit(id), http.StatusBadRequest, "INVALID_EXECUTION_EVENT")
+		if msg, _ := out["message"].(string); !strings.Contains(msg, "executionId") {
+			t.Errorf("%q: the message does not name the field: %q", id, msg)
+		}
+	}
+	if st, err := s.store.Stats(context.Background()); err != nil || st.Executions != 0 || st.WALLastIndex != 0 {
+		t.Fatalf("refused IDs admitted %d executions, logged %d entries (%v)", st.Executions, st.WALLastIndex, err)
+	}
+	out := s.expect("POST", "/v1/executions", `{"executionId":null,"workflowId":"w"}`, http.StatusCreated, "")
+	if id, _ := out["executionId"].(string); id == "" {
+		t.Fatalf("null: no ID chosen: %v", out)
+	}
+	// Read without s.call: its check of the answer against openapi.yaml
+	// matches paths after decoding them, and a %2F in an ID then reads as
+	// two segments.
+	readBack := func(id string) {
+		t.Helper()
+		resp, err := http.Get(s.url + "/v1/executions/" + url.PathEscape(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var rec map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&rec); err != nil || resp.StatusCode != http.StatusOK || rec["executionId"] != id {
+			t.Fatalf("%q read back: %d %v (%v)", id, resp.StatusCode, rec, err)
+		}
+	}
+	for _, id := range []string{"a/b", "a/../b", "./a", "a/.", "..a", "...", "//", "a b", "%2F", "a?b#c", "é/ü"} {
+		s.expect("POST", "/v1/executions", admit(id), http.StatusCreated, "")
+		readBack(id)
+	}
+	// Every short ID of path characters is either refused or read back.
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = "/.%?#a "
+	for range 300 {
+		b := make([]byte, 1+rng.IntN(4))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(len(alphabet))]
+		}
+		id := string(b)
+		switch got, _ := s.call("POST", "/v1/executions", admit(id)); got {
+		case http.StatusCreated:
+			readBack(id)
+		case http.StatusBadRequest, http.StatusConflict:
+		default:
+			t.Fatalf("%q: admission answered %d", id, got)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,7 +54,7 @@ func routeTable(a *api, u *webUI, metrics http.Handler) []route {
 		// executions.go
 		{"POST /v1/executions", a.admit, admitBody{}, jsonRoute},
 		{"GET /v1/executions", a.list, nil, jsonRoute},
-		{"GET /v1/executions/{id}", a.get, nil, jsonRoute},
+		{recordRoute, a.get, nil, jsonRoute},
 		{"GET /v1/executions/{id}/await", a.await, nil, jsonRoute},
 		{"POST /v1/executions/{id}/wakes", a.wake, wakeBody{}, jsonRoute},
 		{"POST /v1/executions/{id}/watches", a.watch, watchBody{}, jsonRoute},
@@ -145,3 +146,48 @@ func newHandler(store *execstore.Store, logger *slog.Logger, cfg serveConfig) ht
 	// After the token check: a follower forwards only requests it accepted.
 	return logRequests(logger, requireToken(cfg.token, isPublic, forwardToLeader(store, cfg.staleReads, mux)))
 }
+
+// recordRoute is the pattern of the route that reads a record, which every
+// execution ID given over HTTP must survive (survivesURL).
+const recordRoute = "GET /v1/executions/{id}"
+
+// survivesURL reports whether id, percent-encoded as a path segment, comes
+// back whole as the {id} of the route that reads a record. It asks a mux
+// with that route's pattern, as the server's own mux would answer.
+func survivesURL(id string) bool {
+	req, err := http.NewRequest(http.MethodGet, "/v1/executions/"+url.PathEscape(id), nil)
+	if err != nil {
+		return false
+	}
+	var e idEcho
+	idRoute.ServeHTTP(&e, req)
+	return e.ok && e.id == id
+}
+
+// idRoute has the pattern of the route that reads a record (recordRoute,
+// in the table above).
+var idRoute = func() *http.ServeMux {
+	m := http.NewServeMux()
+	m.HandleFunc(recordRoute, func(w http.ResponseWriter, r *http.Request) {
+		if e, ok := w.(*idEcho); ok {
+			e.id, e.ok = r.PathValue("id"), true
+		}
+	})
+	return m
+}()
+
+// idEcho is the ResponseWriter idRoute answers into: the {id} it matched.
+type idEcho struct {
+	id string
+	ok bool
+	h  http.Header
+}
+
+func (e *idEcho) Header() http.Header {
+	if e.h == nil {
+		e.h = http.Header{}
+	}
+	return e.h
+}
+func (e *idEcho) Write(b []byte) (int, error) { return len(b), nil }
+func (e *idEcho) WriteHeader(int)             {}
