@@ -110,6 +110,23 @@ func TestHTTPAFollowerForwardsToTheLeaderButNeverForwardsTwice(t *testing.T) {
 	if _, err := leader.store.Get(context.Background(), "order-1"); err != nil {
 		t.Fatalf("the admission through the follower is not on the leader: %v", err)
 	}
+	// A forwarded request answers with one request ID: the caller's, or the
+	// follower's, which the leader took over.
+	for _, given := range []string{"caller-id-1", ""} {
+		req, _ := http.NewRequest("GET", f.url+"/v1/executions/order-1", nil)
+		if given != "" {
+			req.Header.Set("X-Request-ID", given)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		ids := resp.Header.Values("X-Request-ID")
+		if resp.StatusCode != http.StatusOK || len(ids) != 1 || (given != "" && ids[0] != given) {
+			t.Fatalf("forwarded with X-Request-ID %q: %d, answered with %q", given, resp.StatusCode, ids)
+		}
+	}
 
 	// The follower answers its own view, its own health and its own stats,
 	// even to a request forwarded to it.

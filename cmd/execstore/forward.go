@@ -101,8 +101,15 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeNotLeader(w, fmt.Sprintf("execstore: the leader's API address %q: %v", leaderURL, err), "")
 		return
 	}
+	// No route of this node's mux served it: the log names the forward.
+	r.Pattern = forwardedRoute
 	proxy.ServeHTTP(w, r)
 }
+
+// forwardedRoute is the route a node logs for a request it forwarded to
+// the leader (the leader logs the route that served it, under the same
+// request ID).
+const forwardedRoute = "forwarded to the leader"
 
 // proxy returns the reverse proxy to the API at target, made once.
 func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
@@ -126,6 +133,12 @@ func (f *forwarder) proxy(target string) (*httputil.ReverseProxy, error) {
 			// Set on the outgoing request, after the proxy dropped the
 			// hop-by-hop headers: a client cannot have it removed.
 			pr.Out.Header.Set(forwardedHeader, node.ID())
+		},
+		// The leader answers with the request's ID, which this node set
+		// already (logRequests): one X-Request-ID header, not two.
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Del("X-Request-ID")
+			return nil
 		},
 		Transport: forwardTransport,
 		// The change feed and await answer after up to a minute: flush as

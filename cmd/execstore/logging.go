@@ -34,6 +34,9 @@ func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-ID", id)
+		// On the request too: a follower that forwards it to the leader
+		// passes the same ID on, so both nodes log the request under it.
+		r.Header.Set("X-Request-ID", id)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r) // the mux sets r.Pattern on this request
 		level := slog.LevelInfo
