@@ -97,6 +97,11 @@ var behaviourNames = [...]string{"succeed", "fail", "error", "panic", "exit", "h
 // is taken over, below the dispatchers' slots (two of four).
 const maxStuck = 4
 
+// maxOutliving bounds the deliveries planned to outlive their lease, which
+// hold their slot until another claim takes it over too: with maxStuck, six
+// of the eight slots at the most.
+const maxOutliving = 2
+
 // dispatchLease is the lease duration the dispatchers take; the clock's jumps
 // go past it.
 const dispatchLease = 10 * time.Second
@@ -414,8 +419,9 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 	dw.fence = newLeaseFence(s, dw.fail)
 	defer s.Close()
 	ctx := context.Background()
-	stuck := 0 // deliveries that hold a slot until their lease is taken over
-	total := 0 // executions admitted
+	stuck := 0     // deliveries that hold a slot until their lease is taken over
+	outliving := 0 // the same, and their renewals never learn it
+	total := 0     // executions admitted
 	admit := func(n int) error {
 		for range n {
 			id := fmt.Sprintf("d-%02d", total)
@@ -423,13 +429,20 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 			attempts := rng.IntN(4)
 			for range attempts {
 				b := behaviour(rng.IntN(int(behaviourKinds)))
-				if b == hangs || b == stopsOnLoss || b == outlives {
-					// Fewer than the slots: a free slot must be left to take
-					// their leases over.
+				switch {
+				case b == hangs || b == stopsOnLoss:
+					// Fewer than the slots: a free slot must be left to
+					// take their leases over.
 					if stuck >= maxStuck {
 						b = retryError
 					} else {
 						stuck++
+					}
+				case b == outlives:
+					if outliving >= maxOutliving {
+						b = retryError
+					} else {
+						outliving++
 					}
 				}
 				dw.plan[id] = append(dw.plan[id], b)

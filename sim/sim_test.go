@@ -99,7 +99,7 @@ func TestSummaryLineHasTheCIFormat(t *testing.T) {
 
 func TestDispatchersDeliverEverythingAndNeverActOnALostLease(t *testing.T) {
 	lost, late := 0, 0
-	for seed := uint64(1); seed <= 6; seed++ {
+	for seed := uint64(1); seed <= 10; seed++ {
 		rep, err := CheckDispatch(DispatchConfig{Seed: seed, Dir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
