@@ -72,6 +72,9 @@ func (s *State) SetSizes(sz Sizes) {
 		}
 		return true
 	})
+	if f.chunks == nil {
+		return // the log held no entry
+	}
 	// A pass of sweep steps drops every dead entry but the last chunk's.
 	for steps := f.chunks.Len(); steps > 0; steps-- {
 		f.sweepIfOver(s.execs.Len(), &s.list.adm, s.gen)

@@ -80,9 +80,12 @@ func (a *api) failAdmission(w http.ResponseWriter, r *http.Request, body *admitB
 		return
 	}
 	out := errorJSONBody{Code: "EXECUTION_ID_CONFLICT", Message: err.Error()}
-	if rec, getErr := a.store.Get(r.Context(), *body.ExecutionID); getErr == nil { // a conflict: the ID was given
-		same := sameEvent(&rec, body)
-		out.SameEvent = &same
+	// A conflict comes with an ID the caller gave (a store-chosen one is new).
+	if body.ExecutionID != nil {
+		if rec, getErr := a.store.Get(r.Context(), *body.ExecutionID); getErr == nil {
+			same := sameEvent(&rec, body)
+			out.SameEvent = &same
+		}
 	}
 	writeJSON(w, http.StatusConflict, out)
 }
