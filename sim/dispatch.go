@@ -1,12 +1,15 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -116,8 +119,6 @@ type dispatchWorld struct {
 	mu         sync.Mutex
 	violation  error
 	byLease    map[leaseKey]behaviour // the behaviour each claimed lease's delivery follows
-	handed     map[leaseKey]bool      // leases claimed and handed to a dispatcher
-	invoked    map[leaseKey]bool      // leases whose delivery reached the invoker
 	invokes    map[string]int         // invoked deliveries by execution
 	published  map[string][]execstore.Record
 	deliveries int
@@ -142,10 +143,55 @@ type leaseFence struct {
 	mu       sync.Mutex
 	lost     map[leaseKey]bool
 	lateAcks int
+	handed   map[leaseKey]bool // leases claimed and handed to a dispatcher
+	invoked  map[leaseKey]bool // leases whose delivery reached the invoker
 }
 
 func newLeaseFence(s *execstore.Store, fail func(format string, args ...any)) *leaseFence {
-	return &leaseFence{store: s, fail: fail, lost: map[leaseKey]bool{}}
+	return &leaseFence{store: s, fail: fail, lost: map[leaseKey]bool{}, handed: map[leaseKey]bool{}, invoked: map[leaseKey]bool{}}
+}
+
+// hand notes leases a claim returned: every one is the dispatcher's now,
+// whatever else failed, and must reach the invoker.
+func (lf *leaseFence) hand(leases []execstore.Lease) {
+	lf.mu.Lock()
+	for _, l := range leases {
+		lf.handed[leaseKey{l.ExecutionID, l.Token}] = true
+	}
+	lf.mu.Unlock()
+}
+
+// invoke notes that a delivery under l reached the invoker, and flags a
+// second one under the same lease.
+func (lf *leaseFence) invoke(l execstore.Lease) {
+	k := leaseKey{l.ExecutionID, l.Token}
+	lf.mu.Lock()
+	twice := lf.invoked[k]
+	lf.invoked[k] = true
+	lf.mu.Unlock()
+	if twice {
+		lf.fail("%s was invoked twice under lease %d", l.ExecutionID, l.Token)
+	}
+}
+
+// neverInvoked returns a lease handed to a dispatcher that never reached the
+// invoker, the least in (ID, token) order, skipping those excused says may
+// not (an execution ended before its delivery read it).
+func (lf *leaseFence) neverInvoked(excused func(id string) bool) (leaseKey, bool) {
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	var out []leaseKey
+	for k := range lf.handed {
+		if !lf.invoked[k] && (excused == nil || !excused(k.id)) {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return leaseKey{}, false
+	}
+	return slices.MinFunc(out, func(a, b leaseKey) int {
+		return cmp.Or(strings.Compare(a.id, b.id), cmp.Compare(a.token, b.token))
+	}), true
 }
 
 // markLost records that a renewal found the lease lost.
@@ -281,12 +327,7 @@ func (f fencedStore) plan(ctx context.Context, leases []execstore.Lease, err err
 		f.dw.deliveries++
 		f.dw.mu.Unlock()
 	}
-	// Every lease returned is the dispatcher's now, whatever else failed.
-	f.dw.mu.Lock()
-	for _, l := range leases {
-		f.dw.handed[leaseKey{l.ExecutionID, l.Token}] = true
-	}
-	f.dw.mu.Unlock()
+	f.hand(leases)
 	return leases, err
 }
 
@@ -325,15 +366,9 @@ func (f fencedStore) DueChanged() <-chan struct{} { return f.dw.store.DueChanged
 
 // invoke runs a delivery as its lease's planned behaviour says.
 func (dw *dispatchWorld) invoke(ctx context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
-	k := leaseKey{d.ExecutionID, d.Lease.Token}
+	dw.fence.invoke(d.Lease)
 	dw.mu.Lock()
-	b := dw.byLease[k]
-	if dw.invoked[k] {
-		dw.mu.Unlock()
-		dw.fail("%s was invoked twice under lease %d", d.ExecutionID, d.Lease.Token)
-		return execstore.RunOutcome{}, errors.New("invoked twice")
-	}
-	dw.invoked[k] = true
+	b := dw.byLease[leaseKey{d.ExecutionID, d.Lease.Token}]
 	dw.invokes[d.ExecutionID]++
 	dw.mu.Unlock()
 	switch b {
@@ -399,8 +434,6 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 		plan:      map[string][]behaviour{},
 		hang:      make(chan struct{}),
 		byLease:   map[leaseKey]behaviour{},
-		handed:    map[leaseKey]bool{},
-		invoked:   map[leaseKey]bool{},
 		invokes:   map[string]int{},
 		published: map[string][]execstore.Record{},
 	}
@@ -525,11 +558,9 @@ func CheckDispatch(cfg DispatchConfig) (DispatchReport, error) {
 	if rep.Violation != nil {
 		return rep, nil
 	}
-	for k := range dw.handed {
-		if !dw.invoked[k] {
-			rep.Violation = violationf("a dispatcher claimed %s under lease %d and never invoked it (plan %v)", k.id, k.token, names(dw.plan[k.id]))
-			return rep, nil
-		}
+	if k, ok := dw.fence.neverInvoked(nil); ok {
+		rep.Violation = violationf("a dispatcher claimed %s under lease %d and never invoked it (plan %v)", k.id, k.token, names(dw.plan[k.id]))
+		return rep, nil
 	}
 	rep.Executions = total
 	for i := range total {

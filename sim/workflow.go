@@ -99,8 +99,6 @@ type wfWorld struct {
 	mu          sync.Mutex
 	violation   error
 	byLease     map[leaseKey]wfDelivery
-	handed      map[leaseKey]bool // leases claimed and handed to a dispatcher
-	invoked     map[leaseKey]bool // leases whose delivery reached the invoker
 	stalled     map[leaseKey]bool
 	lostSteps   map[leaseKey]map[string]bool // the steps saved when a renewal found the lease lost
 	published   map[string][]execstore.Record
@@ -142,9 +140,9 @@ func (ww *wfWorld) noteChild(parent string, op wfOp, id string) {
 // context for the step functions, and then does what the delivery's plan
 // says with the worker's answer.
 func (ww *wfWorld) invoke(ctx context.Context, d dispatcher.Delivery) (execstore.RunOutcome, error) {
+	ww.fence.invoke(d.Lease)
 	ww.mu.Lock()
 	kind := ww.byLease[leaseKey{d.ExecutionID, d.Lease.Token}]
-	ww.invoked[leaseKey{d.ExecutionID, d.Lease.Token}] = true
 	ww.invoking++
 	ww.mu.Unlock()
 	defer func() {
@@ -209,12 +207,7 @@ func (f wfStore) plan(ctx context.Context, leases []execstore.Lease, err error) 
 		f.ww.deliveries++
 		f.ww.mu.Unlock()
 	}
-	// Every lease returned is the dispatcher's now, whatever else failed.
-	f.ww.mu.Lock()
-	for _, l := range leases {
-		f.ww.handed[leaseKey{l.ExecutionID, l.Token}] = true
-	}
-	f.ww.mu.Unlock()
+	f.hand(leases)
 	return leases, err
 }
 
@@ -340,8 +333,6 @@ func newWFWorld() *wfWorld {
 		delivery:  map[string][]wfDelivery{},
 		hang:      make(chan struct{}),
 		byLease:   map[leaseKey]wfDelivery{},
-		handed:    map[leaseKey]bool{},
-		invoked:   map[leaseKey]bool{},
 		stalled:   map[leaseKey]bool{},
 		lostSteps: map[leaseKey]map[string]bool{},
 		published: map[string][]execstore.Record{},
@@ -522,10 +513,8 @@ func (ww *wfWorld) finalChecks(rounds int) (violation, err error) {
 	defer ww.mu.Unlock()
 	// Every lease a dispatcher claimed reached the worker, but one whose
 	// execution the check cancelled first: its delivery finds it ended.
-	for k := range ww.handed {
-		if !ww.invoked[k] && !ww.cancelled[k.id] {
-			return violationf("a dispatcher claimed %s under lease %d and never invoked it", k.id, k.token), nil
-		}
+	if k, ok := ww.fence.neverInvoked(func(id string) bool { return ww.cancelled[id] }); ok {
+		return violationf("a dispatcher claimed %s under lease %d and never invoked it", k.id, k.token), nil
 	}
 	want := map[string]wfWant{}
 	planned := 0
