@@ -595,9 +595,19 @@ func TestProposeAnswersEachCommandInOrderAcrossEnvelopes(t *testing.T) {
 			t.Fatalf("%d records at time %d, want %d at the stamp %d", st.Len(), st.Meta().Now, n-1, stamped)
 		}
 	})
-	// Nothing to propose submits nothing.
-	if out, err := ld.n.Propose(boundedCtx(t), func(int64) [][]byte { return nil }); out != nil || err != nil {
-		t.Fatalf("an empty proposal = %v, %v", out, err)
+	// Nothing to propose submits nothing. Asked of the leader of the moment:
+	// on a loaded machine the two envelopes above can cost the first one its
+	// leadership (a missed heartbeat), which is no failure of Propose.
+	for try := 0; ; try++ {
+		ld = c.leader()
+		out, err := ld.n.Propose(boundedCtx(t), func(int64) [][]byte { return nil })
+		if errors.Is(err, ErrNotLeader) && try < 5 {
+			continue
+		}
+		if out != nil || err != nil {
+			t.Fatalf("an empty proposal = %v, %v", out, err)
+		}
+		break
 	}
 	// A follower calls nothing and refuses.
 	for _, m := range c.running() {
@@ -606,6 +616,9 @@ func TestProposeAnswersEachCommandInOrderAcrossEnvelopes(t *testing.T) {
 		}
 		called := false
 		_, err := m.n.Propose(boundedCtx(t), func(int64) [][]byte { called = true; return nil })
+		if m.n.State() == raft.Leader {
+			continue // elected meanwhile: not a follower any more
+		}
 		if !errors.Is(err, ErrNotLeader) || called {
 			t.Fatalf("Propose on a follower = %v (prepare called %v), want ErrNotLeader", err, called)
 		}
