@@ -54,7 +54,9 @@ func (s *suspension) Is(target error) bool { return target == ErrSuspended }
 // RetryableError makes a step's failure retryable: the step is attempted up
 // to MaxAttempts times in all, Interval apart. Between attempts the
 // execution is suspended with a wake at the retry time, so a retry survives
-// restarts and holds no worker. When the attempts run out, the step fails
+// restarts and holds no worker; a retry whose time has come by the time the
+// failure is saved (an Interval of zero or less) runs at once, in the same
+// delivery. When the attempts run out, the step fails
 // with Err. Return it (or Retryable's result) from a Run function.
 type RetryableError struct {
 	Err         error         // what failed the attempt

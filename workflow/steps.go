@@ -90,31 +90,41 @@ func (x *Execution) step(op, key string, fn func(ctx context.Context) (json.RawM
 	if failed, err := x.savedFailure(op, key); err != nil || failed != nil {
 		return nil, firstErr(err, failed)
 	}
-	attempts, retryAt, err := x.retries(op, key)
-	if err != nil {
-		return nil, err
-	}
-	if attempts > 0 {
-		// A rerun before the retry time (another wake came first) waits
-		// again.
-		if err := x.sleepUntil(op, key, retryAt, "retrying"); err != nil {
+	for {
+		attempts, retryAt, err := x.retries(op, key)
+		if err != nil {
 			return nil, err
 		}
-	}
-	v, err := x.attempt(fn)
-	if err == nil {
-		if err = x.saveStep(op, key, key, v); err == nil {
-			return v, nil
+		if attempts > 0 {
+			// A rerun before the retry time (another wake came first) waits
+			// again.
+			if err := x.sleepUntil(op, key, retryAt, "retrying"); err != nil {
+				return nil, err
+			}
 		}
-		if x.aborted != nil {
+		v, err := x.attempt(fn)
+		if err == nil {
+			if err = x.saveStep(op, key, key, v); err == nil {
+				return v, nil
+			}
+			if x.aborted != nil {
+				return nil, err
+			}
+		}
+		if cause := context.Cause(x.ctx); cause != nil {
+			return nil, x.abort(op, key, cause) // fn failed because the lease was lost
+		}
+		if err := x.failStep(op, key, attempts+1, err); err != errRetryDue {
 			return nil, err
 		}
+		// The retry is due already (a zero interval, or the store's time
+		// passed it while the failure was saved): attempt it now.
 	}
-	if cause := context.Cause(x.ctx); cause != nil {
-		return nil, x.abort(op, key, cause) // fn failed because the lease was lost
-	}
-	return nil, x.failStep(op, key, attempts+1, err)
 }
+
+// errRetryDue is failStep's answer when the retry it saved is due at once.
+// It never leaves step.
+var errRetryDue = errors.New("workflow: the retry is due")
 
 // attempt runs a step function, marking the run as inside a step so that a
 // workflow operation called from it panics.
@@ -125,7 +135,8 @@ func (x *Execution) attempt(fn func(ctx context.Context) (json.RawMessage, error
 }
 
 // failStep handles the failed attempt-th attempt of a step: a retry if it is
-// retryable and attempts remain, else the step's saved failure.
+// retryable and attempts remain (a suspension until its time, or errRetryDue
+// if that time has come), else the step's saved failure.
 func (x *Execution) failStep(op, key string, attempt int, err error) error {
 	var re *RetryableError
 	if errors.As(err, &re) && attempt < re.MaxAttempts {
@@ -134,7 +145,10 @@ func (x *Execution) failStep(op, key string, attempt int, err error) error {
 		if err := x.saveStep(op, key, retryKey(key, attempt), rec); err != nil {
 			return firstErr(x.aborted, recordError(err))
 		}
-		return x.sleepUntil(op, key, at, "retry "+strconv.Itoa(attempt+1)+" of "+strconv.Itoa(re.MaxAttempts))
+		if err := x.sleepUntil(op, key, at, "retry "+strconv.Itoa(attempt+1)+" of "+strconv.Itoa(re.MaxAttempts)); err != nil {
+			return err
+		}
+		return errRetryDue
 	}
 	if re != nil && re == err {
 		err = re.Err // the retries ran out: the step fails with what failed it

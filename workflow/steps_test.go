@@ -258,3 +258,27 @@ func TestAStepValueThatCannotBeSavedFailsTheStep(t *testing.T) {
 		t.Fatalf("the failure was not saved (%s)", v)
 	}
 }
+
+// A retry whose time has come by the time its failure is saved (an interval
+// of zero, or a clock that jumped meanwhile) runs again in the same
+// delivery: it neither suspends nor passes for a step that returned nothing.
+func TestARetryAlreadyDueRunsAgainInTheSameDelivery(t *testing.T) {
+	for _, interval := range []time.Duration{0, -time.Minute} {
+		t.Run(interval.String(), func(t *testing.T) {
+			h := newHarness(t)
+			calls := 0
+			workflow.Register(h.worker, "w", func(x *workflow.Execution, _ struct{}) (string, error) {
+				return workflow.Run(x, "charge", func(context.Context) (string, error) {
+					if calls++; calls < 3 {
+						return "", workflow.Retryable(errDeclined, 3, interval)
+					}
+					return "r-1", nil
+				})
+			})
+			h.trigger("e", "w", nil)
+			if got := result[string](t, h.deliver("e")); got != "r-1" || calls != 3 {
+				t.Fatalf("result %q after %d calls, want r-1 after 3 in one delivery", got, calls)
+			}
+		})
+	}
+}
