@@ -37,7 +37,7 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 	}
 	limit := 0
 	if err == nil {
-		limit, err = parseInt("limit", p["limit"])
+		limit, err = parseLimit(p["limit"])
 	}
 	wait := time.Duration(0)
 	if err == nil && p["wait"] != "" {

@@ -30,10 +30,10 @@ import (
 var errorCodes = map[string][]int{
 	"INVALID_EXECUTION_EVENT": {http.StatusBadRequest},
 	"INVALID_ARGUMENT":        {http.StatusBadRequest},
+	"UNAUTHORIZED":            {http.StatusUnauthorized},
 	"LIMIT_EXCEEDED":          {http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity},
 	"EXECUTION_NOT_FOUND":     {http.StatusNotFound},
 	"SCHEDULE_NOT_FOUND":      {http.StatusNotFound},
-	"STEP_NOT_FOUND":          {http.StatusNotFound},
 	"KEY_NOT_FOUND":           {http.StatusNotFound},
 	"ROUTE_NOT_FOUND":         {http.StatusNotFound},
 	"METHOD_NOT_ALLOWED":      {http.StatusMethodNotAllowed},

@@ -161,7 +161,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		q.AdmittedBefore, err = parseTime("admittedBefore", p["admittedBefore"])
 	}
 	if err == nil {
-		q.Limit, err = parseInt("limit", p["limit"])
+		q.Limit, err = parseLimit(p["limit"])
 	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())

@@ -80,6 +80,12 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, v any, invalid erro
 		writeError(w, http.StatusBadRequest, code, "request body: "+bad.msg)
 		return false
 	}
+	if c, ok := v.(bodyChecker); ok {
+		if err := c.checkBody(); err != nil {
+			writeError(w, http.StatusBadRequest, code, "request body: "+err.Error())
+			return false
+		}
+	}
 	return true
 }
 

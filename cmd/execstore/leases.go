@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -23,8 +24,17 @@ func leaseOut(l execstore.Lease) leaseJSON {
 	return leaseJSON{ExecutionID: l.ExecutionID, Token: l.Token, ExpiresAt: l.ExpiresAt}
 }
 
-func (l leaseJSON) lease() execstore.Lease {
-	return execstore.Lease{ExecutionID: l.ExecutionID, Token: l.Token, ExpiresAt: l.ExpiresAt}
+// leaseRefJSON is a lease as a worker sends it back: the execution and the
+// token name it. expiresAt may come back as it was received, at any
+// precision (a client that holds milliseconds rounds it), and is not read.
+type leaseRefJSON struct {
+	ExecutionID string    `json:"executionId"`
+	Token       uint64    `json:"token"`
+	ExpiresAt   time.Time `json:"expiresAt,omitempty"`
+}
+
+func (l leaseRefJSON) lease() execstore.Lease {
+	return execstore.Lease{ExecutionID: l.ExecutionID, Token: l.Token}
 }
 
 type claimBody struct {
@@ -52,8 +62,8 @@ func (a *api) claim(w http.ResponseWriter, r *http.Request) {
 }
 
 type renewBody struct {
-	Lease           leaseJSON `json:"lease"`
-	LeaseDurationMs millis    `json:"leaseDurationMs"`
+	Lease           leaseRefJSON `json:"lease"`
+	LeaseDurationMs millis       `json:"leaseDurationMs"`
 }
 
 func (a *api) renew(w http.ResponseWriter, r *http.Request) {
@@ -70,9 +80,9 @@ func (a *api) renew(w http.ResponseWriter, r *http.Request) {
 }
 
 type releaseBody struct {
-	Lease        leaseJSON  `json:"lease"`
-	RetryAfterMs millis     `json:"retryAfterMs"`
-	Error        *errorJSON `json:"error,omitempty"` // why the delivery ended (Store.ReleaseWithCause)
+	Lease        leaseRefJSON `json:"lease"`
+	RetryAfterMs millis       `json:"retryAfterMs"`
+	Error        *errorJSON   `json:"error,omitempty"` // why the delivery ended (Store.ReleaseWithCause)
 }
 
 func (a *api) release(w http.ResponseWriter, r *http.Request) {
@@ -92,8 +102,8 @@ func (a *api) release(w http.ResponseWriter, r *http.Request) {
 }
 
 type acknowledgeBody struct {
-	Lease   leaseJSON   `json:"lease"`
-	Outcome outcomeJSON `json:"outcome"`
+	Lease   leaseRefJSON `json:"lease"`
+	Outcome outcomeJSON  `json:"outcome"`
 }
 
 // acknowledgedJSON is an acknowledgement's answer: the record afterwards and
@@ -153,16 +163,13 @@ func (a *api) acknowledgeBatch(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	acks := make([]execstore.Ack, len(body.Acknowledgements))
-	for i, b := range body.Acknowledgements {
-		acks[i] = execstore.Ack{Lease: b.Lease.lease(), Outcome: b.Outcome.runOutcome()}
-	}
+	acks, merge := batchAcks(body.Acknowledgements)
 	results, err := a.store.AcknowledgeBatch(r.Context(), acks)
 	if err != nil {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": ackResultsOut(results)})
+	writeJSON(w, http.StatusOK, map[string]any{"results": ackResultsOut(merge(results))})
 }
 
 // ackResultsOut is each acknowledgement's answer in a batch.
@@ -195,10 +202,7 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	acks := make([]execstore.Ack, len(body.Acknowledgements))
-	for i, b := range body.Acknowledgements {
-		acks[i] = execstore.Ack{Lease: b.Lease.lease(), Outcome: b.Outcome.runOutcome()}
-	}
+	acks, merge := batchAcks(body.Acknowledgements)
 	results, leases, err := a.store.AcknowledgeAndClaim(r.Context(), acks, body.Limit, body.LeaseDurationMs.duration())
 	if err != nil {
 		a.fail(w, err)
@@ -208,7 +212,7 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 	for i, l := range leases {
 		out[i] = leaseOut(l)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": ackResultsOut(results), "leases": out, "now": a.store.Now()})
+	writeJSON(w, http.StatusOK, map[string]any{"results": ackResultsOut(merge(results)), "leases": out, "now": a.store.Now()})
 }
 
 type checkOutcomeBody struct {
@@ -233,7 +237,7 @@ func (a *api) checkOutcome(w http.ResponseWriter, r *http.Request) {
 }
 
 type startBody struct {
-	Lease      leaseJSON       `json:"lease"`
+	Lease      leaseRefJSON    `json:"lease"`
 	StepKey    string          `json:"stepKey"`
 	WorkflowID string          `json:"workflowId"`
 	Params     json.RawMessage `json:"params,omitempty"`
@@ -250,4 +254,68 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"executionId": id})
+}
+
+// bodyChecker is a request body with a rule beyond its fields' own: decode
+// applies it after the walk, and answers its error as 400.
+type bodyChecker interface{ checkBody() error }
+
+// check applies an outcome's rule, which its fields cannot say alone: a
+// result only with completed, an error with failed and only with it. path
+// names the outcome in the body.
+func (o *outcomeJSON) check(path string) error {
+	switch o.Status {
+	case execstore.StatusSuspended, execstore.StatusCompleted, execstore.StatusFailed:
+	default:
+		return &bodyError{fmt.Sprintf("%q must be suspended, completed or failed, not %q", path+".status", o.Status)}
+	}
+	if o.Result != nil && o.Status != execstore.StatusCompleted {
+		return &bodyError{fmt.Sprintf("%q is only for a completed outcome, not a %s one", path+".result", o.Status)}
+	}
+	if (o.Error != nil) != (o.Status == execstore.StatusFailed) {
+		if o.Error == nil {
+			return &bodyError{fmt.Sprintf("missing required field %q in %q (a failed outcome needs one)", "error", path)}
+		}
+		return &bodyError{fmt.Sprintf("%q is only for a failed outcome, not a %s one", path+".error", o.Status)}
+	}
+	return nil
+}
+
+func (b *acknowledgeBody) checkBody() error { return b.Outcome.check("outcome") }
+
+func (b *checkOutcomeBody) checkBody() error { return b.Outcome.check("outcome") }
+
+// batchAcks converts a batch's acknowledgements for the store. One whose
+// outcome breaks the outcome rule is not passed on: it gets its own error
+// (INVALID_ARGUMENT), as the store answers an acknowledgement it refuses,
+// and the others go ahead. merge puts the store's answers and those errors
+// back in the batch's order.
+func batchAcks(body []acknowledgeBody) (acks []execstore.Ack, merge func([]execstore.AckResult) []execstore.AckResult) {
+	var refused map[int]error
+	acks = make([]execstore.Ack, 0, len(body))
+	for i, b := range body {
+		if err := b.Outcome.check(fmt.Sprintf("acknowledgements[%d].outcome", i)); err != nil {
+			if refused == nil {
+				refused = map[int]error{}
+			}
+			refused[i] = fmt.Errorf("%w: %s", execstore.ErrInvalidArgument, err.Error())
+			continue
+		}
+		acks = append(acks, execstore.Ack{Lease: b.Lease.lease(), Outcome: b.Outcome.runOutcome()})
+	}
+	merge = func(results []execstore.AckResult) []execstore.AckResult {
+		if refused == nil {
+			return results
+		}
+		all := make([]execstore.AckResult, len(body))
+		for i := range all {
+			if err, ok := refused[i]; ok {
+				all[i].Err = err
+				continue
+			}
+			all[i], results = results[0], results[1:]
+		}
+		return all
+	}
+	return acks, merge
 }

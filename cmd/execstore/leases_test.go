@@ -171,3 +171,47 @@ func TestHTTPOutcomeCheckAnswersWhatAnAcknowledgementWouldRecord(t *testing.T) {
 		t.Errorf("a check wrote to the log: %+v", st)
 	}
 }
+
+// An outcome's fields follow its status: a result only with completed, an
+// error with failed and only with it. Alone, a body that breaks the rule is
+// 400 and writes nothing; in a batch, that acknowledgement alone is refused.
+func TestHTTPAnOutcomeCarriesOnlyTheFieldsOfItsStatus(t *testing.T) {
+	s := newServer(t)
+	lease := s.claimOne("e")
+	for _, outcome := range []string{
+		`{"status":"failed"}`,
+		`{"status":"failed","result":1,"error":{"name":"E","message":"m"}}`,
+		`{"status":"completed","error":{"name":"E","message":"m"}}`,
+		`{"status":"suspended","result":1}`,
+		`{"status":"complete"}`,
+	} {
+		s.expect("POST", "/v1/leases/acknowledge", `{"lease":`+lease+`,"outcome":`+outcome+`}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+		s.expect("POST", "/v1/outcomes/check", `{"outcome":`+outcome+`}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+	}
+	if rec := s.expect("GET", "/v1/executions/e", "", http.StatusOK, ""); rec["status"] != "admitted" || rec["lease"] == nil {
+		t.Fatalf("after refused acknowledgements: %v, want the lease still held", rec)
+	}
+	out := s.expect("POST", "/v1/leases/acknowledge-batch",
+		`{"acknowledgements":[{"lease":`+lease+`,"outcome":{"status":"failed"}},{"lease":`+lease+`,"outcome":{"status":"completed","result":7}}]}`,
+		http.StatusOK, "")
+	results := out["results"].([]any)
+	first, second := results[0].(map[string]any), results[1].(map[string]any)
+	if first["code"] != "INVALID_ARGUMENT" || !strings.Contains(first["message"].(string), `"acknowledgements[0].outcome"`) {
+		t.Errorf("the refused acknowledgement answered %v", first)
+	}
+	if second["applied"] != true || second["status"] != "completed" {
+		t.Errorf("the valid acknowledgement answered %v", second)
+	}
+}
+
+// A lease sent back is named by its execution and token: expiresAt may be
+// left out, or rounded to milliseconds as JavaScript's Date holds it.
+func TestHTTPALeaseSentBackNeedsNoExactExpiry(t *testing.T) {
+	s := newServer(t)
+	s.claimOne("e")
+	rec := s.expect("GET", "/v1/executions/e", "", http.StatusOK, "")
+	token := rec["lease"].(map[string]any)["token"]
+	s.expect("POST", "/v1/leases/renew", fmt.Sprintf(`{"lease":{"executionId":"e","token":%v},"leaseDurationMs":1000}`, token), http.StatusOK, "")
+	s.expect("POST", "/v1/leases/acknowledge",
+		fmt.Sprintf(`{"lease":{"executionId":"e","token":%v,"expiresAt":"2026-01-02T12:00:01.123Z"},"outcome":{"status":"completed"}}`, token), http.StatusOK, "")
+}

@@ -277,7 +277,7 @@ func TestHTTPAnAcknowledgementBatchOfAcknowledgeBatchBytesIsTakenEvenWrittenAtIt
 			for c := chain(i); c != nil; c = c.Cause {
 				level := &errorJSON{Name: c.Name, Message: c.Message, Code: c.Code}
 				if e == nil {
-					b.Acknowledgements = append(b.Acknowledgements, acknowledgeBody{Lease: leaseOut(l),
+					b.Acknowledgements = append(b.Acknowledgements, acknowledgeBody{Lease: leaseRefJSON{ExecutionID: l.ExecutionID, Token: l.Token, ExpiresAt: l.ExpiresAt},
 						Outcome: outcomeJSON{Status: execstore.StatusFailed, Error: level}})
 				} else {
 					e.Cause = level

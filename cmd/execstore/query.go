@@ -47,13 +47,17 @@ func parseTime(name, v string) (time.Time, error) {
 	return t, nil
 }
 
-func parseInt(name, v string) (int, error) {
+// parseLimit reads a page's ?limit=, by the one rule every route keeps: left
+// out or empty, the route's default (0 here); otherwise a whole number from
+// 1, which the store bounds from above (over its bound: 422). Zero is not a
+// way to ask for the default: it is refused, as any number under 1 is.
+func parseLimit(v string) (int, error) {
 	if v == "" {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%s: not a whole number: %q", name, v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("limit: want a whole number from 1 (or none, for the default), got %q", v)
 	}
 	return n, nil
 }

@@ -121,7 +121,7 @@ func compareDoc(t *testing.T, where string, doc []docField, typ reflect.Type, le
 		case d.object != nil:
 			compareDoc(t, path, d.object, ft, lease, inside)
 		case ft.Kind() != reflect.Struct || ft == timeType:
-		case ft == reflect.TypeFor[leaseJSON]():
+		case ft == reflect.TypeFor[leaseRefJSON]():
 			compareDoc(t, path, lease, ft, lease, inside)
 		case !containsType(inside, ft):
 			t.Errorf("%s: an object docs/http.md does not spell out", path)

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -126,17 +127,40 @@ func newMux(store *execstore.Store, logger *slog.Logger, reg prometheus.Gatherer
 	u := &webUI{store: store, logger: logger}
 	lim := store.Limits()
 	mux := http.NewServeMux()
-	for _, rt := range routeTable(a, u, metricsHandler(store, reg)) {
+	table := routeTable(a, u, metricsHandler(store, reg))
+	allow := map[string][]string{} // a path's methods, for a refused HEAD
+	for _, rt := range table {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		allow[path] = append(allow[path], method)
+	}
+	for _, rt := range table {
 		h := rt.handler
 		switch rt.kind {
 		case jsonRoute:
 			h = withBody(rt.body, &lim, h)
+			if method, path, _ := strings.Cut(rt.pattern, " "); method == http.MethodGet {
+				h = refuseHead(strings.Join(allow[path], ", "), h)
+			}
 		case pageRoute:
 			h = asIs(h)
 		}
 		mux.Handle(rt.pattern, h)
 	}
 	return jsonFallback(mux)
+}
+
+// refuseHead answers HEAD, which a GET pattern also matches, with 405 and
+// the path's methods: the JSON API documents exactly the methods it serves,
+// and HEAD is not one of them.
+func refuseHead(allow string, next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "HEAD is not served; the path takes "+allow)
+			return
+		}
+		next(w, r)
+	}
 }
 
 // newHandler is everything serve answers: the routes behind the token check

@@ -138,3 +138,51 @@ func TestHTTPUnknownRoutesAndWrongMethodsAnswerInJSON(t *testing.T) {
 		t.Errorf("unclean path: %d %q %v", resp.StatusCode, resp.Header.Get("Location"), out)
 	}
 }
+
+// HEAD, which a GET pattern also matches, is not part of the JSON API: it
+// answers 405 with the path's methods, as any other method the path does
+// not take.
+func TestHTTPHeadIsRefusedWithThePathsMethods(t *testing.T) {
+	s := newServer(t)
+	for path, allow := range map[string]string{
+		"/v1/executions":     "POST, GET",
+		"/v1/executions/e":   "GET",
+		"/v1/schedules/s":    "PUT, GET, DELETE",
+		"/v1/openapi.json":   "GET",
+		"/healthz":           "GET",
+		"/v1/changes?wait=0": "GET",
+	} {
+		req, _ := http.NewRequest(http.MethodHead, s.url+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != allow {
+			t.Errorf("HEAD %s: %d, Allow %q; want 405, Allow %q", path, resp.StatusCode, resp.Header.Get("Allow"), allow)
+		}
+	}
+}
+
+// One rule for limit on every route that takes one: left out or empty, the
+// default; under 1 (0 included) 400; over the route's maximum 422.
+func TestHTTPEveryLimitKeepsOneRule(t *testing.T) {
+	s := newServer(t)
+	s.claimOne("e")
+	for _, route := range []string{"/v1/executions", "/v1/executions/e/steps", "/v1/changes"} {
+		for _, c := range []struct {
+			limit  string
+			status int
+			code   string
+		}{
+			{"", http.StatusOK, ""},
+			{"1", http.StatusOK, ""},
+			{"0", http.StatusBadRequest, "INVALID_ARGUMENT"},
+			{"-1", http.StatusBadRequest, "INVALID_ARGUMENT"},
+			{"x", http.StatusBadRequest, "INVALID_ARGUMENT"},
+			{"100000", http.StatusUnprocessableEntity, "LIMIT_EXCEEDED"},
+		} {
+			s.expect("GET", route+"?limit="+c.limit, "", c.status, c.code)
+		}
+	}
+}

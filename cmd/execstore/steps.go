@@ -2,9 +2,7 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/execstore/execstore"
 )
@@ -13,7 +11,7 @@ import (
 // execution's steps in pages.
 
 type saveStepBody struct {
-	Lease leaseJSON       `json:"lease"`
+	Lease leaseRefJSON    `json:"lease"`
 	Key   string          `json:"key"`
 	Value json.RawMessage `json:"value"`
 }
@@ -45,10 +43,17 @@ func (a *api) step(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		writeError(w, http.StatusNotFound, "STEP_NOT_FOUND", "no saved value for this step")
+		writeJSON(w, http.StatusOK, stepLookupJSON{})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"value": v})
+	writeJSON(w, http.StatusOK, stepLookupJSON{Saved: true, Value: v})
+}
+
+// stepLookupJSON answers a step lookup: a step not saved yet is an answer, not an
+// error, since a worker asks before every step it runs.
+type stepLookupJSON struct {
+	Saved bool            `json:"saved"`
+	Value json.RawMessage `json:"value,omitempty"`
 }
 
 // stepsPageBytes bounds the values of one page of GET
@@ -67,18 +72,20 @@ type savedStepJSON struct {
 // (Store.ListSteps: 1 to Limits.ClaimLimit, 422 past it); left out, it is
 // the store's page size, Limits.ListPageDefault.
 func (a *api) listSteps(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	lim := a.store.Limits()
-	limit := min(lim.ListPageDefault, lim.ClaimLimit)
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", fmt.Sprintf("limit must be a whole number from 1 to %d", lim.ClaimLimit))
-			return
-		}
-		limit = n
+	p, err := queryParams(r, "after", "limit")
+	limit := 0
+	if err == nil {
+		limit, err = parseLimit(p["limit"])
 	}
-	steps, more, err := a.store.ListSteps(r.Context(), r.PathValue("id"), q.Get("after"), limit, stepsPageBytes)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
+		return
+	}
+	if limit == 0 {
+		lim := a.store.Limits()
+		limit = min(lim.ListPageDefault, lim.ClaimLimit)
+	}
+	steps, more, err := a.store.ListSteps(r.Context(), r.PathValue("id"), p["after"], limit, stepsPageBytes)
 	if err != nil {
 		a.fail(w, err)
 		return

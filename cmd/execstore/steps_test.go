@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"reflect"
 	"testing"
 )
 
@@ -36,4 +38,21 @@ func TestHTTPStepsAreListedInPages(t *testing.T) {
 		t.Fatalf("last page: %v", page)
 	}
 	s.expect("GET", "/v1/executions/nobody/steps", "", 404, "EXECUTION_NOT_FOUND")
+}
+
+// A step not saved yet is an answer, not an error: a worker asks before
+// every step it runs. An unknown execution is still 404.
+func TestHTTPAStepNotSavedIsAnAnswer(t *testing.T) {
+	s := newServer(t)
+	lease := s.claimOne("e")
+	out := s.expect("GET", "/v1/executions/e/steps/charge", "", http.StatusOK, "")
+	if !reflect.DeepEqual(out, map[string]any{"saved": false}) {
+		t.Fatalf("before the save: %v, want saved false alone", out)
+	}
+	s.expect("POST", "/v1/leases/steps", `{"lease":`+lease+`,"key":"charge","value":null}`, http.StatusOK, "")
+	out = s.expect("GET", "/v1/executions/e/steps/charge", "", http.StatusOK, "")
+	if !reflect.DeepEqual(out, map[string]any{"saved": true, "value": nil}) {
+		t.Fatalf("after saving null: %v, want saved true with the value null", out)
+	}
+	s.expect("GET", "/v1/executions/nobody/steps/charge", "", http.StatusNotFound, "EXECUTION_NOT_FOUND")
 }
