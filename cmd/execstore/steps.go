@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/jsonv"
 )
 
 // The saved steps: saving one under a lease, reading one, and listing an
@@ -16,11 +18,27 @@ type saveStepBody struct {
 	Value json.RawMessage `json:"value"`
 }
 
-// stepSavedJSON is a step save's answer: whether this request saved its
-// value, and the value kept (the first one saved under the key).
+// stepSavedJSON is a step save's answer: the value kept (the first one saved
+// under the key), and whether it is this request's. Applied is true when
+// this request saved it, and also, with Replayed, when an earlier request
+// saved the same content (in canonical form): a retry after a lost answer
+// reads as the save it repeats, and only a save that lost to a different
+// value reads as not applied.
 type stepSavedJSON struct {
-	Applied bool            `json:"applied"`
-	Value   json.RawMessage `json:"value"`
+	Applied  bool            `json:"applied"`
+	Replayed bool            `json:"replayed,omitempty"`
+	Value    json.RawMessage `json:"value"`
+}
+
+// sameJSON reports whether a and b are the same JSON value in canonical form
+// (key order and insignificant whitespace aside).
+func sameJSON(a, b json.RawMessage) bool {
+	ca, err := jsonv.Canonical(nil, a)
+	if err != nil {
+		return false
+	}
+	cb, err := jsonv.Canonical(nil, b)
+	return err == nil && bytes.Equal(ca, cb)
 }
 
 func (a *api) saveStep(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +51,11 @@ func (a *api) saveStep(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, stepSavedJSON{Applied: saved, Value: kept})
+	out := stepSavedJSON{Applied: saved, Value: kept}
+	if !saved && kept != nil && sameJSON(kept, body.Value) {
+		out.Applied, out.Replayed = true, true
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *api) step(w http.ResponseWriter, r *http.Request) {

@@ -21,6 +21,28 @@ func TestHTTPASavedStepKeyAnswersTheKeptValueNotApplied(t *testing.T) {
 	}
 }
 
+// A save repeated with the same content (a retry after a lost answer) reads
+// as the save it repeats: applied, marked replayed. Key order and spacing
+// do not make two contents differ; a different value still is not applied.
+func TestHTTPARepeatedStepSaveIsAReplay(t *testing.T) {
+	s := newServer(t)
+	lease := s.claimOne("e")
+	out := s.expect("POST", "/v1/leases/steps", `{"lease":`+lease+`,"key":"charge","value":{"receipt":"r-1","total":16}}`, 200, "")
+	if out["applied"] != true || out["replayed"] != nil {
+		t.Fatalf("first save: %v, want applied and no replayed", out)
+	}
+	for _, again := range []string{`{"receipt":"r-1","total":16}`, `{ "total": 16, "receipt": "r-1" }`} {
+		out = s.expect("POST", "/v1/leases/steps", `{"lease":`+lease+`,"key":"charge","value":`+again+`}`, 200, "")
+		if out["applied"] != true || out["replayed"] != true {
+			t.Fatalf("repeated save %s: %v, want applied and replayed", again, out)
+		}
+	}
+	out = s.expect("POST", "/v1/leases/steps", `{"lease":`+lease+`,"key":"charge","value":{"receipt":"r-2","total":16}}`, 200, "")
+	if out["applied"] != false || out["replayed"] != nil {
+		t.Fatalf("a different value: %v, want not applied", out)
+	}
+}
+
 // GET /v1/executions/{id}/steps lists the saved steps in key order, a page
 // at a time; "next" names the key to continue after while more remain.
 func TestHTTPStepsAreListedInPages(t *testing.T) {

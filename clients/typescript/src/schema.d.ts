@@ -340,7 +340,10 @@ export interface paths {
         put?: never;
         /**
          * Save a step's result for the rerun to find
-         * @description The first value saved under a key is kept; a later save changes nothing and answers `applied` false with the kept value.
+         * @description The first value saved under a key is kept; a later save changes nothing. A save whose
+         *     content (in canonical form: key order and whitespace aside) is the value kept answers
+         *     `applied` true and `replayed` true, so a retry after a lost answer reads as the save it
+         *     repeats; a save that lost to a different value answers `applied` false with the kept value.
          */
         post: operations["saveStep"];
         delete?: never;
@@ -1907,7 +1910,10 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description Whether the value kept is the one this request sent. */
                         applied: boolean;
+                        /** @description Present (true) when an earlier request saved the same value: this one repeated it. */
+                        replayed?: boolean;
                         value: components["schemas"]["JSONValue"];
                     };
                 };
