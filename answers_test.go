@@ -52,6 +52,58 @@ func TestAcknowledgeBatchSaysWhetherEachAcknowledgementWasApplied(t *testing.T) 
 	}
 }
 
+// An acknowledgement repeated under the same lease with the same outcome (a
+// retry whose first answer was lost) answers as the first did, applied, and
+// says it is a replay; results compare in canonical form. A different
+// outcome, a suspension, or the same outcome under another lease is not a
+// replay: only a genuinely stale acknowledgement reads as not applied.
+func TestARepeatedAcknowledgementIsAReplay(t *testing.T) {
+	failure := &execstore.WorkflowError{Name: "PaymentError", Message: "card declined", Code: "DECLINED",
+		Cause: &execstore.WorkflowError{Name: "GatewayError", Message: "402"}}
+	tests := []struct {
+		name         string
+		first, again execstore.RunOutcome
+		sameLease    bool
+		wantApplied  bool
+		wantReplayed bool
+	}{
+		{"the same result", execstore.Completed(raw(`{"receipt":"r-1","total":16}`)), execstore.Completed(raw(`{"receipt":"r-1","total":16}`)), true, true, true},
+		{"the same result in another key order", execstore.Completed(raw(`{"receipt":"r-1","total":16}`)), execstore.Completed(raw(`{ "total": 16, "receipt": "r-1" }`)), true, true, true},
+		{"no result, twice", execstore.Completed(nil), execstore.Completed(nil), true, true, true},
+		{"the same failure", execstore.Failed(failure), execstore.Failed(failure), true, true, true},
+		{"another result", execstore.Completed(raw(`{"receipt":"r-1"}`)), execstore.Completed(raw(`{"receipt":"r-2"}`)), true, false, false},
+		{"a result where there was none", execstore.Completed(nil), execstore.Completed(raw(`null`)), true, false, false},
+		{"a failure with another cause", execstore.Failed(failure), execstore.Failed(&execstore.WorkflowError{Name: "PaymentError", Message: "card declined", Code: "DECLINED"}), true, false, false},
+		{"a suspension after the outcome", execstore.Completed(nil), execstore.Suspended(), true, false, false},
+		{"the same result under an older lease", execstore.Completed(raw(`1`)), execstore.Completed(raw(`1`)), false, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
+			older := f.claim(1, time.Minute)[0]
+			lease := older
+			if !tt.sameLease {
+				if err := f.s.Release(ctx, older, 0); err != nil {
+					t.Fatal(err)
+				}
+				lease = f.claim(1, time.Minute)[0]
+			}
+			res, err := f.s.AcknowledgeBatch(ctx, []execstore.Ack{{Lease: lease, Outcome: tt.first}})
+			if err != nil || res[0].Err != nil || !res[0].Applied || res[0].Replayed {
+				t.Fatalf("first acknowledgement: %+v, %v", res, err)
+			}
+			res, err = f.s.AcknowledgeBatch(ctx, []execstore.Ack{{Lease: older, Outcome: tt.again}})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("repeat: %+v, %v", res, err)
+			}
+			if res[0].Applied != tt.wantApplied || res[0].Replayed != tt.wantReplayed {
+				t.Fatalf("repeat: applied %v, replayed %v; want %v, %v", res[0].Applied, res[0].Replayed, tt.wantApplied, tt.wantReplayed)
+			}
+		})
+	}
+}
+
 // SaveStepKept saves a new key's value and says so; for a key saved
 // already it writes nothing and answers the first value, which is kept.
 func TestSaveStepKeptAnswersTheValueThatIsKept(t *testing.T) {

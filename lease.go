@@ -1,11 +1,13 @@
 package execstore
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
 
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/jsonv"
 )
 
 // WakeResult says whether a wake (or a watch) took effect.
@@ -195,11 +197,18 @@ type Ack struct {
 type AckResult struct {
 	Record Record
 	Err    error
-	// Applied says, with a nil Err, whether this acknowledgement recorded
-	// its outcome. It is false for a late or repeated one that found the
-	// execution terminal already: Record then holds the outcome recorded
-	// before, and the acknowledgement's own was not kept.
+	// Applied says, with a nil Err, whether the outcome recorded is this
+	// acknowledgement's. It is false for a late one that found the execution
+	// terminal already with another outcome: Record then holds the outcome
+	// recorded before, and the acknowledgement's own was not kept.
 	Applied bool
+	// Replayed says, with Applied, that the execution was terminal already
+	// with this very outcome, recorded by an acknowledgement under the same
+	// lease: this one repeats it (a retry whose first answer was lost).
+	// Results compare in canonical form (key order and whitespace aside),
+	// errors as recorded. A repeated suspension is not a replay: its lease
+	// ended with it, and it answers ErrLeaseLost.
+	Replayed bool
 }
 
 // AcknowledgeBatch acknowledges several deliveries at once: they are logged
@@ -381,8 +390,44 @@ func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack, o *Out
 	case res.Code == fsm.CodeOK:
 		out.Record = recordInto(&res.Exec, o)
 		out.Applied = !res.Unchanged
+		if res.Unchanged && repeats(&res.Exec, a) {
+			out.Applied, out.Replayed = true, true
+		}
 	default:
 		c := fsm.Command{Kind: fsm.KindAcknowledge, ExecutionID: a.ExecutionID, Token: a.Token}
 		out.Err = resultErr(res, &c)
 	}
+}
+
+// repeats reports whether a is the acknowledgement that made rec terminal,
+// repeated: rec's last lease is a's (no claim came after it) and rec's
+// outcome is a's, results in canonical form. Only an acknowledgement records
+// a completed or failed outcome under a lease with the worker's own content;
+// a cancellation's status and an exhausted attempt's error are the store's.
+func repeats(rec *fsm.Execution, a *fsm.Ack) bool {
+	o := rec.Outcome
+	if o == nil || rec.LastToken != a.Token || o.Status != a.Outcome.Status || o.HasRes != a.Outcome.HasRes {
+		return false
+	}
+	if o.Status != fsm.StatusCompleted && o.Status != fsm.StatusFailed {
+		return false
+	}
+	if o.HasRes && o.Result != a.Outcome.Result {
+		x, errx := jsonv.Canonical(nil, []byte(o.Result))
+		y, erry := jsonv.Canonical(nil, []byte(a.Outcome.Result))
+		if errx != nil || erry != nil || !bytes.Equal(x, y) {
+			return false
+		}
+	}
+	return sameError(o.Error, a.Outcome.Error)
+}
+
+// sameError reports whether two recorded errors are the same, causes too.
+func sameError(x, y *fsm.ErrorInfo) bool {
+	for ; x != nil && y != nil; x, y = x.Cause, y.Cause {
+		if x.Name != y.Name || x.Message != y.Message || x.Code != y.Code {
+			return false
+		}
+	}
+	return x == nil && y == nil
 }

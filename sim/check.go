@@ -276,7 +276,7 @@ func (w *world) checkFull(s *execstore.Store, when string) error {
 // cmp.Diff renders a difference once one is found.
 
 func equalResults(a, b result) bool {
-	if a.Code != b.Code || a.ID != b.ID || a.Wake != b.Wake || a.Found != b.Found ||
+	if a.Code != b.Code || a.ID != b.ID || a.Wake != b.Wake || a.Found != b.Found || a.Applied != b.Applied || a.Replayed != b.Replayed ||
 		!equalBytes(a.Value, b.Value) || !equalLeasePtr(a.Lease, b.Lease) ||
 		(a.Record == nil) != (b.Record == nil) || (a.Record != nil && !equalRecords(*a.Record, *b.Record)) ||
 		(a.Leases == nil) != (b.Leases == nil) || len(a.Leases) != len(b.Leases) ||

@@ -40,6 +40,9 @@ func (w *world) coverResult(o *op, got result) {
 	w.cover("op", string(o.kind), code)
 	for _, b := range got.Batch {
 		w.coverResult(&op{kind: opAck}, b)
+		if b.Replayed {
+			w.cover("op", "ack-batch", "replayed")
+		}
 	}
 }
 
@@ -144,7 +147,7 @@ var RequiredCells = []string{
 	"op/renew/ok", "op/renew/LEASE_LOST", "op/renew/EXECUTION_NOT_FOUND",
 	"op/release/ok", "op/release/LEASE_LOST", "op/release/EXECUTION_NOT_FOUND",
 	"op/ack/ok completed", "op/ack/ok failed", "op/ack/ok suspended", "op/ack/LEASE_LOST", "op/ack/INVALID_ARGUMENT",
-	"op/ack-batch/ok",
+	"op/ack-batch/ok", "op/ack-batch/replayed",
 	"op/save-step/ok", "op/save-step/LEASE_LOST", "op/save-step/INVALID_ARGUMENT",
 	"op/step/ok",
 	"op/start/ok", "op/start/LEASE_LOST", "op/start/START_REQUEST_MISMATCH", "op/start/INVALID_EXECUTION_EVENT",

@@ -39,7 +39,9 @@
 // durations; renewals, releases and acknowledgements (suspended, completed,
 // completed with an unstorable result, failed with a chain of causes,
 // invalid) with current, stale, superseded and made-up leases, alone and in
-// AcknowledgeBatch (one batch, one fsync); releases with and without the
+// AcknowledgeBatch (one batch, one fsync), where a quarter of the batches
+// repeat the latest acknowledgement, lease and outcome, as a worker that lost
+// its answer does, and the model says which answers are replays; releases with and without the
 // error that ended the delivery, so that leases of a last allowed attempt
 // expire and are released; cancellations of running, terminal and unknown
 // executions, and of parents whose children are running, with reasons in

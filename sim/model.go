@@ -1,13 +1,16 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/jsonv"
 )
 
 // model is the reference: API.md's semantics in plain maps and slices, written
@@ -72,6 +75,11 @@ type mexec struct {
 	changeAt            int64  // the time of its latest change
 
 	retired bool // retention dropped its params, context, steps and starts (retire.go)
+
+	// recordedBy is the acknowledgement's outcome that made it terminal;
+	// nil while it is live, or when a cancellation or exhausted attempts
+	// ended it. A repeat of it under the last lease is a replay.
+	recordedBy *outcome
 }
 
 // mstart is a recorded child start: a repeat must match workflow and params
@@ -198,6 +206,10 @@ type result struct {
 	Value  json.RawMessage
 	Found  bool
 	Batch  []result
+	// An acknowledgement's in a batch (AckResult): whether the outcome
+	// recorded is its own, and whether it repeats the acknowledgement that
+	// recorded it.
+	Applied, Replayed bool
 
 	Records   []execstore.Record     // list: every page's records, in order
 	Feed      *execstore.ChangesPage // changes
@@ -512,8 +524,11 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 	e, code := m.current(l)
 	switch {
 	case code != "" && e != nil && e.terminal():
+		// Terminal already: the recorded outcome, this acknowledgement's
+		// own only when it repeats the one that recorded it.
 		rec := m.record(e)
-		return m.nothing(result{Record: &rec})
+		replay := e.recordedBy != nil && e.lastToken == l.Token && o.status != execstore.StatusSuspended && m.sameRecorded(*e.recordedBy, o)
+		return m.nothing(result{Record: &rec, Applied: replay, Replayed: replay})
 	case code != "":
 		return m.nothing(fail(code))
 	}
@@ -529,6 +544,7 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 	} else {
 		out := o.recorded(m.lim)
 		e.status, e.outcome, e.due = out.Status, out, 0
+		e.recordedBy = &o
 		m.changeAt(e, now)
 		m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
 		if e.parent != nil {
@@ -539,7 +555,59 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 		}
 	}
 	rec := m.record(e)
-	return result{Record: &rec}
+	return result{Record: &rec, Applied: true}
+}
+
+// sameRecorded reports whether acknowledging a and b records the same
+// outcome, as the store compares them for a replay. A completed result the
+// store cannot keep is recorded as a failure whose message gives the reason
+// (API.md fixes only its code, so recorded leaves the message out): two such
+// results record the same failure when their reasons are the same, the size
+// of one over the limit or the fault of one that is not JSON.
+func (m *model) sameRecorded(a, b outcome) bool {
+	ra, rb := a.recorded(m.lim), b.recorded(m.lim)
+	if !sameOutcome(ra, rb) {
+		return false
+	}
+	if a.status == execstore.StatusCompleted && ra.Status == execstore.StatusFailed {
+		return unstorable(a.result.data, m.lim) == unstorable(b.result.data, m.lim)
+	}
+	return true
+}
+
+// unstorable is why the store cannot keep a completed result: its size
+// over the limit, or what is wrong with it as JSON.
+func unstorable(data []byte, lim execstore.Limits) string {
+	if len(data) > lim.ValueBytes {
+		return fmt.Sprintf("%d bytes", len(data))
+	}
+	if err := jsonv.Validate(data); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// sameOutcome reports whether two recorded outcomes are the same: status,
+// result in canonical form (API.md: key order and whitespace aside), error
+// with its causes.
+func sameOutcome(a, b *execstore.Outcome) bool {
+	if a == nil || b == nil || a.Status != b.Status || (a.Result == nil) != (b.Result == nil) {
+		return false
+	}
+	if a.Result != nil {
+		x, errx := jsonv.Canonical(nil, a.Result)
+		y, erry := jsonv.Canonical(nil, b.Result)
+		if errx != nil || erry != nil || !bytes.Equal(x, y) {
+			return false
+		}
+	}
+	x, y := a.Error, b.Error
+	for ; x != nil && y != nil; x, y = x.Cause, y.Cause {
+		if x.Name != y.Name || x.Message != y.Message || x.Code != y.Code {
+			return false
+		}
+	}
+	return x == nil && y == nil
 }
 
 func (m *model) saveStep(l execstore.Lease, key string, v value, clock int64) result {

@@ -128,6 +128,7 @@ func (o *op) call(s *execstore.Store) result {
 		out := result{Batch: make([]result, len(res))}
 		for i, r := range res {
 			out.Batch[i] = recordResult(r.Record, r.Err)
+			out.Batch[i].Applied, out.Batch[i].Replayed = r.Applied, r.Replayed
 		}
 		return out
 	case opSaveStep:
@@ -198,7 +199,9 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 	case opCancel:
 		return m.cancel(o.id, o.reason, clock)
 	case opAck:
-		return m.acknowledge(o.lease, o.out, clock)
+		r := m.acknowledge(o.lease, o.out, clock)
+		r.Applied, r.Replayed = false, false // Acknowledge answers the record alone
+		return r
 	case opAckBatch:
 		// The batch writes nothing when none of its acknowledgements does.
 		out, quiet := result{Batch: make([]result, len(o.acks))}, true
@@ -382,6 +385,9 @@ func (r result) describe(t *trace) string {
 	}
 	if r.Found {
 		fmt.Fprintf(&b, " %s", r.Value)
+	}
+	if r.Replayed {
+		b.WriteString(" replayed")
 	}
 	for _, e := range r.Batch {
 		fmt.Fprintf(&b, " [%s]", e.describe(t))

@@ -426,14 +426,23 @@ func (w *world) treeRoots() []string {
 }
 
 func (w *world) genAck() *op {
-	return &op{kind: opAck, lease: w.pickLease(), out: w.pickOutcome()}
+	o := &op{kind: opAck, lease: w.pickLease(), out: w.pickOutcome()}
+	w.lastAck = &ackArg{lease: o.lease, out: o.out}
+	return o
 }
 
 // genAckBatch acknowledges several executions at once (one batch, one
-// fsync): distinct executions, some of the leases stale.
+// fsync): distinct executions, some of the leases stale. A quarter of the
+// batches first repeat the latest acknowledgement generated, lease and
+// outcome, as a worker retries one whose answer it lost: a replay if it
+// recorded the outcome.
 func (w *world) genAckBatch() *op {
 	o := &op{kind: opAckBatch}
 	seen := map[string]bool{}
+	if w.lastAck != nil && w.pick(4) == 0 {
+		o.acks = append(o.acks, *w.lastAck)
+		seen[w.lastAck.lease.ExecutionID] = true
+	}
 	for range 2 + w.pick(4) {
 		l := w.pickLease()
 		if seen[l.ExecutionID] {
@@ -441,6 +450,7 @@ func (w *world) genAckBatch() *op {
 		}
 		seen[l.ExecutionID] = true
 		o.acks = append(o.acks, ackArg{lease: l, out: w.pickOutcome()})
+		w.lastAck = &o.acks[len(o.acks)-1]
 	}
 	return o
 }

@@ -64,6 +64,7 @@ type world struct {
 	stepKeys []string
 	kvKeys   []string
 	leases   []execstore.Lease           // every lease a claim returned, for stale use
+	lastAck  *ackArg                     // the latest acknowledgement generated, to repeat
 	maxToken map[string]uint64           // the highest token handed out, per execution
 	terminal map[string]execstore.Record // the first terminal record seen, per execution
 	millis   map[int64]bool              // milliseconds used for generated IDs

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -40,6 +41,12 @@ func (l leaseRefJSON) lease() execstore.Lease {
 type claimBody struct {
 	Limit           int    `json:"limit"`
 	LeaseDurationMs millis `json:"leaseDurationMs"`
+	// WithExecutions asks for each lease's execution as a delivery needs it
+	// (deliveries.go), so that running it takes no further read.
+	WithExecutions bool `json:"withExecutions,omitempty"`
+	// WaitMs, when nothing is due, holds the claim until something is, for
+	// up to this long (claimWaiting).
+	WaitMs millis `json:"waitMs,omitempty"`
 }
 
 func (a *api) claim(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +54,13 @@ func (a *api) claim(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	leases, err := a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
+	if !a.checkWait(w, body.WaitMs) {
+		return
+	}
+	claim := func() ([]execstore.Lease, error) {
+		return a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
+	}
+	leases, err := a.claimWaiting(r.Context(), claim, claim, body.WaitMs.duration())
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -58,7 +71,13 @@ func (a *api) claim(w http.ResponseWriter, r *http.Request) {
 	}
 	// now is the store's time after the claim (Store.Now): a worker decides
 	// with it, not with its own clock, whether a wake it waits for has come.
-	writeJSON(w, http.StatusOK, map[string]any{"leases": out, "now": a.store.Now()})
+	answer := map[string]any{"leases": out, "now": a.store.Now()}
+	if body.WithExecutions {
+		if d := a.deliveries(r.Context(), leases); d != nil {
+			answer["executions"] = d
+		}
+	}
+	writeJSON(w, http.StatusOK, answer)
 }
 
 type renewBody struct {
@@ -107,16 +126,18 @@ type acknowledgeBody struct {
 }
 
 // acknowledgedJSON is an acknowledgement's answer: the record afterwards and
-// whether this acknowledgement recorded its outcome. applied is false for a
-// late or repeated acknowledgement that found the execution terminal
-// already: the record holds the outcome recorded before.
+// whether the outcome recorded is this acknowledgement's (AckResult.Applied
+// and Replayed): applied is false for a late acknowledgement that found the
+// execution terminal with another outcome; a repeat of the one that recorded
+// it is applied and replayed.
 type acknowledgedJSON struct {
 	recordJSON
-	Applied bool `json:"applied"`
+	Applied  bool `json:"applied"`
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 func acknowledgedOut(res execstore.AckResult) acknowledgedJSON {
-	return acknowledgedJSON{recordJSON: recordOut(res.Record), Applied: res.Applied}
+	return acknowledgedJSON{recordJSON: recordOut(res.Record), Applied: res.Applied, Replayed: res.Replayed}
 }
 
 func (o *outcomeJSON) runOutcome() execstore.RunOutcome {
@@ -191,6 +212,8 @@ type acknowledgeAndClaimBody struct {
 	Acknowledgements []acknowledgeBody `json:"acknowledgements"`
 	Limit            int               `json:"limit"`
 	LeaseDurationMs  millis            `json:"leaseDurationMs"`
+	WithExecutions   bool              `json:"withExecutions,omitempty"` // as claimBody's
+	WaitMs           millis            `json:"waitMs,omitempty"`         // as claimBody's
 }
 
 // acknowledgeAndClaim acknowledges deliveries and claims more in one batch
@@ -202,8 +225,19 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
+	if !a.checkWait(w, body.WaitMs) {
+		return
+	}
 	acks, merge := batchAcks(body.Acknowledgements)
-	results, leases, err := a.store.AcknowledgeAndClaim(r.Context(), acks, body.Limit, body.LeaseDurationMs.duration())
+	var results []execstore.AckResult
+	first := func() (leases []execstore.Lease, err error) {
+		results, leases, err = a.store.AcknowledgeAndClaim(r.Context(), acks, body.Limit, body.LeaseDurationMs.duration())
+		return leases, err
+	}
+	again := func() ([]execstore.Lease, error) {
+		return a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
+	}
+	leases, err := a.claimWaiting(r.Context(), first, again, body.WaitMs.duration())
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -212,7 +246,13 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 	for i, l := range leases {
 		out[i] = leaseOut(l)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"results": ackResultsOut(merge(results)), "leases": out, "now": a.store.Now()})
+	answer := map[string]any{"results": ackResultsOut(merge(results)), "leases": out, "now": a.store.Now()}
+	if body.WithExecutions {
+		if d := a.deliveries(r.Context(), leases); d != nil {
+			answer["executions"] = d
+		}
+	}
+	writeJSON(w, http.StatusOK, answer)
 }
 
 type checkOutcomeBody struct {
@@ -318,4 +358,52 @@ func batchAcks(body []acknowledgeBody) (acks []execstore.Ack, merge func([]execs
 		return all
 	}
 	return acks, merge
+}
+
+// claimWaitMax caps a claim's waitMs, as ?wait= of GET /v1/changes is
+// capped: a waiting claim holds a connection and a goroutine.
+const claimWaitMax = changesWaitMax
+
+// checkWait answers 422 for a claim's waitMs over claimWaitMax.
+func (a *api) checkWait(w http.ResponseWriter, wait millis) bool {
+	if wait.duration() > claimWaitMax {
+		writeError(w, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED", fmt.Sprintf("waitMs is longer than the limit of %d", claimWaitMax.Milliseconds()))
+		return false
+	}
+	return true
+}
+
+// claimWaiting runs first, a claim (with acknowledgements before it, for
+// acknowledge-and-claim). If it leased nothing and wait is positive, it
+// waits until an execution may have become due (the store's DueChanged, or
+// the time of its earliest pending wake), at most wait in all, and claims
+// again with again, until a claim leases something or the wait is over. A
+// request that ends while it waits has claimed nothing.
+func (a *api) claimWaiting(ctx context.Context, first, again func() ([]execstore.Lease, error), wait time.Duration) ([]execstore.Lease, error) {
+	deadline := time.Now().Add(wait)
+	claim := first
+	for {
+		changed := a.store.DueChanged() // before the claim, so that no change between is missed
+		leases, err := claim()
+		if err != nil || len(leases) > 0 || wait <= 0 {
+			return leases, err
+		}
+		claim = again
+		left := time.Until(deadline)
+		if left <= 0 {
+			return leases, nil
+		}
+		if next, err := a.store.NextDue(ctx); err == nil && !next.IsZero() {
+			left = min(left, max(next.Sub(a.store.Now()), time.Millisecond))
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return leases, nil
+		}
+		t.Stop()
+	}
 }

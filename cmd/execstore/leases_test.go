@@ -79,9 +79,14 @@ func TestHTTPARepeatedAcknowledgementAnswersTheRecordedOutcomeNotApplied(t *test
 	for _, outcome := range []string{`{"status":"completed","result":"second"}`, `{"status":"suspended"}`} {
 		again := s.expect("POST", "/v1/leases/acknowledge", `{"lease":`+lease+`,"outcome":`+outcome+`}`, 200, "")
 		o, _ := again["outcome"].(map[string]any)
-		if again["applied"] != false || o["result"] != "first" {
+		if again["applied"] != false || again["replayed"] != nil || o["result"] != "first" {
 			t.Fatalf("repeated acknowledgement %s: %v, want the first outcome with applied false", outcome, again)
 		}
+	}
+	// The same outcome again (a retry whose answer was lost) is a replay.
+	again := s.expect("POST", "/v1/leases/acknowledge", `{"lease":`+lease+`,"outcome":{"status":"completed","result":"first"}}`, 200, "")
+	if again["applied"] != true || again["replayed"] != true {
+		t.Fatalf("the acknowledgement repeated: %v, want applied and replayed", again)
 	}
 }
 

@@ -205,7 +205,10 @@ export interface paths {
          * @description Earliest due first (ties by ID). A claimed lease covers every wake pending at the claim.
          *     An execution whose last allowed attempt's lease expired is failed instead of leased.
          *     `now` is the store's time after the claim: decide with it, not with your own clock,
-         *     whether a wake you wait for has come.
+         *     whether a wake you wait for has come. With `waitMs`, a claim that finds nothing due
+         *     waits for an execution to become due, up to `waitMs`, instead of answering none at
+         *     once: an idle worker needs no polling. A request that ends while it waits has claimed
+         *     nothing.
          */
         post: operations["claim"];
         delete?: never;
@@ -272,8 +275,11 @@ export interface paths {
          *       always end: check a result first with `POST /v1/outcomes/check`. A failed outcome's
          *       error messages are cut to 16 KiB and its `cause` chain to 8 causes.
          *     - With a lease that is no longer current: if the execution is terminal, nothing changes
-         *       and the answer is the recorded outcome with `applied: false` (your outcome was not
-         *       kept); otherwise 409 `LEASE_LOST`.
+         *       and the answer is the recorded outcome: with `applied: true, replayed: true` when it is
+         *       this very outcome, recorded under the same lease (a retry whose first answer was lost),
+         *       else with `applied: false` (your outcome was not kept). A suspension repeated after
+         *       its lease ended, or any acknowledgement with a lease of an execution not terminal,
+         *       answers 409 `LEASE_LOST`: the execution is due at its wake either way.
          */
         post: operations["acknowledge"];
         delete?: never;
@@ -684,6 +690,38 @@ export interface components {
         Millis: number;
         /** @description Milliseconds, at least 1. */
         PositiveMillis: number;
+        /**
+         * @description A claimed execution as its delivery needs it, read right after the claim: params, context
+         *     and parent never change, and while the lease is current only its holder saves steps. The
+         *     steps are the first ones in key order up to 1 MiB of values (a larger step comes alone),
+         *     and 16 MiB over the whole answer; `moreSteps` says some were left out, to read with
+         *     `GET /v1/executions/{id}/steps/{key}` when needed.
+         */
+        Delivery: {
+            executionId: string;
+            workflowId: string;
+            /** @description As admitted; absent if none. */
+            params?: components["schemas"]["Params"];
+            /** @description As admitted; absent if none. */
+            context?: {
+                [key: string]: string;
+            };
+            /** @description The execution, and its step, that started this one. */
+            parent?: {
+                executionId: string;
+                stepKey: string;
+            };
+            /** @description This delivery's number (the lease's token). */
+            attempt: number;
+            /** @description The admission's attempt bound; 0 for none. */
+            maxAttempts: number;
+            steps: {
+                key: string;
+                value: components["schemas"]["JSONValue"];
+            }[];
+            /** @description Present (true) when saved steps were left out. */
+            moreSteps?: boolean;
+        };
         /** @description A claim on one execution, fenced by its token. */
         Lease: {
             executionId: string;
@@ -797,6 +835,7 @@ export interface components {
             /** @enum {unknown} */
             status: "admitted" | "suspended";
             applied: components["schemas"]["Applied"];
+            replayed?: components["schemas"]["Replayed"];
         } & (WithRequired<components["schemas"]["RecordFields"], "executionId" | "workflowId" | "status" | "admittedAt" | "updatedAt" | "attempts" | "maxAttempts"> & {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -811,6 +850,7 @@ export interface components {
             /** @description How it ended. */
             outcome: components["schemas"]["Outcome"];
             applied: components["schemas"]["Applied"];
+            replayed?: components["schemas"]["Replayed"];
         } & (WithRequired<components["schemas"]["RecordFields"], "executionId" | "workflowId" | "status" | "admittedAt" | "updatedAt" | "attempts" | "maxAttempts"> & {
             /**
              * @description discriminator enum property added by openapi-typescript
@@ -818,8 +858,10 @@ export interface components {
              */
             status: "completed" | "failed" | "cancelled";
         });
-        /** @description false: the execution was terminal already; the record holds the outcome recorded before, and this acknowledgement's was not kept. */
+        /** @description Whether the outcome recorded is this acknowledgement's. false: the execution was terminal already with another outcome (or this is a suspension); the record holds the outcome recorded before, and this acknowledgement's was not kept. */
         Applied: boolean;
+        /** @description Present (true, with `applied` true) when the execution was terminal already with this very outcome, recorded under the same lease: this acknowledgement repeats it, a retry whose first answer was lost. Results compare in canonical form (key order and whitespace aside). */
+        Replayed: boolean;
         RecordFields: {
             executionId?: string;
             workflowId?: string;
@@ -1516,13 +1558,18 @@ export interface operations {
                 /**
                  * @example {
                  *       "limit": 10,
-                 *       "leaseDurationMs": 30000
+                 *       "leaseDurationMs": 30000,
+                 *       "withExecutions": true
                  *     }
                  */
                 "application/json": {
                     /** @description 1 to 10000 (the store's ClaimLimit). */
                     limit: number;
                     leaseDurationMs: components["schemas"]["PositiveMillis"];
+                    /** @description Answer `executions` too: each lease's execution as a delivery needs it. Default false. */
+                    withExecutions?: boolean;
+                    /** @description When nothing is due, wait up to this long for something to be (a pending wake's time, an admission, a release...) and claim it then; over 60000: 422. Default 0: answer at once. */
+                    waitMs?: number;
                 };
             };
         };
@@ -1538,8 +1585,30 @@ export interface operations {
                      *       "leases": [
                      *         {
                      *           "executionId": "order-42",
-                     *           "token": 1,
+                     *           "token": 2,
                      *           "expiresAt": "2026-01-02T12:00:30Z"
+                     *         }
+                     *       ],
+                     *       "executions": [
+                     *         {
+                     *           "executionId": "order-42",
+                     *           "workflowId": "charge-order",
+                     *           "params": {
+                     *             "order": 42
+                     *           },
+                     *           "context": {
+                     *             "tenant": "shop"
+                     *           },
+                     *           "attempt": 2,
+                     *           "maxAttempts": 0,
+                     *           "steps": [
+                     *             {
+                     *               "key": "reserve",
+                     *               "value": {
+                     *                 "hold": "h-7"
+                     *               }
+                     *             }
+                     *           ]
                      *         }
                      *       ],
                      *       "now": "2026-01-02T12:00:00Z"
@@ -1547,6 +1616,8 @@ export interface operations {
                      */
                     "application/json": {
                         leases: components["schemas"]["Lease"][];
+                        /** @description With `withExecutions`: what running each lease's execution needs, in the leases' order (absent if the store closed before they were read). */
+                        executions?: components["schemas"]["Delivery"][];
                         /** Format: date-time */
                         now: string;
                     };
@@ -1819,6 +1890,10 @@ export interface operations {
                     /** @description 1 to 10000 (the store's ClaimLimit). */
                     limit: number;
                     leaseDurationMs: components["schemas"]["PositiveMillis"];
+                    /** @description Answer `executions` too: each lease's execution as a delivery needs it. Default false. */
+                    withExecutions?: boolean;
+                    /** @description When nothing is due, wait up to this long for something to be (a pending wake's time, an admission, a release...) and claim it then; over 60000: 422. Default 0: answer at once. */
+                    waitMs?: number;
                 };
             };
         };
@@ -1859,6 +1934,8 @@ export interface operations {
                     "application/json": {
                         results: (components["schemas"]["Acknowledged"] | components["schemas"]["ErrorBody"])[];
                         leases: components["schemas"]["Lease"][];
+                        /** @description With `withExecutions`: what running each lease's execution needs, in the leases' order (absent if the store closed before they were read). */
+                        executions?: components["schemas"]["Delivery"][];
                         /** Format: date-time */
                         now: string;
                     };
