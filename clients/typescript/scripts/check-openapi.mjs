@@ -5,9 +5,10 @@
 //  3. test/types.ts type-checks against those types: what a user must be able
 //     to write compiles, and every @ts-expect-error refusal still refuses;
 //  4. a second generator, @hey-api/openapi-ts, generates types too, and
-//     test/heyapi.ts type-checks against them.
+//     test/heyapi.ts type-checks against them;
+//  5. the README's TypeScript snippet type-checks against this package.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -36,9 +37,17 @@ try {
   run("type-check test/types.ts", bin("tsc"), ["-p", "."]);
   run("generate (@hey-api/openapi-ts)", bin("openapi-ts"), ["-i", "../../openapi.yaml", "-o", "generated-heyapi", "--silent"]);
   run("type-check test/heyapi.ts", bin("tsc"), ["-p", "tsconfig.heyapi.json"]);
+  const readme = readFileSync("../../README.md", "utf8").match(/```ts\n([\s\S]*?)```/);
+  if (!readme) {
+    console.error("check-openapi: the README has no TypeScript snippet");
+    process.exit(1);
+  }
+  writeFileSync("readme-snippet.check.ts", readme[1].replaceAll('"@execstore/client"', '"./src/index.js"') + "\nexport {};\n");
+  run("type-check the README's TypeScript snippet", bin("tsc"), ["-p", "tsconfig.readme.json"]);
 } catch (err) {
   if (err.message !== "stop") throw err;
 } finally {
   rmSync(scratch, { recursive: true, force: true });
   rmSync("generated-heyapi", { recursive: true, force: true });
+  rmSync("readme-snippet.check.ts", { force: true });
 }

@@ -1,0 +1,84 @@
+// The client against the real binary: typed answers, typed errors, and the
+// answers a retry gets.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { Client, ExecutionIdConflictError, InvalidArgumentError, LeaseLostError, NotFoundError, UnauthorizedError } from "../src/index.js";
+import { Server } from "./server.js";
+
+describe("Client", () => {
+  let server: Server;
+  let client: Client;
+  before(async () => {
+    server = await Server.start();
+    client = new Client({ baseUrl: server.url });
+  });
+  after(() => server.stop());
+
+  test("admits once: a repeat is a conflict that says whether it is the same event", async () => {
+    type Order = { order: number; lines: { sku: string; qty: number }[] };
+    const params: Order = { order: 42, lines: [{ sku: "a-1", qty: 2 }] };
+    assert.deepEqual(await client.admit<Order>({ executionId: "order-42", workflowId: "charge", params }), { executionId: "order-42" });
+    await assert.rejects(client.admit({ executionId: "order-42", workflowId: "charge", params }), (err) => {
+      assert.ok(err instanceof ExecutionIdConflictError);
+      assert.equal(err.sameEvent, true);
+      assert.equal(err.status, 409);
+      return true;
+    });
+    await assert.rejects(client.admit({ executionId: "order-42", workflowId: "charge", params: { order: 43, lines: [] } }), (err) => {
+      assert.ok(err instanceof ExecutionIdConflictError && err.sameEvent === false);
+      return true;
+    });
+    const rec = await client.get<Order>("order-42");
+    assert.equal(rec.status, "admitted");
+    assert.deepEqual(rec.params, params);
+  });
+
+  test("refuses what it cannot keep with a typed error", async () => {
+    await assert.rejects(client.admit({ executionId: "", workflowId: "w" }), InvalidArgumentError);
+    await assert.rejects(client.admit({ executionId: "..", workflowId: "w" }), InvalidArgumentError);
+    await assert.rejects(client.get("nobody"), NotFoundError);
+  });
+
+  test("a delivery: claim with executions, steps, replayed answers, a lost lease", async () => {
+    await client.admit({ executionId: "ship-1", workflowId: "ship", params: { to: "Lyon" }, context: { tenant: "shop" } });
+    const claimed = await client.claim({ limit: 10, leaseDurationMs: 30_000, withExecutions: true });
+    const i = claimed.leases.findIndex((l) => l.executionId === "ship-1");
+    assert.ok(i >= 0, "ship-1 was claimed");
+    const lease = claimed.leases[i]!;
+    const exec = claimed.executions![i]!;
+    assert.deepEqual(exec.params, { to: "Lyon" });
+    assert.deepEqual(exec.context, { tenant: "shop" });
+    assert.deepEqual(exec.steps, []);
+
+    assert.deepEqual(await client.step("ship-1", "label"), { saved: false });
+    assert.deepEqual(await client.saveStep(lease, "label", { id: "L-1" }), { applied: true, value: { id: "L-1" } });
+    assert.deepEqual(await client.saveStep(lease, "label", { id: "L-1" }), { applied: true, replayed: true, value: { id: "L-1" } });
+    assert.deepEqual(await client.saveStep(lease, "label", { id: "L-2" }), { applied: false, value: { id: "L-1" } });
+    assert.deepEqual(await client.step("ship-1", "label"), { saved: true, value: { id: "L-1" } });
+
+    const first = await client.acknowledge(lease, { status: "completed", result: { shipped: true } });
+    assert.equal(first.applied, true);
+    assert.equal(first.replayed, undefined);
+    const again = await client.acknowledge(lease, { status: "completed", result: { shipped: true } });
+    assert.equal(again.applied, true);
+    assert.equal(again.replayed, true);
+    const other = await client.acknowledge(lease, { status: "completed", result: { shipped: false } });
+    assert.equal(other.applied, false);
+    if (other.status === "completed") assert.deepEqual(other.outcome.result, { shipped: true });
+    await assert.rejects(client.renew(lease, 1000), LeaseLostError);
+  });
+
+  test("a server with a token refuses a client without it", async () => {
+    // The binary reads its token from its environment, which it inherits.
+    process.env.EXECSTORE_TOKEN = "a-token-of-sixteen-bytes-or-more";
+    const withToken = await Server.start();
+    delete process.env.EXECSTORE_TOKEN;
+    try {
+      await assert.rejects(new Client({ baseUrl: withToken.url }).stats(), UnauthorizedError);
+      const stats = await new Client({ baseUrl: withToken.url, token: "a-token-of-sixteen-bytes-or-more" }).stats();
+      assert.equal(typeof stats, "object");
+    } finally {
+      await withToken.stop();
+    }
+  });
+});
