@@ -1,0 +1,62 @@
+"""The client against the real binary: answers, typed errors, and what a retry gets."""
+
+import pytest
+
+from execstore_client import (Client, ExecutionIdConflictError, InvalidArgumentError, LeaseLostError,
+                              NotFoundError, UnauthorizedError)
+
+
+def test_admits_once_and_a_repeat_says_whether_it_is_the_same_event(server):
+    client = Client(server.url)
+    params = {"order": 42, "lines": [{"sku": "a-1", "qty": 2}]}
+    assert client.admit("charge", "order-42", params) == {"executionId": "order-42"}
+    with pytest.raises(ExecutionIdConflictError) as same:
+        client.admit("charge", "order-42", params)
+    assert same.value.same_event and same.value.status == 409
+    with pytest.raises(ExecutionIdConflictError) as other:
+        client.admit("charge", "order-42", {"order": 43})
+    assert not other.value.same_event
+    rec = client.get("order-42")
+    assert rec["status"] == "admitted" and rec["params"] == params
+
+
+def test_refuses_what_it_cannot_keep_with_typed_errors(server):
+    client = Client(server.url)
+    for bad in ("", ".", ".."):
+        with pytest.raises(InvalidArgumentError):
+            client.admit("w", bad)
+    with pytest.raises(NotFoundError):
+        client.get("nobody")
+
+
+def test_a_delivery_with_executions_steps_replays_and_a_lost_lease(server):
+    client = Client(server.url)
+    client.admit("ship", "ship-1", {"to": "Lyon"}, {"tenant": "shop"})
+    claimed = client.claim(10, 30000, with_executions=True)
+    i = [l["executionId"] for l in claimed["leases"]].index("ship-1")
+    lease, execution = claimed["leases"][i], claimed["executions"][i]
+    assert execution["params"] == {"to": "Lyon"} and execution["context"] == {"tenant": "shop"}
+    assert execution["steps"] == [] and execution["attempt"] == 1
+
+    assert client.step("ship-1", "label") == {"saved": False}
+    assert client.save_step(lease, "label", {"id": "L-1"}) == {"applied": True, "value": {"id": "L-1"}}
+    assert client.save_step(lease, "label", {"id": "L-1"}) == {"applied": True, "replayed": True, "value": {"id": "L-1"}}
+    assert client.save_step(lease, "label", {"id": "L-2"}) == {"applied": False, "value": {"id": "L-1"}}
+    assert client.step("ship-1", "label") == {"saved": True, "value": {"id": "L-1"}}
+
+    first = client.acknowledge(lease, {"status": "completed", "result": {"shipped": True}})
+    assert first["applied"] and "replayed" not in first
+    again = client.acknowledge(lease, {"status": "completed", "result": {"shipped": True}})
+    assert again["applied"] and again["replayed"]
+    other = client.acknowledge(lease, {"status": "completed", "result": {"shipped": False}})
+    assert not other["applied"] and other["outcome"]["result"] == {"shipped": True}
+    with pytest.raises(LeaseLostError):
+        client.renew(lease, 1000)
+
+
+def test_a_server_with_a_token_refuses_a_client_without_it(make_server):
+    token = "a-token-of-sixteen-bytes-or-more"
+    guarded = make_server("--nosync", env={"EXECSTORE_TOKEN": token})
+    with pytest.raises(UnauthorizedError):
+        Client(guarded.url).stats()
+    assert isinstance(Client(guarded.url, token=token).stats(), dict)
