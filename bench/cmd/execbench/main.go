@@ -26,7 +26,7 @@ func main() {
 	out := flag.String("out", "", "directory for RESULTS.md and the charts (default results, or results/quick in the quick mode)")
 	dur := flag.Duration("duration", 0, "one timed run (default 0.5s quick, 2s full)")
 	reps := flag.Int("reps", 0, "repetitions of each configuration (default 1 quick, 3 full)")
-	workloads := flag.String("workloads", "abcdef", "workloads to run")
+	workloads := flag.String("workloads", "abcdefg", "workloads to run: (a) admission, (b) claim + complete, (c) end to end, (d) duplicate storm, (e) the scale curve, (f) a CPU profile, (g) workers over HTTP")
 	tmp := flag.String("tmp", "", "directory for the stores (default: the system's temporary directory)")
 	only := flag.String("only", "", "run only the contenders whose name contains this")
 	claimMode := flag.String("claim-mode", harness.ClaimModeBoth, `workloads (b) and (e), how claimers run: "`+harness.ClaimModeTwo+

@@ -15,7 +15,8 @@ type Plan struct {
 	StormSize   int   // (d): triggers
 	ProfileSize int   // (f): pending executions when the profile starts
 	ProfileTime time.Duration
-	Workloads   string // letters of the workloads to run, e.g. "abcdef"
+	HTTPSize    int    // (g): executions per run
+	Workloads   string // letters of the workloads to run, e.g. "abcdefg"
 }
 
 // QuickPlan is the CI mode: seconds per contender, no PostgreSQL.
@@ -30,7 +31,8 @@ func QuickPlan() Plan {
 		StormSize:   4_000,
 		ProfileSize: 400_000,
 		ProfileTime: time.Second,
-		Workloads:   "abcdef",
+		HTTPSize:    2_000,
+		Workloads:   "abcdefg",
 	}
 }
 
@@ -47,7 +49,8 @@ func FullPlan(dsn string) Plan {
 		StormSize:   20_000,
 		ProfileSize: 2_000_000,
 		ProfileTime: 4 * time.Second,
-		Workloads:   "abcdef",
+		HTTPSize:    100_000,
+		Workloads:   "abcdefg",
 	}
 }
 
@@ -71,6 +74,7 @@ func (r *Runner) Run(ctx context.Context, p Plan) error {
 		{'c', r.runE2E},
 		{'d', r.runStorm},
 		{'f', r.runProfile},
+		{'g', func(ctx context.Context, p Plan) error { return r.HTTP(ctx, p.HTTPSize) }},
 	}
 	for _, st := range steps {
 		if st.w == 'b' && !p.runs('b') && !p.runs('e') {

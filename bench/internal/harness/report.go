@@ -56,6 +56,7 @@ func WriteReport(out string, m *Meta, p Plan, res *Results) error {
 	writeScale(w, res)
 	writeE2E(w, res)
 	writeStorm(w, res)
+	writeHTTP(w, res)
 	writeProfiles(w, res)
 	if len(res.Notes) > 0 {
 		w("\n## Notes\n\n")
@@ -505,4 +506,26 @@ func redactDSN(dsn string) string {
 		return ""
 	}
 	return "postgres (a throwaway cluster on 127.0.0.1)"
+}
+
+func writeHTTP(w writer, res *Results) {
+	if len(res.HTTP) == 0 {
+		return
+	}
+	w("## (g) Workers over HTTP\n\n")
+	w("The binary serves a fresh store on 127.0.0.1; %d producers admit %s executions over HTTP while a worker runs them: "+
+		"each round acknowledges the last one's outcomes and claims more in one request (`acknowledge-and-claim`, with the executions, waiting on the server when idle), "+
+		"and each execution saves one step. The rate runs from the first admission to the last completion; requests per execution are the worker's "+
+		"(admission is one more, the producer's). CPU is each process's, in cores on average over the run (the Go worker shares its process with the producers).\n\n",
+		httpProducers, thousands(float64(res.HTTP[0].Executions)))
+	w("| worker | durability | executions/s | requests per execution | server CPU | worker CPU | producer CPU |\n| --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range res.HTTP {
+		producers := "(in the worker's)"
+		if len(r.ProducerCPU) > 0 {
+			producers = fmt.Sprintf("%.2f", r.ProducerCPU.Median())
+		}
+		w("| %s | %s | %s | %.2f | %.2f | %.2f | %s |\n", r.Worker, durability(r.Durable), rateCell(r.Rate), r.PerExec,
+			r.ServerCPU.Median(), r.WorkerCPU.Median(), producers)
+	}
+	w("\n")
 }

@@ -12,6 +12,7 @@ type Results struct {
 	Scale        []ScaleRow
 	E2E          []E2ERow
 	Storm        []StormRow
+	HTTP         []HTTPRow `json:",omitempty"`
 	Profiles     []Profile
 	Notes        []string // what was skipped, and why
 }
