@@ -378,7 +378,9 @@ func (a *api) checkWait(w http.ResponseWriter, wait millis) bool {
 // waits until an execution may have become due (the store's DueChanged, or
 // the time of its earliest pending wake), at most wait in all, and claims
 // again with again, until a claim leases something or the wait is over. A
-// request that ends while it waits has claimed nothing.
+// request that ends while it waits has claimed nothing, and so has one
+// waiting when the server starts shutting down: it answers at once, so that
+// the shutdown does not wait for it.
 func (a *api) claimWaiting(ctx context.Context, first, again func() ([]execstore.Lease, error), wait time.Duration) ([]execstore.Lease, error) {
 	deadline := time.Now().Add(wait)
 	claim := first
@@ -401,6 +403,9 @@ func (a *api) claimWaiting(ctx context.Context, first, again func() ([]execstore
 		case <-changed:
 		case <-t.C:
 		case <-ctx.Done():
+			t.Stop()
+			return leases, nil
+		case <-a.drain:
 			t.Stop()
 			return leases, nil
 		}

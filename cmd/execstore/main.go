@@ -180,12 +180,15 @@ type serveConfig struct {
 	tlsCert, tlsKey string              // both or neither
 	metrics         prometheus.Gatherer // what /metrics exports; nil: the store's gauges alone
 	staleReads      bool                // a replica answers GETs from its own state (cluster.go)
+	drain           <-chan struct{}     // closed as the server starts shutting down (set by serveHTTP)
 }
 
 // serveHTTP serves the API on ln until ctx ends, then shuts down: it stops
 // accepting, lets requests in flight finish (up to ten seconds), and closes
 // the store.
 func serveHTTP(ctx context.Context, ln net.Listener, store *execstore.Store, logger *slog.Logger, cfg serveConfig) error {
+	drain := make(chan struct{})
+	cfg.drain = drain
 	srv := &http.Server{
 		Handler:           newHandler(store, logger, cfg),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -201,6 +204,7 @@ func serveHTTP(ctx context.Context, ln net.Listener, store *execstore.Store, log
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(func() { close(drain) })
 	errc := make(chan error, 1)
 	scheme := "http"
 	if cfg.tlsCert != "" {

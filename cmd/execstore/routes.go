@@ -28,6 +28,10 @@ import (
 type api struct {
 	store  *execstore.Store
 	logger *slog.Logger
+	// drain is closed when the server starts shutting down: a claim that
+	// waits for work answers at once (claimWaiting), so that it does not
+	// hold the shutdown. nil (never closed) for a mux without a server.
+	drain <-chan struct{}
 }
 
 // routeKind says how a route answers.
@@ -122,8 +126,8 @@ func routeTable(a *api, u *webUI, metrics http.Handler) []route {
 // largest body its body type can take under the store's Limits (limits.go),
 // and a route that declares no body reads none. /metrics exports reg (nil:
 // the store's gauges alone).
-func newMux(store *execstore.Store, logger *slog.Logger, reg prometheus.Gatherer) http.Handler {
-	a := &api{store: store, logger: logger}
+func newMux(store *execstore.Store, logger *slog.Logger, reg prometheus.Gatherer, drain <-chan struct{}) http.Handler {
+	a := &api{store: store, logger: logger, drain: drain}
 	u := &webUI{store: store, logger: logger}
 	lim := store.Limits()
 	mux := http.NewServeMux()
@@ -166,7 +170,7 @@ func refuseHead(allow string, next http.HandlerFunc) http.HandlerFunc {
 // newHandler is everything serve answers: the routes behind the token check
 // (auth.go), each request logged (logging.go).
 func newHandler(store *execstore.Store, logger *slog.Logger, cfg serveConfig) http.Handler {
-	mux := newMux(store, logger, cfg.metrics)
+	mux := newMux(store, logger, cfg.metrics, cfg.drain)
 	// After the token check: a follower forwards only requests it accepted.
 	return logRequests(logger, requireToken(cfg.token, isPublic, forwardToLeader(store, cfg.staleReads, mux)))
 }

@@ -16,7 +16,7 @@ import (
 // newAPI serves every route of the table, without the token check, the
 // forwarding and the request log that newHandler puts around them.
 func newAPI(store *execstore.Store, logger *slog.Logger) http.Handler {
-	return newMux(store, logger, nil)
+	return newMux(store, logger, nil, nil)
 }
 
 // server is a test's HTTP server over a store of its own; the handler tests

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -307,5 +308,67 @@ func TestServeShutsDownCleanlyAndClosesTheStore(t *testing.T) {
 	defer again.Close()
 	if _, err := again.Get(context.Background(), "e"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A claim that waits for work does not hold a shutdown: once the server
+// starts shutting down, it answers at once with no leases, and serve
+// returns without waiting out its drain deadline.
+func TestServeAnswersAWaitingClaimWhenItShutsDown(t *testing.T) {
+	store, err := execstore.Open(t.TempDir(), execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &watchedListener{Listener: inner, bodyRead: make(chan struct{}), closed: make(chan struct{})}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- serveUntil(ctx, ln, store, slog.New(slog.DiscardHandler)) }()
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(patience):
+			t.Fatalf("timed out waiting until %s", what)
+		}
+	}
+	conn, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"limit":1,"leaseDurationMs":30000,"waitMs":60000}`
+	head := fmt.Sprintf("POST /v1/claims HTTP/1.1\r\nHost: execstore\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := conn.Write([]byte(head + body[:10])); err != nil {
+		t.Fatal(err)
+	}
+	wait(ln.bodyRead, "the handler reads the body")
+	stop()
+	wait(ln.closed, "the shutdown closes the listener")
+	if _, err := conn.Write([]byte(body[10:])); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(patience))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("the waiting claim got no answer: %v", err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"leases":[]`) {
+		t.Fatalf("the waiting claim answered %d %s, want 200 with no leases", resp.StatusCode, raw)
+	}
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("serveUntil: %v (the claim held the shutdown)", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("serveUntil did not return")
 	}
 }

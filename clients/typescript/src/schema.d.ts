@@ -208,7 +208,8 @@ export interface paths {
          *     whether a wake you wait for has come. With `waitMs`, a claim that finds nothing due
          *     waits for an execution to become due, up to `waitMs`, instead of answering none at
          *     once: an idle worker needs no polling. A request that ends while it waits has claimed
-         *     nothing.
+         *     nothing, and a server that starts shutting down answers a waiting claim at once, with
+         *     no leases.
          */
         post: operations["claim"];
         delete?: never;
