@@ -59,7 +59,7 @@ func TestAClusterOfTheBinarySurvivesItsLeaderKilled(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		out, err := exec.CommandContext(ctx, python, "../../examples/python/worker.py", "http://"+follower.addr, "order-7").CombinedOutput()
 		cancel()
-		if err != nil || !strings.Contains(string(out), "acknowledged: status=completed applied=true") {
+		if err != nil || !strings.Contains(string(out), "acknowledged order-7: completed\n") {
 			t.Fatalf("worker.py against a follower: %v\n%s", err, out)
 		}
 	} else if os.Getenv("CI") != "" {
