@@ -137,7 +137,9 @@ func (s *Store) CheckInvariants() error {
 
 // DueChanged returns a channel that is closed the next time a command may
 // have made an execution due (an admission, a wake, a release, a child start,
-// a commit that fires a watch, a child's outcome waking its parent).
+// a commit that fires a watch, a child's outcome waking its parent), and
+// when the store closes, so that a waiter learns at once that no claim will
+// lease anything more.
 // Dispatchers wait on it, and on a timer for Stats.NextDue, instead of
 // polling: an idle dispatcher hears of new work within microseconds.
 func (s *Store) DueChanged() <-chan struct{} { return s.due.channel() }

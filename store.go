@@ -210,6 +210,7 @@ func (s *Store) Close() error {
 	<-s.stopped
 	err := s.commit.close()
 	s.awaits.closeAll()
+	s.due.notify() // whoever waits for work learns at once that there will be none
 	if s.lock != nil {
 		if cerr := s.lock.Close(); err == nil {
 			err = cerr

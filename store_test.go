@@ -103,11 +103,17 @@ func TestClosedStoreRefusesEverything(t *testing.T) {
 	f := newFixture(t)
 	f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w"})
 	waiting := f.awaitWaiting("e")
+	due := f.s.DueChanged()
 	if err := f.s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if a := f.answer(waiting); !errors.Is(a.err, execstore.ErrClosed) {
 		t.Fatalf("Await across Close: %v", a.err)
+	}
+	select { // whoever waits for work hears that the store closed
+	case <-due:
+	default:
+		t.Fatal("Close left DueChanged open")
 	}
 	s := f.s
 	f.s = nil

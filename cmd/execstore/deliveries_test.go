@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -122,4 +123,51 @@ func TestHTTPAClaimWaitsForWorkWhenAskedTo(t *testing.T) {
 		t.Fatalf("e after the acknowledgement: %v", rec)
 	}
 	s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000,"waitMs":60001}`, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED")
+}
+
+// An acknowledge-and-claim whose acknowledgements were written answers
+// them, even when the claim it then waits to make fails (here the store
+// closes while it waits): an error would make the worker send them again.
+func TestHTTPAWaitingAcknowledgeAndClaimAnswersItsAcknowledgementsWhenTheClaimFails(t *testing.T) {
+	s := newServerOn(t, time.Now)
+	lease := s.claimOne("e")
+	done := make(chan struct {
+		code int
+		out  map[string]any
+	}, 1)
+	go func() {
+		code, out := s.call("POST", "/v1/leases/acknowledge-and-claim",
+			`{"acknowledgements":[{"lease":`+lease+`,"outcome":{"status":"completed"}}],"limit":1,"leaseDurationMs":30000,"waitMs":60000}`)
+		done <- struct {
+			code int
+			out  map[string]any
+		}{code, out}
+	}()
+	// Once e is completed, the request has written its acknowledgement and
+	// waits for work (or is about to: the due signal it took before the
+	// claim fires at Close).
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if _, err := s.store.Await(ctx, "e"); err != nil {
+		t.Fatalf("e was not completed: %v", err)
+	}
+	if err := s.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var a struct {
+		code int
+		out  map[string]any
+	}
+	select {
+	case a = <-done:
+	case <-time.After(patience):
+		t.Fatal("the waiting acknowledge-and-claim did not answer when the store closed")
+	}
+	results, _ := a.out["results"].([]any)
+	if a.code != http.StatusOK || len(results) != 1 || results[0].(map[string]any)["applied"] != true {
+		t.Fatalf("acknowledge-and-claim answered %d %v, want its applied acknowledgement", a.code, a.out)
+	}
+	if leases, ok := a.out["leases"].([]any); !ok || len(leases) != 0 {
+		t.Fatalf("acknowledge-and-claim answered leases %v, want none", a.out["leases"])
+	}
 }

@@ -230,18 +230,25 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 	}
 	acks, merge := batchAcks(body.Acknowledgements)
 	var results []execstore.AckResult
+	acked := false
 	first := func() (leases []execstore.Lease, err error) {
 		results, leases, err = a.store.AcknowledgeAndClaim(r.Context(), acks, body.Limit, body.LeaseDurationMs.duration())
+		acked = err == nil
 		return leases, err
 	}
 	again := func() ([]execstore.Lease, error) {
 		return a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
 	}
 	leases, err := a.claimWaiting(r.Context(), first, again, body.WaitMs.duration())
-	if err != nil {
+	if err != nil && !acked {
 		a.fail(w, err)
 		return
 	}
+	// A claim that failed after the acknowledgements were written (the store
+	// closed, or stopped leading, while the request waited for work) has
+	// claimed nothing, and the answer must still say what the
+	// acknowledgements did: an error here would make the worker send them
+	// again and read its own writes as a stale worker's.
 	out := make([]leaseJSON, len(leases))
 	for i, l := range leases {
 		out[i] = leaseOut(l)

@@ -327,7 +327,10 @@ export interface paths {
          *     is answered as `acknowledge-batch` answers it, the claim as `/v1/claims` does. The claim
          *     takes what was due when the batch was taken: an execution one of these acknowledgements
          *     makes due again is claimed by a later call. Invalid claim arguments refuse the whole
-         *     call, and nothing is written. At most 10,000 acknowledgements (over: 422).
+         *     call, and nothing is written. At most 10,000 acknowledgements (over: 422). Once the
+         *     acknowledgements are written, the call answers 200 with their results: a claim that fails
+         *     while it waits for work (the store closes, or stops leading) answers no leases, not an
+         *     error.
          */
         post: operations["acknowledgeAndClaim"];
         delete?: never;
