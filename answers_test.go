@@ -104,6 +104,91 @@ func TestARepeatedAcknowledgementIsAReplay(t *testing.T) {
 	}
 }
 
+// A suspension repeated under the lease whose own acknowledgement
+// suspended the execution, with no claim since, is a replay (a retry whose
+// first answer was lost): applied, replayed, the record as it is now, and
+// nothing written; across a reopen too. After anything else that ended or
+// followed the lease, it is a stale worker's: ErrLeaseLost.
+func TestARepeatedSuspensionUnderItsOwnLeaseIsAReplay(t *testing.T) {
+	tests := []struct {
+		name string
+		// between runs after the first acknowledgement (a suspension, unless
+		// release is set) and before the repeat.
+		between    func(f *fixture, l execstore.Lease)
+		release    bool // the lease is released instead of acknowledged
+		maxTries   int
+		again      *execstore.RunOutcome // nil: a suspension
+		wantReplay bool
+	}{
+		{name: "at once", between: func(*fixture, execstore.Lease) {}, wantReplay: true},
+		{name: "under an attempt bound", between: func(*fixture, execstore.Lease) {}, maxTries: 3, wantReplay: true},
+		{name: "after a wake was requested", between: func(f *fixture, _ execstore.Lease) { f.wake("e", t0.Add(time.Hour)) }, wantReplay: true},
+		{name: "after a reopen", between: func(f *fixture, _ execstore.Lease) { f.reopen() }, wantReplay: true},
+		{name: "after a snapshot and a reopen", between: func(f *fixture, _ execstore.Lease) {
+			if err := f.s.Snapshot(ctx); err != nil {
+				t.Fatal(err)
+			}
+			f.reopen()
+		}, wantReplay: true},
+		{name: "after a later claim", between: func(f *fixture, _ execstore.Lease) {
+			f.wake("e", t0)
+			f.claimOne("e")
+		}},
+		{name: "after a later delivery released", between: func(f *fixture, _ execstore.Lease) {
+			f.wake("e", t0)
+			if err := f.s.Release(ctx, f.claimOne("e"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "of a released lease", between: func(*fixture, execstore.Lease) {}, release: true},
+		{name: "a completion after the suspension", between: func(*fixture, execstore.Lease) {}, again: new(execstore.Completed(nil))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.admit(execstore.AdmitRequest{ExecutionID: "e", WorkflowID: "w", MaxAttempts: tt.maxTries})
+			l := f.claimOne("e")
+			if tt.release {
+				if err := f.s.Release(ctx, l, time.Hour); err != nil {
+					t.Fatal(err)
+				}
+			} else if res, err := f.s.AcknowledgeBatch(ctx, []execstore.Ack{{Lease: l, Outcome: execstore.Suspended()}}); err != nil || res[0].Err != nil || !res[0].Applied || res[0].Replayed {
+				t.Fatalf("first acknowledgement: %+v, %v", res, err)
+			}
+			tt.between(f, l)
+			again := execstore.Suspended()
+			if tt.again != nil {
+				again = *tt.again
+			}
+			want := f.get("e")
+			before := f.stats().WALLastIndex
+			res, err := f.s.AcknowledgeBatch(ctx, []execstore.Ack{{Lease: l, Outcome: again}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, oneErr := f.s.Acknowledge(ctx, l, again)
+			if !tt.wantReplay {
+				if !errors.Is(res[0].Err, execstore.ErrLeaseLost) || !errors.Is(oneErr, execstore.ErrLeaseLost) {
+					t.Fatalf("repeat: %+v and %v, want ErrLeaseLost from both", res[0], oneErr)
+				}
+				return
+			}
+			if res[0].Err != nil || !res[0].Applied || !res[0].Replayed {
+				t.Fatalf("repeat: %+v, want applied and replayed", res[0])
+			}
+			if diff := cmp.Diff(want, res[0].Record); diff != "" {
+				t.Fatalf("the replay's record is not the record as it is (-want +got):\n%s", diff)
+			}
+			if oneErr != nil || !cmp.Equal(want, rec) {
+				t.Fatalf("Acknowledge's repeat: %+v, %v; want the record as it is", rec, oneErr)
+			}
+			if after := f.stats().WALLastIndex; after != before {
+				t.Fatalf("the replays wrote to the log (%d -> %d)", before, after)
+			}
+		})
+	}
+}
+
 // SaveStepKept saves a new key's value and says so; for a key saved
 // already it writes nothing and answers the first value, which is kept.
 func TestSaveStepKeptAnswersTheValueThatIsKept(t *testing.T) {

@@ -166,6 +166,9 @@ func (s *Store) ReleaseWithCause(ctx context.Context, lease Lease, retryAfter ti
 //     failed, Code "INVALID_STEP_VALUE".
 //   - with a lease that is no longer current: if the record is terminal,
 //     nothing changes and the terminal record is returned with a nil error;
+//     if it is a suspension and the lease's own acknowledgement suspended
+//     the execution, with no claim since (a retry whose answer was lost),
+//     nothing changes and the record is returned with a nil error;
 //     otherwise ErrLeaseLost.
 func (s *Store) Acknowledge(ctx context.Context, lease Lease, outcome RunOutcome) (Record, error) {
 	if err := checkLease(lease); err != nil {
@@ -202,12 +205,15 @@ type AckResult struct {
 	// terminal already with another outcome: Record then holds the outcome
 	// recorded before, and the acknowledgement's own was not kept.
 	Applied bool
-	// Replayed says, with Applied, that the execution was terminal already
-	// with this very outcome, recorded by an acknowledgement under the same
-	// lease: this one repeats it (a retry whose first answer was lost).
-	// Results compare in canonical form (key order and whitespace aside),
-	// errors as recorded. A repeated suspension is not a replay: its lease
-	// ended with it, and it answers ErrLeaseLost.
+	// Replayed says, with Applied, that this acknowledgement repeats one
+	// under the same lease that was applied (a retry whose first answer was
+	// lost): the execution was terminal already with this very outcome,
+	// recorded under this lease (results compare in canonical form, key
+	// order and whitespace aside; errors as recorded), or this is a
+	// suspension and the lease's own acknowledgement suspended the
+	// execution, with no claim since (Record is the record as it is now,
+	// with the wakes requested since). A suspension repeated after a later
+	// claim is a stale worker's: ErrLeaseLost.
 	Replayed bool
 }
 
@@ -399,12 +405,16 @@ func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack, o *Out
 	}
 }
 
-// repeats reports whether a is the acknowledgement that made rec terminal,
-// repeated: rec's last lease is a's (no claim came after it) and rec's
-// outcome is a's, results in canonical form. Only an acknowledgement records
+// repeats reports whether a repeats the acknowledgement that suspended rec,
+// with no claim since, or the one that made rec terminal: rec's last lease
+// is a's (no claim came after it) and rec's outcome is a's, results in
+// canonical form. Only an acknowledgement records
 // a completed or failed outcome under a lease with the worker's own content;
 // a cancellation's status and an exhausted attempt's error are the store's.
 func repeats(rec *fsm.Execution, a *fsm.Ack) bool {
+	if a.Outcome.Status == fsm.StatusSuspended {
+		return rec.SuspendedBy(a.Token)
+	}
 	o := rec.Outcome
 	if o == nil || rec.LastToken != a.Token || o.Status != a.Outcome.Status || o.HasRes != a.Outcome.HasRes {
 		return false

@@ -204,7 +204,7 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 			continue
 		}
 		e := p.Value()
-		if e.MaxAttempts != 0 {
+		if e.Tries < 1<<16-1 { // saturates: without a bound it only needs to stay above 0
 			e.Tries++
 		}
 		// The new lease covers every wake pending at the claim: those an
@@ -375,9 +375,11 @@ func (s *State) release(c *Command, now int64, dry bool) Result {
 func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 	p, fail := s.current(c.ExecutionID, c.Token)
 	if fail != nil {
-		if p != nil && p.Terminal() {
+		if p != nil && (p.Terminal() || c.Outcome.Status == StatusSuspended && p.SuspendedBy(c.Token)) {
 			// Outcomes are immutable: a late or repeated acknowledgement gets
-			// the recorded outcome.
+			// the recorded outcome. A repeat of the suspension that ended
+			// its own lease, with nothing since, gets the record as it is:
+			// the caller (Store) tells a replay from a late one.
 			return Result{Exec: p.Value().WithoutPositions(), Unchanged: true}
 		}
 		return *fail

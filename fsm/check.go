@@ -329,6 +329,7 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 		if version >= 3 {
 			e.MaxAttempts, e.Tries = c.u16(), c.u16()
 		}
+		upgradeTries(&e, version)
 		if c.err != nil {
 			break
 		}

@@ -18,8 +18,10 @@ import (
 // and its parent link. Version 3 keeps each record's attempt bound and
 // count, and knows the cancelled status (its outcome is written as a failed
 // one's), and adds the schedules. Version 4 adds the change log
-// (list_codec.go).
-const StateVersion = 4
+// (list_codec.go). Version 5 counts tries without an attempt bound too (the
+// layout is version 4's): an older record without a bound decodes with
+// tries 1 once it was ever claimed (upgradeTries).
+const StateVersion = 5
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -42,7 +44,8 @@ type Reader interface {
 //	         parent:(0 | 1 caller:str key:str) status:1B [outcome if terminal]
 //	         admitted:uv updated:uv due:uv covered:uv expires:uv
 //	         lease-token:uv last-token:uv steps:uv watches:uv
-//	         max-attempts:uv tries:uv  (version 3; before: both 0)
+//	         max-attempts:uv tries:uv  (version 3; before: both 0; before
+//	         version 5, tries without a bound: see upgradeTries)
 //	steps    count:uv, then (execution:str key:str value:str) in order
 //	starts   count:uv, then (caller:str key:str child:str workflow:str
 //	         sum:32B has-params:1B) in order
@@ -445,6 +448,19 @@ func (d *streamDecoder) execution(e *Execution, workflows map[string]string, ver
 	e.StepCount, e.WatchCount = d.u32(), d.u16()
 	if version >= 3 {
 		e.MaxAttempts, e.Tries = d.u16(), d.u16()
+	}
+	upgradeTries(e, version)
+}
+
+// upgradeTries gives a record of a state version before 5 the try count
+// version 5 keeps. Before it, a record without an attempt bound counted no
+// tries, so how its last delivery ended is unknown: it decodes with one try
+// once it was ever claimed (at least one claim, none known to have been
+// acknowledged suspended), so that no repeated suspension of it is taken
+// for a replay. A record with a bound kept its count.
+func upgradeTries(e *Execution, version uint64) {
+	if version < 5 && e.MaxAttempts == 0 {
+		e.Tries = uint16(min(e.LastToken, 1))
 	}
 }
 

@@ -185,3 +185,34 @@ func TestSparseAdmissionNumbersAreEncodedBySorting(t *testing.T) {
 		t.Fatalf("decoded state differs:\n%s", diff)
 	}
 }
+
+// A record of a state before version 5 without an attempt bound counted no
+// tries, so whether its last delivery ended suspended is unknown: it decodes
+// with one try once claimed, and no repeated suspension of it is taken for a
+// replay. Version 5 keeps the count, and the replay.
+func TestAStateBeforeVersion5TakesNoRepeatedSuspensionForAReplay(t *testing.T) {
+	s := New()
+	s.meta.Now = 1e9
+	applyAt(s, Command{Kind: KindAdmit, ExecutionID: "e", WorkflowID: "w"})
+	l := applyAt(s, Command{Kind: KindClaim, Limit: 1, Duration: 60e9}).Leases[0]
+	applyAt(s, Command{Kind: KindAcknowledge, ExecutionID: "e", Token: l.Token, Outcome: Outcome{Status: StatusSuspended}})
+	repeat := Command{Kind: KindAcknowledge, Now: s.meta.Now + 1, ExecutionID: "e", Token: l.Token, Outcome: Outcome{Status: StatusSuspended}}
+	b := encodeState(t, s)
+	for _, version := range []byte{4, StateVersion} {
+		b[0] = version // versions 4 and 5 share the layout
+		if _, err := CheckState(bufio.NewReader(bytes.NewReader(b))); err != nil {
+			t.Fatalf("CheckState of version %d: %v", version, err)
+		}
+		decoded, err := DecodeState(bufio.NewReader(bytes.NewReader(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := decoded.Precheck(&repeat)
+		if replay := r.Code == CodeOK && r.Unchanged; replay != (version >= 5) {
+			t.Errorf("version %d: the repeated suspension answers %+v, a replay: %v", version, r, replay)
+		}
+		if err := decoded.CheckInvariants(); err != nil {
+			t.Fatalf("version %d: %v", version, err)
+		}
+	}
+}

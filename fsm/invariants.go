@@ -156,8 +156,10 @@ func checkRecord(e *Execution) string {
 		return "empty ID or workflow ID"
 	case e.Context != nil && !sortedUniqueKV(*e.Context):
 		return "context keys not sorted and unique"
-	case e.Tries > e.MaxAttempts:
+	case e.MaxAttempts != 0 && e.Tries > e.MaxAttempts:
 		return "more tries than the attempt bound allows"
+	case uint64(e.Tries) > e.LastToken || e.LeaseToken != 0 && e.Tries == 0:
+		return "more tries than claims, or a current lease counted as no try"
 	case e.Outcome != nil && checkOutcome(e.Outcome) != "":
 		return checkOutcome(e.Outcome)
 	}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/execstore/execstore"
 )
 
 // Coverage counts what a run reached, cell by cell: each operation kind with
@@ -40,7 +42,10 @@ func (w *world) coverResult(o *op, got result) {
 	w.cover("op", string(o.kind), code)
 	for _, b := range got.Batch {
 		w.coverResult(&op{kind: opAck}, b)
-		if b.Replayed {
+		switch {
+		case b.Replayed && b.Record != nil && b.Record.Status == execstore.StatusSuspended:
+			w.cover("op", "ack-batch", "replayed suspension")
+		case b.Replayed:
 			w.cover("op", "ack-batch", "replayed")
 		}
 	}
@@ -147,7 +152,7 @@ var RequiredCells = []string{
 	"op/renew/ok", "op/renew/LEASE_LOST", "op/renew/EXECUTION_NOT_FOUND",
 	"op/release/ok", "op/release/LEASE_LOST", "op/release/EXECUTION_NOT_FOUND",
 	"op/ack/ok completed", "op/ack/ok failed", "op/ack/ok suspended", "op/ack/LEASE_LOST", "op/ack/INVALID_ARGUMENT",
-	"op/ack-batch/ok", "op/ack-batch/replayed",
+	"op/ack-batch/ok", "op/ack-batch/replayed", "op/ack-batch/replayed suspension",
 	"op/save-step/ok", "op/save-step/LEASE_LOST", "op/save-step/INVALID_ARGUMENT",
 	"op/step/ok",
 	"op/start/ok", "op/start/LEASE_LOST", "op/start/START_REQUEST_MISMATCH", "op/start/INVALID_EXECUTION_EVENT",

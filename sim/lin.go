@@ -110,6 +110,10 @@ type linState struct {
 	LastToken uint64
 	Step      string
 	HasStep   bool
+	// SuspendedBy is the token whose acknowledgement last suspended the
+	// execution: a suspension repeated under it, with no lease current and
+	// no claim since, answers as the first did.
+	SuspendedBy uint64
 }
 
 // linModel is the per-execution sequential specification, from API.md.
@@ -180,13 +184,17 @@ func linStep(s linState, in linIn) (linState, linOut) {
 		return s, linOut{}
 	case "ack":
 		if code := current(); code != "" {
-			if s.Exists && terminal {
+			switch {
+			case s.Exists && terminal:
 				return s, linOut{Status: s.Status}
+			case s.Exists && !in.Fail && !in.Done && s.Token == 0 && s.SuspendedBy == in.Token && s.LastToken == in.Token:
+				return s, linOut{Status: s.Status, Due: s.Due} // a repeated suspension: a replay
 			}
 			return s, linOut{Code: code}
 		}
 		s.Covered, s.Token, s.Expires = 0, 0, 0
 		s.Status = execstore.StatusSuspended
+		s.SuspendedBy = in.Token
 		switch {
 		case in.Fail:
 			s.Status, s.Due = execstore.StatusFailed, 0

@@ -80,6 +80,10 @@ type mexec struct {
 	// nil while it is live, or when a cancellation or exhausted attempts
 	// ended it. A repeat of it under the last lease is a replay.
 	recordedBy *outcome
+	// suspendedBy is the token of the lease whose acknowledgement last
+	// suspended it (0: none). A suspension repeated under it while no lease
+	// is current and no claim came after is a replay.
+	suspendedBy uint64
 }
 
 // mstart is a recorded child start: a repeat must match workflow and params
@@ -529,6 +533,11 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 		rec := m.record(e)
 		replay := e.recordedBy != nil && e.lastToken == l.Token && o.status != execstore.StatusSuspended && m.sameRecorded(*e.recordedBy, o)
 		return m.nothing(result{Record: &rec, Applied: replay, Replayed: replay})
+	case code != "" && e != nil && o.status == execstore.StatusSuspended && e.token == 0 && e.suspendedBy == l.Token && e.lastToken == l.Token:
+		// The suspension its own lease recorded, repeated with no claim
+		// since: a replay, answered with the record as it is now.
+		rec := m.record(e)
+		return m.nothing(result{Record: &rec, Applied: true, Replayed: true})
 	case code != "":
 		return m.nothing(fail(code))
 	}
@@ -541,6 +550,7 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 			m.changeAt(e, now)
 		}
 		e.tries = 0
+		e.suspendedBy = l.Token
 	} else {
 		out := o.recorded(m.lim)
 		e.status, e.outcome, e.due = out.Status, out, 0

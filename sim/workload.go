@@ -435,7 +435,7 @@ func (w *world) genAck() *op {
 // fsync): distinct executions, some of the leases stale. A quarter of the
 // batches first repeat the latest acknowledgement generated, lease and
 // outcome, as a worker retries one whose answer it lost: a replay if it
-// recorded the outcome.
+// recorded the outcome, or suspended the execution with no claim since.
 func (w *world) genAckBatch() *op {
 	o := &op{kind: opAckBatch}
 	seen := map[string]bool{}

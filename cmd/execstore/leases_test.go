@@ -88,6 +88,20 @@ func TestHTTPARepeatedAcknowledgementAnswersTheRecordedOutcomeNotApplied(t *test
 	if again["applied"] != true || again["replayed"] != true {
 		t.Fatalf("the acknowledgement repeated: %v, want applied and replayed", again)
 	}
+
+	// A suspension repeated under its own lease, with no claim since, is a
+	// replay too; after a later claim, a stale worker's: 409.
+	lease = s.claimOne("s")
+	s.expect("POST", "/v1/leases/acknowledge", `{"lease":`+lease+`,"outcome":{"status":"suspended"}}`, 200, "")
+	again = s.expect("POST", "/v1/leases/acknowledge", `{"lease":`+lease+`,"outcome":{"status":"suspended"}}`, 200, "")
+	if again["applied"] != true || again["replayed"] != true || again["status"] != "suspended" {
+		t.Fatalf("the suspension repeated: %v, want applied and replayed", again)
+	}
+	s.expect("POST", "/v1/executions/s/wakes", `{"at":"2000-01-01T00:00:00Z"}`, 200, "")
+	if out := s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000}`, 200, ""); len(out["leases"].([]any)) != 1 {
+		t.Fatalf("the claim after the wake answered %v", out)
+	}
+	s.expect("POST", "/v1/leases/acknowledge", `{"lease":`+lease+`,"outcome":{"status":"suspended"}}`, 409, "LEASE_LOST")
 }
 
 // POST /v1/leases/acknowledge-batch gives each acknowledgement its own

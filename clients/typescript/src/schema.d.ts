@@ -278,9 +278,10 @@ export interface paths {
          *     - With a lease that is no longer current: if the execution is terminal, nothing changes
          *       and the answer is the recorded outcome: with `applied: true, replayed: true` when it is
          *       this very outcome, recorded under the same lease (a retry whose first answer was lost),
-         *       else with `applied: false` (your outcome was not kept). A suspension repeated after
-         *       its lease ended, or any acknowledgement with a lease of an execution not terminal,
-         *       answers 409 `LEASE_LOST`: the execution is due at its wake either way.
+         *       else with `applied: false` (your outcome was not kept). A suspension repeated under the
+         *       lease whose own acknowledgement suspended the execution, with no claim since, answers
+         *       the record as it is, `applied: true, replayed: true`, and changes nothing. Any other
+         *       acknowledgement with a lease of an execution not terminal answers 409 `LEASE_LOST`.
          */
         post: operations["acknowledge"];
         delete?: never;

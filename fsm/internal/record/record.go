@@ -67,7 +67,8 @@ type Parent struct {
 //     has no DueAt, no CoveredAt, no lease and is in no index.
 //   - LeaseToken != 0 (a current lease) implies LeaseToken == LastToken,
 //     CoveredAt != 0 and LeaseExpiresAt != 0; otherwise both are zero.
-//   - Tries <= MaxAttempts, and Tries == 0 when MaxAttempts == 0.
+//   - Tries <= LastToken, Tries <= MaxAttempts when MaxAttempts != 0, and
+//     Tries >= 1 while a lease is current.
 type Execution struct {
 	ID         string
 	WorkflowID string
@@ -104,9 +105,12 @@ type Execution struct {
 	ChangeSeq uint64
 	// MaxAttempts bounds the deliveries in a row that end without an
 	// acknowledgement (their lease expired and was superseded, or was
-	// released); 0: no bound. Tries counts them: every claim adds one, a
-	// suspended acknowledgement starts again from 0. Tries stays 0 without a
-	// bound. Both fit the record's padding, so the bound costs no memory.
+	// released); 0: no bound. Tries counts them: every claim adds one (up to
+	// the largest uint16, without a bound), a suspended acknowledgement
+	// starts again from 0. So a record with no current lease and Tries 0
+	// whose LastToken is T ended delivery T with a suspension (SuspendedBy),
+	// which is how a repeat of that acknowledgement is known for a replay.
+	// Both fit the record's padding, so they cost no memory.
 	MaxAttempts uint16
 	Tries       uint16
 
@@ -134,6 +138,16 @@ func (e *Execution) Leased() bool { return e.LeaseToken != 0 }
 // with CodeAttemptsExhausted instead of becoming due again.
 func (e *Execution) Exhausted() bool {
 	return e.LeaseToken != 0 && e.MaxAttempts != 0 && e.Tries >= e.MaxAttempts
+}
+
+// SuspendedBy reports whether the acknowledgement of the delivery with the
+// given lease token suspended the execution, and nothing has happened to it
+// since but wakes: no lease is current, no claim has issued a token after
+// it, and the status is suspended. (Tries is 0 only after a suspended
+// acknowledgement, or before any claim, when LastToken is 0 and no token
+// matches.)
+func (e *Execution) SuspendedBy(token uint64) bool {
+	return e.LeaseToken == 0 && e.LastToken == token && e.Tries == 0 && e.Status == StatusSuspended
 }
 
 // ClaimableAt is the execution's key in the due index: the lease expiry while
@@ -197,6 +211,7 @@ func (s *Stored) Status() Status             { return s.e.Status }
 func (s *Stored) Terminal() bool             { return s.e.Status.Terminal() }
 func (s *Stored) Leased() bool               { return s.e.LeaseToken != 0 }
 func (s *Stored) Exhausted() bool            { return s.e.Exhausted() }
+func (s *Stored) SuspendedBy(t uint64) bool  { return s.e.SuspendedBy(t) }
 func (s *Stored) LeaseToken() uint64         { return s.e.LeaseToken }
 func (s *Stored) LeaseExpiresAt() int64      { return s.e.LeaseExpiresAt }
 func (s *Stored) DueAt() int64               { return s.e.DueAt }
