@@ -6,26 +6,43 @@
 //   ended since the last round, acknowledged, and the next claim, in one
 //   write of the server's log (POST /v1/leases/acknowledge-and-claim). The
 //   claim carries each execution's params, context and saved steps, so a
-//   delivery reads nothing before it runs.
+//   delivery reads nothing before it runs. A lease whose execution the
+//   answer left out (the server answers the leases alone when it could not
+//   read them) has its record read before the delivery, its steps as they
+//   are needed; if that read fails, the lease is released.
 // - An idle worker's claim waits on the server for work (waitMs =
 //   pollInterval): the server answers as soon as an execution is due, so
 //   pollInterval bounds a wait the store cuts short, not a polling period.
 //   While deliveries run, a round with nothing to claim waits locally for one
-//   of them to end, or pollInterval.
+//   of them to end, or pollInterval (at least 1 ms: never a busy loop).
+// - A round that got no answer, or a 503 (for the request, or for one of its
+//   acknowledgements), sends its acknowledgements again in a later round
+//   (a repeat of a recorded one answers as a replay), after the server's
+//   Retry-After or pollInterval (at least 100 ms), however soon a delivery
+//   ends. A round the server refused (another 4xx or a 500) may be about one
+//   acknowledgement: each is sent again alone, so that one the server
+//   refuses never holds back the others; a refused one is dropped (reported
+//   as acknowledgeDropped) and its lease left to expire.
 // - Each lease is renewed every `renewInterval`. A renewal that finds the
 //   lease lost (another claim took over, or the execution was cancelled)
 //   aborts the delivery's AbortSignal, and the worker neither acknowledges
 //   nor releases. A delivery still running `abortGracePeriod` after the abort
-//   is abandoned: its slot is freed, and whatever it returns later is
-//   ignored (its writes carry a lost lease, which the server refuses).
+//   (Infinity: never) is abandoned: its slot is freed, and whatever it
+//   returns later is ignored (its writes carry a lost lease, which the
+//   server refuses).
 // - A handler that returns completes the execution with its value; one that
 //   throws a `Failure` fails it; `ctx.suspend()` suspends it (after asking
-//   for a wake). A handler that throws `ExitWithoutReply` leaves the lease to
-//   expire; any other error is a retryable failure: the lease is released,
-//   and the execution is delivered again after `retryAfter`.
+//   for a wake). A value that is not JSON fails the execution with an
+//   `InvalidResult` error, checked when the delivery ends. A handler that
+//   throws `ExitWithoutReply` leaves the lease to expire; any other error is
+//   a retryable failure: the lease is released, and the execution is
+//   delivered again after `retryAfter`.
+// - onOutcome and onEvent observe: what they throw is caught, and changes
+//   nothing the worker does.
 // - stop() claims no more, waits for the running deliveries, and
-//   acknowledges what they returned.
-import { Client, delay, type Delivery, type JsonValue, type Lease, type OutcomeRequest, type WorkflowError } from "./client.js";
+//   acknowledges what they returned. start() while stop() runs throws;
+//   after it, start() runs the worker again.
+import { Client, delay, type AckResult, type ClaimAnswer, type Delivery, type ExecutionRecord, type JsonValue, type Lease, type OutcomeRequest, type WorkflowError } from "./client.js";
 import { ExecstoreError, LeaseLostError, UnavailableError } from "./errors.js";
 
 /** What a handler gets for one delivery. */
@@ -90,24 +107,28 @@ export interface WorkerOptions {
   handlers: Record<string, Handler<any, any>>;
   /** Deliveries run at once. Default 10. */
   concurrency?: number;
-  /** Milliseconds an idle claim waits on the server for work (at most 60000), and a busy round locally. Default 1000. */
+  /**
+   * Milliseconds an idle claim waits on the server for work, and a busy
+   * round locally: a whole number from 1 to 60000. Default 1000.
+   */
   pollInterval?: number;
   /** Milliseconds a lease lasts unless renewed. Default 30000. */
   leaseDuration?: number;
   /** Milliseconds between renewals; shorter than leaseDuration. Default leaseDuration / 3. */
   renewInterval?: number;
-  /** Milliseconds to wait for a delivery after its lease is lost before abandoning it. Default 1000. */
+  /** Milliseconds to wait for a delivery after its lease is lost before abandoning it; Infinity never abandons. Default 1000. */
   abortGracePeriod?: number;
   /** Milliseconds before a released execution is due again. Default 1000. */
   retryAfter?: number;
-  /** Called with each outcome this worker recorded (applied, or replayed after a lost answer). */
+  /** Called with each outcome this worker recorded (applied, or replayed after a lost answer). What it throws is reported as observerFailed. */
   onOutcome?: (executionId: string, outcome: OutcomeRequest) => void;
-  /** Called with what went wrong and was handled (a failed claim, a lost lease...). Default: nothing. */
+  /** Called with what went wrong and was handled (a failed claim, a lost lease...). What it throws is ignored. Default: nothing. */
   onEvent?: (event: WorkerEvent) => void;
 }
 
 /** Something the worker handled: for logs and metrics. */
 export type WorkerEvent =
+  /** A round (a claim, acknowledgements, or both) failed; see the worker's rules for what is sent again. */
   | { kind: "claimFailed"; error: unknown }
   | { kind: "leaseLost"; executionId: string; token: number }
   | { kind: "abandoned"; executionId: string; token: number }
@@ -115,14 +136,39 @@ export type WorkerEvent =
   | { kind: "releaseFailed"; executionId: string; error: unknown }
   | { kind: "exitedWithoutReply"; executionId: string }
   | { kind: "noHandler"; executionId: string; workflowId: string }
-  | { kind: "notApplied"; executionId: string };
+  | { kind: "notApplied"; executionId: string }
+  /** The handler's value is not JSON: the execution fails with this error. */
+  | { kind: "invalidResult"; executionId: string; error: WorkflowError }
+  /** A claim's answer left the execution out, and reading it failed: the lease is released. */
+  | { kind: "readFailed"; executionId: string; error: unknown }
+  /** The store could not take the acknowledgement for now (no answer, or a 503 code): it is sent again. */
+  | { kind: "acknowledgeRetried"; executionId: string; error: unknown }
+  /** The worker gave the acknowledgement up (the server refused it, or stop() ran out of tries): its lease is left to expire. */
+  | { kind: "acknowledgeDropped"; executionId: string; outcome: OutcomeRequest; error: unknown }
+  /** onOutcome threw. */
+  | { kind: "observerFailed"; error: unknown };
 
 interface PendingAck {
   lease: Lease;
   outcome: OutcomeRequest;
 }
 
+/** What a round did: the leases it took, and the wait before the next one when it failed. */
+interface Round {
+  claimed: number;
+  backoffMs: number | undefined;
+}
+
 const ABANDONED: unique symbol = Symbol("abandoned");
+
+/** The longest delay setTimeout takes: a longer one fires after 1 ms. */
+const TIMEOUT_MAX_MS = 2 ** 31 - 1;
+
+/** The codes of a 503: the store did not take the request, or may not have. Sending an acknowledgement again is safe. */
+const UNAVAILABLE_CODES: ReadonlySet<string> = new Set(["STORAGE_FAILED", "CLOSED", "CANCELLED", "NOT_LEADER", "OUTCOME_UNKNOWN"]);
+
+/** The tries stop() makes at the last acknowledgements. */
+const STOP_TRIES = 5;
 
 /** A worker: start() runs it, stop() drains it. */
 export class Worker {
@@ -139,10 +185,14 @@ export class Worker {
   private readonly onEvent: (e: WorkerEvent) => void;
 
   private running = false;
+  private stopping: Promise<void> | undefined;
   private loopDone: Promise<void> | undefined;
   private readonly inFlight = new Set<Promise<void>>();
   private pending: PendingAck[] = [];
+  /** Ends the loop's wait for a delivery to end; a delivery's end and stop() call it. */
   private wake: (() => void) | undefined;
+  /** Ends the loop's backoff after a failed round; only stop() calls it. */
+  private interrupt: (() => void) | undefined;
 
   constructor(options: WorkerOptions) {
     this.client = options.client;
@@ -156,7 +206,9 @@ export class Worker {
     this.onOutcome = options.onOutcome;
     this.onEvent = options.onEvent ?? (() => {});
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new RangeError("concurrency must be a positive integer");
-    if (!(this.pollInterval >= 0 && this.pollInterval <= 60_000)) throw new RangeError("pollInterval must be from 0 to 60000");
+    if (!Number.isInteger(this.pollInterval) || this.pollInterval < 1 || this.pollInterval > 60_000) {
+      throw new RangeError("pollInterval must be a whole number of milliseconds from 1 to 60000 (0 would make a busy worker poll without pause)");
+    }
     if (!Number.isInteger(this.leaseDuration) || this.leaseDuration < 1) throw new RangeError("leaseDuration must be a positive whole number of milliseconds");
     if (!(this.renewInterval > 0 && this.renewInterval < this.leaseDuration)) throw new RangeError("renewInterval must be positive and shorter than leaseDuration");
     if (!(this.abortGracePeriod >= 0)) throw new RangeError("abortGracePeriod must not be negative");
@@ -168,8 +220,9 @@ export class Worker {
     return this.inFlight.size;
   }
 
-  /** Starts claiming and running executions. */
+  /** Starts claiming and running executions; throws while stop() runs (await it first). */
   start(): void {
+    if (this.stopping) throw new Error("the worker is stopping: await stop() before starting it again");
     if (this.running) return;
     this.running = true;
     this.loopDone = this.loop();
@@ -178,22 +231,28 @@ export class Worker {
   /**
    * Stops claiming, waits for the running deliveries (a claim in flight
    * first: it waits at most pollInterval on the server), and acknowledges
-   * what they returned.
+   * what they returned. Calls made while it runs answer the same promise.
    */
-  async stop(): Promise<void> {
+  stop(): Promise<void> {
+    this.stopping ??= this.drain().finally(() => {
+      this.stopping = undefined;
+    });
+    return this.stopping;
+  }
+
+  private async drain(): Promise<void> {
     this.running = false;
     this.wake?.();
+    this.interrupt?.();
     await this.loopDone;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
-    for (let tries = 0; this.pending.length > 0 && tries < 5; tries++) {
-      const acks = this.pending.splice(0);
-      try {
-        this.settled(acks, await this.client.acknowledgeBatch(acks));
-      } catch (error) {
-        this.onEvent({ kind: "claimFailed", error });
-        this.pending.unshift(...acks);
-        await delay(this.pollInterval);
-      }
+    for (let tries = 1; this.pending.length > 0 && tries <= STOP_TRIES; tries++) {
+      const backoffMs = await this.acknowledge(this.pending.splice(0));
+      if (backoffMs !== undefined && this.pending.length > 0 && tries < STOP_TRIES) await delay(Math.min(backoffMs, TIMEOUT_MAX_MS));
+    }
+    for (const a of this.pending.splice(0)) {
+      const error = new Error(`the worker stopped after ${STOP_TRIES} tries to acknowledge ${a.lease.executionId}`);
+      this.emit({ kind: "acknowledgeDropped", executionId: a.lease.executionId, outcome: a.outcome, error });
     }
   }
 
@@ -205,49 +264,113 @@ export class Worker {
         await this.nextEvent(undefined);
         continue;
       }
-      const idle = acks.length === 0 && this.inFlight.size === 0;
-      const claim = { limit: Math.max(slots, 1), leaseDurationMs: this.leaseDuration, withExecutions: true, waitMs: idle ? this.pollInterval : 0 };
-      let leases: Lease[] = [];
-      let executions: Delivery[] | undefined;
-      try {
-        if (slots === 0) {
-          this.settled(acks, await this.client.acknowledgeBatch(acks));
-        } else if (acks.length === 0) {
-          ({ leases, executions } = await this.client.claim(claim));
-        } else {
-          const ans = await this.client.acknowledgeAndClaim(acks, claim);
-          this.settled(acks, ans.results);
-          ({ leases, executions } = ans);
-        }
-      } catch (error) {
-        // Acknowledgements are safe to send again (a repeat of one that was
-        // recorded answers as a replay); a claim whose answer was lost left
-        // its leases to expire.
-        this.pending.unshift(...acks);
-        this.onEvent({ kind: "claimFailed", error });
-        await this.nextEvent(this.backoff(error));
-        continue;
-      }
-      leases.forEach((lease, i) => {
-        const task: Promise<void> = this.deliver(lease, executions?.[i]).finally(() => {
-          this.inFlight.delete(task);
-          this.wake?.();
-        });
-        this.inFlight.add(task);
-      });
-      if (leases.length === 0 && this.inFlight.size > 0 && this.pending.length === 0) {
+      const round: Round = slots === 0 ? { claimed: 0, backoffMs: await this.acknowledge(acks) } : await this.claim(acks, slots);
+      if (round.backoffMs !== undefined) {
+        await this.pause(round.backoffMs);
+      } else if (round.claimed === 0 && this.inFlight.size > 0 && this.pending.length === 0) {
         await this.nextEvent(this.pollInterval);
       }
     }
+  }
+
+  /** One round: acks acknowledged, and up to slots leases claimed and their deliveries started. */
+  private async claim(acks: PendingAck[], slots: number): Promise<Round> {
+    const idle = acks.length === 0 && this.inFlight.size === 0;
+    const req = { limit: slots, leaseDurationMs: this.leaseDuration, withExecutions: true, waitMs: idle ? this.pollInterval : 0 };
+    let answer: ClaimAnswer & { results: AckResult[] };
+    try {
+      answer = acks.length === 0 ? { ...(await this.client.claim(req)), results: [] } : await this.client.acknowledgeAndClaim(acks, req);
+    } catch (error) {
+      return { claimed: 0, backoffMs: await this.failed(acks, error) };
+    }
+    // The leases first: nothing that follows may lose them.
+    answer.leases.forEach((lease, i) => this.startDelivery(lease, answer.executions?.[i]));
+    return { claimed: answer.leases.length, backoffMs: this.settle(acks, answer.results) };
+  }
+
+  /** Acknowledges acks in one request; answers the wait before the next round when some must be sent again. */
+  private async acknowledge(acks: PendingAck[]): Promise<number | undefined> {
+    let results: AckResult[];
+    try {
+      results = await this.client.acknowledgeBatch(acks);
+    } catch (error) {
+      return this.failed(acks, error);
+    }
+    return this.settle(acks, results);
+  }
+
+  /**
+   * Handles a round that failed, and answers the wait before the next. With
+   * no answer, or a 503, its acknowledgements are sent again in a later
+   * round. An answer that refused the request (another 4xx, or a 500) may be
+   * about one acknowledgement: each is sent alone, so that one the server
+   * refuses never holds back the others.
+   */
+  private async failed(acks: PendingAck[], error: unknown): Promise<number> {
+    this.emit({ kind: "claimFailed", error });
+    if (acks.length > 0) {
+      if (!(error instanceof ExecstoreError) || error instanceof UnavailableError) this.pending.unshift(...acks);
+      else await Promise.all(acks.map((a) => this.acknowledgeAlone(a)));
+    }
+    return this.backoff(error);
+  }
+
+  private async acknowledgeAlone(a: PendingAck): Promise<void> {
+    let result: AckResult;
+    try {
+      result = { ok: true, record: await this.client.acknowledge(a.lease, a.outcome) };
+    } catch (error) {
+      if (!(error instanceof ExecstoreError)) {
+        this.pending.push(a);
+        this.emit({ kind: "acknowledgeRetried", executionId: a.lease.executionId, error });
+        return;
+      }
+      result = { ok: false, error: error.body };
+    }
+    this.settle([a], [result]);
+  }
+
+  /**
+   * Reports each acknowledgement's answer. One the store could not take for
+   * now (a 503 code) is queued again, and the answer is the wait before the
+   * next round; one it refused is dropped.
+   */
+  private settle(acks: PendingAck[], results: AckResult[]): number | undefined {
+    let again = false;
+    acks.forEach((a, i) => {
+      const r = results[i];
+      const executionId = a.lease.executionId;
+      if (r === undefined || (!r.ok && UNAVAILABLE_CODES.has(r.error.code))) {
+        again = true;
+        this.pending.push(a);
+        this.emit({ kind: "acknowledgeRetried", executionId, error: r?.error ?? new Error("the answer has no result for this acknowledgement") });
+      } else if (r.ok && r.record.applied) {
+        this.observe(executionId, a.outcome);
+      } else if (r.ok) {
+        this.emit({ kind: "notApplied", executionId });
+      } else if (r.error.code === "LEASE_LOST") {
+        this.emit({ kind: "leaseLost", executionId, token: a.lease.token });
+      } else {
+        this.emit({ kind: "acknowledgeDropped", executionId, outcome: a.outcome, error: r.error });
+      }
+    });
+    return again ? this.backoff(undefined) : undefined;
+  }
+
+  /** The wait after a failure: the server's Retry-After when longer, or pollInterval, at least 100 ms. */
+  private backoff(error: unknown): number {
+    const ms = Math.max(this.pollInterval, 100);
+    if (error instanceof UnavailableError && error.retryAfterMs !== undefined) return Math.max(ms, error.retryAfterMs);
+    return ms;
   }
 
   /** Waits until a delivery ends (or stop), or ms when given. */
   private nextEvent(ms: number | undefined): Promise<void> {
     if (!this.running) return Promise.resolve();
     return new Promise((resolve) => {
-      const t = ms === undefined ? undefined : setTimeout(done, ms);
+      const cancel = ms === undefined ? undefined : later(ms, done);
       function done() {
-        clearTimeout(t);
+        cancel?.();
         resolve();
       }
       this.wake = () => {
@@ -257,35 +380,57 @@ export class Worker {
     });
   }
 
-  private backoff(error: unknown): number {
-    if (error instanceof UnavailableError && error.retryAfterMs !== undefined) return error.retryAfterMs;
-    return Math.max(this.pollInterval, 100);
-  }
-
-  /** Reports each acknowledgement's answer. */
-  private settled(acks: PendingAck[], results: Awaited<ReturnType<Client["acknowledgeBatch"]>>): void {
-    results.forEach((r, i) => {
-      const a = acks[i]!;
-      if (r.ok && r.record.applied) this.onOutcome?.(a.lease.executionId, a.outcome);
-      else if (r.ok) this.onEvent({ kind: "notApplied", executionId: a.lease.executionId });
-      else if (r.error.code === "LEASE_LOST") this.onEvent({ kind: "leaseLost", executionId: a.lease.executionId, token: a.lease.token });
-      else this.onEvent({ kind: "releaseFailed", executionId: a.lease.executionId, error: r.error });
+  /** Waits ms after a failure: stop() cuts it short, a delivery's end does not. */
+  private pause(ms: number): Promise<void> {
+    if (!this.running) return Promise.resolve();
+    return new Promise((resolve) => {
+      const cancel = later(ms, done);
+      function done() {
+        cancel();
+        resolve();
+      }
+      this.interrupt = () => {
+        this.interrupt = undefined;
+        done();
+      };
     });
   }
 
+  /** Calls onEvent; what it throws changes nothing. */
+  private emit(event: WorkerEvent): void {
+    try {
+      this.onEvent(event);
+    } catch {
+      // An observer's error is its own: the worker goes on.
+    }
+  }
+
+  /** Calls onOutcome; what it throws is reported, and changes nothing. */
+  private observe(executionId: string, outcome: OutcomeRequest): void {
+    try {
+      this.onOutcome?.(executionId, outcome);
+    } catch (error) {
+      this.emit({ kind: "observerFailed", error });
+    }
+  }
+
+  private startDelivery(lease: Lease, exec: Delivery | undefined): void {
+    const task: Promise<void> = this.deliver(lease, exec).finally(() => {
+      this.inFlight.delete(task);
+      this.wake?.();
+    });
+    this.inFlight.add(task);
+  }
+
   /** Runs one delivery to its end. */
-  private async deliver(lease: Lease, exec: Delivery | undefined): Promise<void> {
+  private async deliver(lease: Lease, claimed: Delivery | undefined): Promise<void> {
     const renewal = this.renew(lease);
     try {
-      if (!exec) {
-        // The server could not read the execution with its claim (it was
-        // closing): leave the lease to expire.
-        this.onEvent({ kind: "exitedWithoutReply", executionId: lease.executionId });
-        return;
-      }
+      const exec = claimed ?? (await this.read(lease, renewal));
+      if (!exec) return;
       const handler = this.handlers[exec.workflowId];
       if (!handler) {
-        this.onEvent({ kind: "noHandler", executionId: exec.executionId, workflowId: exec.workflowId });
+        this.emit({ kind: "noHandler", executionId: exec.executionId, workflowId: exec.workflowId });
         await this.release(renewal, lease, new Error(`no handler for workflow ${exec.workflowId}`));
         return;
       }
@@ -297,22 +442,74 @@ export class Worker {
         if (err instanceof Failure) {
           this.acknowledgeLater(renewal, lease, { status: "failed", error: errorInfo(err) });
         } else if (err instanceof ExitWithoutReply) {
-          this.onEvent({ kind: "exitedWithoutReply", executionId: lease.executionId });
+          this.emit({ kind: "exitedWithoutReply", executionId: lease.executionId });
         } else if (err instanceof LeaseLostError) {
-          this.onEvent({ kind: "leaseLost", executionId: lease.executionId, token: lease.token });
+          this.emit({ kind: "leaseLost", executionId: lease.executionId, token: lease.token });
         } else {
           await this.release(renewal, lease, err);
         }
         return;
       }
       if (value === ABANDONED || renewal.signal.aborted) return;
-      const outcome: OutcomeRequest = value === SUSPENDED
-        ? { status: "suspended" }
-        : value === undefined ? { status: "completed" } : { status: "completed", result: value as JsonValue };
-      this.acknowledgeLater(renewal, lease, outcome);
+      this.acknowledgeLater(renewal, lease, this.outcomeOf(lease.executionId, value));
     } finally {
       await renewal.stop();
     }
+  }
+
+  /**
+   * Reads what a claim's answer left out: the record, and the steps as the
+   * delivery needs them (moreSteps). If the read fails, the lease is
+   * released (not left to expire), and the execution is due again after
+   * retryAfter.
+   */
+  private async read(lease: Lease, renewal: Renewal): Promise<Delivery | undefined> {
+    let rec: ExecutionRecord;
+    try {
+      rec = await this.client.get(lease.executionId);
+    } catch (error) {
+      this.emit({ kind: "readFailed", executionId: lease.executionId, error });
+      await this.release(renewal, lease, error);
+      return undefined;
+    }
+    if (rec.lease?.token !== lease.token) {
+      // Another claim took over, or the execution ended (a cancel): nothing to run.
+      this.emit({ kind: "leaseLost", executionId: lease.executionId, token: lease.token });
+      return undefined;
+    }
+    return {
+      executionId: rec.executionId,
+      workflowId: rec.workflowId,
+      attempt: lease.token,
+      maxAttempts: rec.maxAttempts,
+      steps: [],
+      moreSteps: true,
+      ...(rec.params === undefined ? {} : { params: rec.params }),
+      ...(rec.context === undefined ? {} : { context: rec.context }),
+      ...(rec.parent === undefined ? {} : { parent: rec.parent }),
+    };
+  }
+
+  /**
+   * The outcome of a handler's value, checked now rather than when a round
+   * sends it: a value that is not JSON fails the execution (InvalidResult),
+   * and the outcome queued is the value's JSON form, so what the handler
+   * changes afterwards is not recorded.
+   */
+  private outcomeOf(executionId: string, value: unknown): OutcomeRequest {
+    if (value === SUSPENDED) return { status: "suspended" };
+    if (value === undefined) return { status: "completed" };
+    let text: string | undefined;
+    let why = "it has no JSON form";
+    try {
+      text = JSON.stringify(value);
+    } catch (err) {
+      why = err instanceof Error ? err.message : String(err);
+    }
+    if (text !== undefined) return { status: "completed", result: JSON.parse(text) as JsonValue };
+    const error: WorkflowError = { name: "InvalidResult", code: "RESULT_NOT_JSON", message: `the handler's value is not JSON: ${why}` };
+    this.emit({ kind: "invalidResult", executionId, error });
+    return { status: "failed", error };
   }
 
   /** Queues an outcome for the next round's acknowledgements. */
@@ -326,9 +523,9 @@ export class Worker {
     if (renewal.signal.aborted) return;
     try {
       await this.client.release(lease, this.retryAfter, errorInfo(err));
-      this.onEvent({ kind: "released", executionId: lease.executionId, error: err });
+      this.emit({ kind: "released", executionId: lease.executionId, error: err });
     } catch (error) {
-      this.onEvent({ kind: "releaseFailed", executionId: lease.executionId, error });
+      this.emit({ kind: "releaseFailed", executionId: lease.executionId, error });
     }
   }
 
@@ -379,16 +576,16 @@ export class Worker {
   private abandonAfterAbort<T>(delivery: Promise<T>, lease: Lease, signal: AbortSignal): Promise<T | typeof ABANDONED> {
     return new Promise((resolve, reject) => {
       let abandoned = false;
-      let timer: ReturnType<typeof setTimeout> | undefined;
+      let cancel: (() => void) | undefined;
       const onAbort = () => {
-        timer = setTimeout(() => {
+        cancel = later(this.abortGracePeriod, () => {
           abandoned = true;
-          this.onEvent({ kind: "abandoned", executionId: lease.executionId, token: lease.token });
+          this.emit({ kind: "abandoned", executionId: lease.executionId, token: lease.token });
           resolve(ABANDONED);
-        }, this.abortGracePeriod);
+        });
       };
       const settle = () => {
-        clearTimeout(timer);
+        cancel?.();
         signal.removeEventListener("abort", onAbort);
       };
       if (signal.aborted) onAbort();
@@ -424,7 +621,7 @@ export class Worker {
             if (err instanceof ExecstoreError && (err.code === "LEASE_LOST" || err.code === "EXECUTION_NOT_FOUND")) {
               current = undefined;
               clearInterval(timer);
-              this.onEvent({ kind: "leaseLost", executionId: lease.executionId, token: lease.token });
+              this.emit({ kind: "leaseLost", executionId: lease.executionId, token: lease.token });
               controller.abort(new LeaseLostError(409, { code: "LEASE_LOST", message: `lease of ${lease.executionId} (token ${lease.token}) lost` }));
             }
             // Otherwise keep trying: the lease stays current until another
@@ -458,6 +655,22 @@ interface Renewal {
   halt(): void;
   /** Stops renewing and waits for a renewal in flight. */
   stop(): Promise<void>;
+}
+
+/**
+ * Calls fn after ms (never, for Infinity), and answers what cancels it.
+ * setTimeout fires after 1 ms for a delay over 2^31-1 ms: a longer one is
+ * armed in parts.
+ */
+function later(ms: number, fn: () => void): () => void {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = (leftMs: number) => {
+    if (leftMs === Infinity) return;
+    const partMs = Math.min(leftMs, TIMEOUT_MAX_MS);
+    timer = setTimeout(() => (leftMs > partMs ? arm(leftMs - partMs) : fn()), partMs);
+  };
+  arm(ms);
+  return () => clearTimeout(timer);
 }
 
 /** The recorded form of an error: name, message, code, and its causes (at most 8). */
