@@ -1,7 +1,13 @@
-"""The client against the real binary: answers, typed errors, and what a retry gets."""
+"""The client against the real binary: answers, typed errors, and what a retry gets;
+and against a fake server, what a time goes as."""
+
+import time
+from datetime import datetime, timedelta, timezone
+from typing import Callable
 
 import pytest
 
+from conftest import FakeServer, Route
 from execstore_client import (Client, ExecutionIdConflictError, InvalidArgumentError, LeaseLostError,
                               NotFoundError, UnauthorizedError)
 
@@ -60,3 +66,18 @@ def test_a_server_with_a_token_refuses_a_client_without_it(make_server):
     with pytest.raises(UnauthorizedError):
         Client(guarded.url).stats()
     assert isinstance(Client(guarded.url, token=token).stats(), dict)
+
+
+def test_a_naive_datetime_is_local_time_sent_as_utc_to_the_millisecond(
+        fake: Callable[[Route], FakeServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    srv: FakeServer = fake(lambda method, path, body: (200, {"executionId": "x", "at": body["at"]}, {}))
+    monkeypatch.setenv("TZ", "Asia/Kolkata")  # UTC+05:30, no daylight saving time
+    time.tzset()
+    try:
+        client = Client(srv.url)
+        client.wake("x", datetime(2026, 1, 2, 12, 0, 0, 123456))
+        client.wake("x", datetime(2026, 1, 2, 12, 0, 0, 123456, tzinfo=timezone(timedelta(hours=-2))))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert [b["at"] for b in srv.paths("/v1/executions/x/wakes")] == ["2026-01-02T06:30:00.123Z", "2026-01-02T14:00:00.123Z"]

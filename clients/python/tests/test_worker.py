@@ -1,11 +1,15 @@
 """The Worker against the real binary: every execution completes once with its
-steps run once, a lost lease stops the delivery, a rejection releases it, and a
-server killed with SIGKILL mid-run loses nothing."""
+steps run once, a lost lease stops the delivery, a rejection releases it, a
+value that is not JSON fails its execution alone, an observer that raises
+changes nothing, and a server killed with SIGKILL mid-run loses nothing."""
 
 import threading
+from typing import Any, Dict, List, Tuple
 
-from conftest import eventually
-from execstore_client import Client, ExitWithoutReply, Failure, Worker
+import pytest
+
+from conftest import Server, eventually
+from execstore_client import Client, Delivery, ExitWithoutReply, Failure, Worker
 
 
 def admit_orders(client, prefix, n):
@@ -143,3 +147,105 @@ def test_a_server_killed_with_sigkill_mid_run_loses_nothing(make_server):
         rec = client.get(eid)
         assert rec["status"] == "completed", eid
         assert rec["outcome"]["result"] == {"receipt": f"r-{i}"}
+
+
+def test_a_value_that_is_not_json_fails_its_execution_and_holds_back_no_other(server: Server) -> None:
+    # "A result that cannot be serialised to JSON ... stalls the worker."
+    client = Client(server.url)
+    events: List[Tuple[str, Dict[str, Any]]] = []
+    worker = Worker(client, {"set": lambda ctx: {1, 2}, "nan": lambda ctx: {"ratio": float("nan")},
+                             "charge": lambda ctx: {"order": ctx.params["order"]}},
+                    concurrency=1, poll_interval=0.05, on_event=lambda kind, detail: events.append((kind, detail)))
+    client.admit("set", "set-1")
+    client.admit("nan", "nan-1")
+    client.admit("charge", "charge-1", {"order": 1})
+    worker.start()
+    eventually("all three ended", lambda: all(client.get(eid)["status"] in ("completed", "failed")
+                                              for eid in ("set-1", "nan-1", "charge-1")), patience=10)
+    worker.stop()
+    for eid in ("set-1", "nan-1"):
+        rec = client.get(eid)
+        assert rec["status"] == "failed" and rec["attempts"] == 1, eid
+        assert rec["outcome"]["error"]["code"] == "RESULT_NOT_JSON" and rec["outcome"]["error"]["name"] == "InvalidResult"
+    assert client.get("charge-1")["outcome"]["result"] == {"order": 1}
+    assert sorted(d["executionId"] for k, d in events if k == "invalidResult") == ["nan-1", "set-1"]
+
+
+def test_an_observer_that_raises_loses_no_lease_and_no_slot(server: Server) -> None:
+    # "A throwing onOutcome/onEvent callback ... loses the round's leases";
+    # "a delivery thread that raises dies without freeing its slot".
+    client = Client(server.url)
+
+    def observer(*args: Any) -> None:
+        raise RuntimeError("the observer failed")
+
+    def flaky(ctx: Delivery) -> str:
+        if ctx.attempt == 1:
+            raise TimeoutError("the gateway timed out")  # released: on_event("released") raises
+        return "done"
+
+    worker = Worker(client, {"charge": lambda ctx: ctx.params["order"], "flaky": flaky}, concurrency=1,
+                    poll_interval=0.05, lease_duration=60.0, retry_after=0, on_outcome=observer, on_event=observer)
+    ids = [f"obs-{i}" for i in range(3)]
+    for i, eid in enumerate(ids):
+        client.admit("charge", eid, {"order": i})
+    client.admit("flaky", "flaky-1")
+    worker.start()
+    # Well within lease_duration: a lease dropped on the floor would wait for it to expire.
+    eventually("every execution completed", lambda: all(client.get(eid)["status"] == "completed"
+                                                        for eid in ids + ["flaky-1"]), patience=20)
+    worker.stop()
+    for eid in ids:
+        assert client.get(eid)["attempts"] == 1, f"{eid} was delivered again"
+    assert client.get("flaky-1")["attempts"] == 2
+
+
+class Interrupt(BaseException):
+    """Not an Exception: what a handler may raise all the same."""
+
+
+def test_a_handler_that_raises_a_base_exception_releases_its_lease_and_frees_its_slot(server: Server) -> None:
+    client = Client(server.url)
+
+    def abrupt(ctx: Delivery) -> str:
+        if ctx.attempt == 1:
+            raise Interrupt("interrupted")
+        return "second"
+
+    released: List[Dict[str, Any]] = []
+    worker = Worker(client, {"abrupt": abrupt}, concurrency=1, poll_interval=0.05, retry_after=0,
+                    lease_duration=60.0, on_event=lambda kind, detail: released.append(detail) if kind == "released" else None)
+    client.admit("abrupt", "abrupt-1")
+    worker.start()
+    eventually("abrupt-1 completed", lambda: client.get("abrupt-1")["status"] == "completed", patience=20)
+    worker.stop()
+    assert client.get("abrupt-1")["attempts"] == 2
+    assert isinstance(released[0]["error"], Interrupt)
+
+
+def test_start_during_stop_raises_and_start_after_stop_runs_again(server: Server) -> None:
+    client = Client(server.url)
+    go = threading.Event()
+    worker = Worker(client, {"slow": lambda ctx: go.wait(30) and "slow", "charge": lambda ctx: "charged"}, poll_interval=0.05)
+    client.admit("slow", "slow-1")
+    worker.start()
+    eventually("slow-1 runs", lambda: worker.active_deliveries == 1)
+    stopper = threading.Thread(target=worker.stop)
+    stopper.start()
+    eventually("stop() began", lambda: worker.state == "stopping")
+    with pytest.raises(RuntimeError, match="stopping"):
+        worker.start()
+    go.set()
+    stopper.join(30)
+    assert not stopper.is_alive()
+    assert client.get("slow-1")["outcome"]["result"] == "slow"
+    client.admit("charge", "charge-1")
+    worker.start()
+    assert client.wait("charge-1", timeout=30)["outcome"]["result"] == "charged"
+    worker.stop()
+
+
+@pytest.mark.parametrize("poll_interval", [0, -1, 61])
+def test_a_poll_interval_that_would_spin_or_outwait_the_server_is_refused(poll_interval: float) -> None:
+    with pytest.raises(ValueError, match="poll_interval"):
+        Worker(Client("http://127.0.0.1:9"), {}, poll_interval=poll_interval)

@@ -5,13 +5,13 @@ from .client import Client, lease_ref
 from .errors import (AwaitTimeoutError, ExecstoreError, ExecutionIdConflictError, InternalError,
                      InvalidArgumentError, LeaseLostError, LimitExceededError, MethodNotAllowedError,
                      NetworkError, NotFoundError, StartRequestMismatchError, UnauthorizedError,
-                     UnavailableError)
+                     UNAVAILABLE_CODES, UnavailableError)
 from .worker import SUSPENDED, Delivery, ExitWithoutReply, Failure, Worker, error_info
 
 __all__ = [
     "AwaitTimeoutError", "Client", "Delivery", "ExecstoreError", "ExecutionIdConflictError",
     "ExitWithoutReply", "Failure", "InternalError", "InvalidArgumentError", "LeaseLostError",
     "LimitExceededError", "MethodNotAllowedError", "NetworkError", "NotFoundError",
-    "StartRequestMismatchError", "SUSPENDED", "UnauthorizedError", "UnavailableError", "Worker",
+    "StartRequestMismatchError", "SUSPENDED", "UNAVAILABLE_CODES", "UnauthorizedError", "UnavailableError", "Worker",
     "error_info", "lease_ref",
 ]

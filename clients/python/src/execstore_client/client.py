@@ -39,10 +39,10 @@ def _acks(acks: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def _iso(at: Any) -> str:
+    """A time as the server reads it: UTC, to the millisecond. A naive
+    datetime is local time, as everywhere in Python (datetime.astimezone)."""
     if isinstance(at, datetime):
-        if at.tzinfo is None:
-            at = at.replace(tzinfo=timezone.utc)
-        return at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+        return at.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return str(at)
 
 

@@ -97,12 +97,14 @@ _BY_CODE = {
     "LIMIT_EXCEEDED": LimitExceededError,
     "INTERNAL": InternalError,
 }
-_UNAVAILABLE = {"STORAGE_FAILED", "CLOSED", "CANCELLED", "NOT_LEADER", "OUTCOME_UNKNOWN"}
+UNAVAILABLE_CODES = frozenset({"STORAGE_FAILED", "CLOSED", "CANCELLED", "NOT_LEADER", "OUTCOME_UNKNOWN"})
+"""The codes of a 503, alone or as one acknowledgement's answer in a batch:
+the store could not take it now, and sending it again is how to find out."""
 
 
 def error_of(status: int, body: Dict[str, Any], retry_after: Optional[float] = None) -> ExecstoreError:
     """The error for an answer with status and body."""
     code = body.get("code", "")
-    if code in _UNAVAILABLE:
+    if code in UNAVAILABLE_CODES:
         return UnavailableError(status, body, retry_after)
     return _BY_CODE.get(code, ExecstoreError)(status, body)
