@@ -50,3 +50,30 @@ func ExampleStore_AcknowledgeAndClaim() {
 	// round 2 invoice-3 completed
 	// round 2 invoice-4 completed
 }
+
+// A claim with a request key is safe to retry: a worker that lost the answer
+// (a timeout, a dropped connection) asks again with the same key and gets
+// the same leases, instead of leaving them to expire unworked.
+func ExampleStore_Claim() {
+	dir, _ := os.MkdirTemp("", "execstore-example")
+	defer os.RemoveAll(dir)
+	store, err := execstore.Open(dir, execstore.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	for _, id := range []string{"invoice-1", "invoice-2", "invoice-3"} {
+		store.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "send-invoice"})
+	}
+
+	req := execstore.ClaimRequest{Limit: 2, LeaseDuration: time.Minute, RequestKey: "worker-7/round-1"}
+	first, _ := store.Claim(ctx, req) // suppose this answer never arrived
+	retry, _ := store.Claim(ctx, req)
+	for i := range retry {
+		fmt.Println(retry[i].ExecutionID, retry[i].Token == first[i].Token)
+	}
+	// Output:
+	// invoice-1 true
+	// invoice-2 true
+}

@@ -63,7 +63,40 @@ func (s *Store) RequestWake(ctx context.Context, executionID string, at time.Tim
 // limit must be 1 to Limits.ClaimLimit and leaseDuration positive and at most
 // Limits.LeaseDuration (ErrInvalidArgument).
 func (s *Store) ClaimDue(ctx context.Context, limit int, leaseDuration time.Duration) ([]Lease, error) {
-	c, err := s.claimCommand(limit, leaseDuration)
+	return s.Claim(ctx, ClaimRequest{Limit: limit, LeaseDuration: leaseDuration})
+}
+
+// ClaimRequest is a claim's arguments, for Claim and AcknowledgeAndClaimWith.
+type ClaimRequest struct {
+	// Limit is the most executions to lease: 1 to Limits.ClaimLimit.
+	Limit int
+	// LeaseDuration is how long each lease lasts unless renewed: positive,
+	// at most Limits.LeaseDuration.
+	LeaseDuration time.Duration
+	// RequestKey, when not empty (at most MaxRequestKeyLen bytes), names the
+	// claim so that a retry whose first answer was lost gets the same
+	// leases instead of stranding them until they expire. The store
+	// remembers what a keyed claim leased for its LeaseDuration: a claim
+	// repeated with the key in that time leases nothing new and writes
+	// nothing; it answers the leases the first granted that are still
+	// current (not acknowledged, released or superseded since), with their
+	// expiries as they are now. A repeat with another Limit or
+	// LeaseDuration is ErrInvalidArgument. A keyed claim that leased
+	// nothing is not remembered, so its repeat claims afresh. Keys are
+	// remembered for at most 131,072 leases in all, the earliest to expire
+	// forgotten first; a forgotten key's repeat claims afresh, as a claim
+	// without a key would. Make keys unique per claim (a random ID per
+	// round): whoever repeats a key gets its leases.
+	RequestKey string
+}
+
+// MaxRequestKeyLen bounds ClaimRequest.RequestKey, in bytes.
+const MaxRequestKeyLen = fsm.MaxRequestKeyLen
+
+// Claim is ClaimDue with its arguments in a ClaimRequest, which may carry a
+// request key that makes a retry safe.
+func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]Lease, error) {
+	c, err := s.claimCommand(req)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +109,11 @@ func (s *Store) ClaimDue(ctx context.Context, limit int, leaseDuration time.Dura
 }
 
 // claimCommand validates a claim's arguments and returns its command.
-func (s *Store) claimCommand(limit int, leaseDuration time.Duration) (fsm.Command, error) {
+func (s *Store) claimCommand(req ClaimRequest) (fsm.Command, error) {
+	limit, leaseDuration := req.Limit, req.LeaseDuration
+	if len(req.RequestKey) > MaxRequestKeyLen {
+		return fsm.Command{}, overLimit(ErrInvalidArgument, "request key of %d bytes, more than the limit of %d", len(req.RequestKey), MaxRequestKeyLen)
+	}
 	if limit < 1 {
 		return fsm.Command{}, invalidArg("claim limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
 	}
@@ -86,7 +123,7 @@ func (s *Store) claimCommand(limit int, leaseDuration time.Duration) (fsm.Comman
 	if err := checkDuration("lease duration", leaseDuration, true, s.limits.LeaseDuration); err != nil {
 		return fsm.Command{}, err
 	}
-	return fsm.Command{Kind: fsm.KindClaim, Limit: limit, Duration: int64(leaseDuration)}, nil
+	return fsm.Command{Kind: fsm.KindClaim, Limit: limit, Duration: int64(leaseDuration), RequestKey: req.RequestKey}, nil
 }
 
 // claimAnswer reads a claim request's leases (before the request is freed:
@@ -94,6 +131,9 @@ func (s *Store) claimCommand(limit int, leaseDuration time.Duration) (fsm.Comman
 func claimAnswer(r *request) ([]Lease, error) {
 	if r.err != nil {
 		return nil, r.err
+	}
+	if r.res.Code == fsm.CodeMismatch {
+		return nil, invalidArg("request key %q was used by a claim with another limit or lease duration", r.cmd.RequestKey)
 	}
 	leases := make([]Lease, len(r.res.Leases))
 	for i, l := range r.res.Leases {
@@ -245,7 +285,16 @@ func (s *Store) AcknowledgeBatch(ctx context.Context, acks []Ack) ([]AckResult, 
 // while the batch was written, it is the claim's, and each acknowledgement's
 // result says the same.
 func (s *Store) AcknowledgeAndClaim(ctx context.Context, acks []Ack, limit int, leaseDuration time.Duration) ([]AckResult, []Lease, error) {
-	c, err := s.claimCommand(limit, leaseDuration)
+	return s.AcknowledgeAndClaimWith(ctx, acks, ClaimRequest{Limit: limit, LeaseDuration: leaseDuration})
+}
+
+// AcknowledgeAndClaimWith is AcknowledgeAndClaim with the claim's arguments
+// in a ClaimRequest, which may carry a request key: a retry of the whole
+// call after a lost answer then answers each acknowledgement as a repeat
+// (replayed where it was applied) and the claim's leases as they were
+// granted.
+func (s *Store) AcknowledgeAndClaimWith(ctx context.Context, acks []Ack, req ClaimRequest) ([]AckResult, []Lease, error) {
+	c, err := s.claimCommand(req)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -146,6 +146,7 @@ func (s *Store) observeResult(kind fsm.Kind, id string, token uint64, now int64,
 			s.logLostLease(kind, id)
 		}
 	case o.metrics == nil || res.Code != fsm.CodeOK:
+	case kind == fsm.KindClaim && res.Unchanged: // a keyed claim's repeat leased nothing new
 	case kind == fsm.KindClaim:
 		for _, l := range res.Leases {
 			o.claimedAt[l.ExecutionID] = claimMark{token: l.Token, at: now}

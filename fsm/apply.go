@@ -186,6 +186,11 @@ func (s *State) requestWake(id string, at, now int64) bool {
 }
 
 func (s *State) claim(c *Command, now int64, dry bool) Result {
+	if c.RequestKey != "" {
+		if g, ok := s.liveGrant(c.RequestKey, now); ok {
+			return s.replayGrant(g, c, dry) // claimkeys.go
+		}
+	}
 	first, ok := s.nextClaimable()
 	if !ok || first.At > now || c.Limit <= 0 {
 		return Result{}
@@ -238,6 +243,9 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		}
 	}
 	clear(taken) // the scratch buffer must not keep records alive
+	if c.RequestKey != "" && len(leases) > 0 {
+		s.keepGrant(c, now, leases)
+	}
 	return r
 }
 
@@ -329,6 +337,12 @@ func (s *State) current(id string, token uint64) (p *stored, fail *Result) {
 	return p, nil
 }
 
+// suspendedLast is SuspendedBy without the try count (a mutation's).
+func suspendedLast(p *stored, token uint64) bool {
+	v := p.Value()
+	return v.LeaseToken == 0 && v.LastToken == token && v.Status == StatusSuspended
+}
+
 func (s *State) renew(c *Command, now int64, dry bool) Result {
 	p, fail := s.current(c.ExecutionID, c.Token)
 	if fail != nil {
@@ -375,7 +389,7 @@ func (s *State) release(c *Command, now int64, dry bool) Result {
 func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 	p, fail := s.current(c.ExecutionID, c.Token)
 	if fail != nil {
-		if p != nil && (p.Terminal() || c.Outcome.Status == StatusSuspended && p.SuspendedBy(c.Token)) {
+		if p != nil && (p.Terminal() || c.Outcome.Status == StatusSuspended && (p.SuspendedBy(c.Token) || mutant.SuspensionReplayIgnoresTries && suspendedLast(p, c.Token))) {
 			// Outcomes are immutable: a late or repeated acknowledgement gets
 			// the recorded outcome. A repeat of the suspension that ended
 			// its own lease, with nothing since, gets the record as it is:

@@ -33,6 +33,7 @@ type BatchView struct {
 	cancelled  map[string]struct{}   // executions a logged cancel ends (not their descendants: the view does not walk the tree)
 
 	schedules map[string]*ScheduleDef // schedule -> the definition a logged put gives it; nil: a logged delete removes it
+	claimKeys map[string]struct{}     // request keys of logged keyed claims
 }
 
 type startKey struct{ caller, key string }
@@ -47,6 +48,7 @@ func (v *BatchView) Reset() {
 	clear(v.watches)
 	clear(v.cancelled)
 	clear(v.schedules)
+	clear(v.claimKeys)
 }
 
 // Settles reports whether the logged commands noted so far probably make c
@@ -114,10 +116,24 @@ func (v *BatchView) noteStart(c *Command, _ *State) {
 // supersede) is refused, or answers the recorded outcome.
 func (v *BatchView) settlesFenced(c *Command) bool { return v.leaseEnded(c.ExecutionID, c.Token) }
 
+// settlesClaim: a keyed claim repeats one logged earlier in the batch
+// (its answer is the grant that one makes, or a claim afresh if it leased
+// nothing: the second precheck decides).
+func (v *BatchView) settlesClaim(c *Command) bool {
+	_, ok := v.claimKeys[c.RequestKey]
+	return c.RequestKey != "" && ok
+}
+
 // noteClaim: a claim clears the pending wakes of what it takes, so wakes
 // noted before it no longer predict a merge; and it may supersede the
-// expired leases it reaches.
+// expired leases it reaches. A keyed one is noted for its repeats.
 func (v *BatchView) noteClaim(c *Command, st *State) {
+	if c.RequestKey != "" {
+		if v.claimKeys == nil {
+			v.claimKeys = make(map[string]struct{})
+		}
+		v.claimKeys[c.RequestKey] = struct{}{}
+	}
 	clear(v.wakes)
 	st.ExpiredLeases(c.Now, c.Limit, func(id string, token uint64) {
 		if v.superseded == nil {

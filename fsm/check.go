@@ -12,12 +12,13 @@ type StateSummary struct {
 	Records   int
 	Due       int
 	Schedules int
+	Grants    int // claim request keys remembered
 }
 
 // Summary returns the state's summary, as CheckState reports it of the
 // state's encoding.
 func (s *State) Summary() StateSummary {
-	return StateSummary{Meta: s.meta, Records: s.Len(), Due: s.DueLen(), Schedules: s.schedules.Len()}
+	return StateSummary{Meta: s.meta, Records: s.Len(), Due: s.DueLen(), Schedules: s.schedules.Len(), Grants: s.grants.Len()}
 }
 
 // BufferedReader is a Reader whose buffer a reader may look into
@@ -70,6 +71,11 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 		sum.Meta.ChangeSeq, sum.Meta.Admitted = 2*uint64(c.live), uint64(c.live)
 	} else if err := c.changes(&sum); err != nil {
 		return StateSummary{}, err
+	}
+	if version >= 5 {
+		if err := c.grants(&sum); err != nil { // claimkeys.go
+			return StateSummary{}, err
+		}
 	}
 	c.r.Discard(c.off) // what follows the state is the caller's to read
 	return sum, nil

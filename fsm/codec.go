@@ -9,8 +9,9 @@ import (
 // format: a reader refuses versions it does not know, and reads every older
 // one. Version 2 adds an admission's attempt bound and a release's cause
 // (trailing fields) and the cancel command; a version-1 command decodes with
-// no bound and no cause.
-const CodecVersion = 2
+// no bound and no cause. Version 3 adds a claim's request key (a trailing
+// field); an older claim decodes with none.
+const CodecVersion = 3
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,6 +19,7 @@ func sampleCommands() []Command {
 		{Kind: KindAdmit, Now: 2, ExecutionID: "x", WorkflowID: "w", Params: "", HasParams: true},
 		{Kind: KindWake, Now: 3, ExecutionID: "e", At: 1 << 60},
 		{Kind: KindClaim, Now: 4, Limit: 64, Duration: 30e9},
+		{Kind: KindClaim, Now: 4, Limit: 64, Duration: 30e9, RequestKey: "worker-7/round-12"},
 		{Kind: KindRenew, Now: 5, ExecutionID: "e", Token: 7, Duration: 1},
 		{Kind: KindRelease, Now: 6, ExecutionID: "e", Token: 7},
 		{Kind: KindAcknowledge, Now: 7, ExecutionID: "e", Token: 1, Outcome: Outcome{Status: StatusSuspended}},
@@ -84,14 +86,14 @@ func TestCodecRoundTripsEveryKind(t *testing.T) {
 }
 
 // A command written by codec version 1 decodes with the defaults of the
-// fields version 2 added (no attempt bound, no release cause), and encodes
-// back in version 1 to the same bytes.
+// fields version 2 added (no attempt bound, no release cause) and version 3
+// (no request key), and encodes back in version 1 to the same bytes.
 func TestVersion1CommandsDecodeWithTheNewFieldsAtTheirDefaults(t *testing.T) {
 	for _, c := range sampleCommands() {
 		if c.Kind == KindCancel {
 			continue
 		}
-		c.MaxAttempts, c.Cause = 0, nil
+		c.MaxAttempts, c.Cause, c.RequestKey = 0, nil, ""
 		b := appendEncode(nil, &c, 1)
 		got, err := Decode(b)
 		if err != nil {
@@ -108,7 +110,9 @@ func TestDecodeRefusesMalformedCommands(t *testing.T) {
 	cases := map[string][]byte{
 		"empty":                {},
 		"version 0":            append([]byte{0}, valid[1:]...),
-		"version 3":            append([]byte{3}, valid[1:]...),
+		"version 4":            append([]byte{CodecVersion + 1}, valid[1:]...),
+		"request key in v2":    append(appendEncode(nil, &Command{Kind: KindClaim, Now: 1, Limit: 1, Duration: 1}, 2), 1, 'k'),
+		"long request key":     AppendEncode(nil, &Command{Kind: KindClaim, Now: 1, Limit: 1, Duration: 1, RequestKey: strings.Repeat("k", MaxRequestKeyLen+1)}),
 		"cancel in v1":         append([]byte{1}, AppendEncode(nil, &Command{Kind: KindCancel, Now: 1, ExecutionID: "e"})[1:]...),
 		"attempts bound":       AppendEncode(nil, &Command{Kind: KindAdmit, Now: 1, ExecutionID: "e", WorkflowID: "w", MaxAttempts: MaxAttempts + 1}),
 		"cancel no id":         {CodecVersion, byte(KindCancel), 1, 0, 0},

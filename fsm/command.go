@@ -94,6 +94,10 @@ type Command struct {
 
 	// retire: terminal executions last updated before At lose their params,
 	// context and steps; at most Limit of them, oldest first.
+
+	// claim (codec version 3): the request key, "" for none. A repeat with
+	// the key answers the leases the first granted (claimkeys.go).
+	RequestKey string
 }
 
 // Ack is one acknowledgement of an acknowledge-batch command: the fields an
@@ -146,7 +150,9 @@ type Result struct {
 	Wake WakeResult // wake, watch (beside Code: the three share a word)
 	// Unchanged (CodeOK only): save-step, the key was saved already and its
 	// first value is kept; acknowledge, the execution was terminal already
-	// and Exec is the record as it was.
+	// and Exec is the record as it was (or, for a suspension, the lease's
+	// own acknowledgement suspended it); claim, a repeat of a keyed claim,
+	// answered with the leases it granted that are still current.
 	Unchanged bool
 	ID        string      // admit, start: the execution's ID
 	Leases    []Lease     // claim

@@ -18,9 +18,10 @@ import (
 // and its parent link. Version 3 keeps each record's attempt bound and
 // count, and knows the cancelled status (its outcome is written as a failed
 // one's), and adds the schedules. Version 4 adds the change log
-// (list_codec.go). Version 5 counts tries without an attempt bound too (the
-// layout is version 4's): an older record without a bound decodes with
-// tries 1 once it was ever claimed (upgradeTries).
+// (list_codec.go). Version 5 counts tries without an attempt bound too (an
+// older record without a bound decodes with tries 1 once it was ever
+// claimed: upgradeTries), and adds the claims' request keys
+// (claimkeys.go).
 const StateVersion = 5
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
@@ -60,6 +61,7 @@ type Reader interface {
 //	         definition as put-schedule encodes it, then next:uv last:uv
 //	         caught-up:uv
 //	changes  (version 4) the change log: see list_codec.go
+//	grants   (version 5) the claims' request keys: see claimkeys.go
 //
 // The due index, the retirement queue, the two watch indexes and the
 // schedules' due index are derived, not stored: decoding rebuilds the due
@@ -155,6 +157,9 @@ func (s *State) Encode(w Writer) error {
 	s.encodeSchedules(e) // schedule_state.go
 	if e.err == nil {
 		s.encodeChanges(e)
+	}
+	if e.err == nil {
+		s.encodeGrants(e) // claimkeys.go
 	}
 	e.flush(true)
 	return e.err
@@ -377,6 +382,11 @@ func DecodeState(r Reader) (*State, error) {
 		s.deriveChanges(recs)
 	} else if err := s.decodeChanges(d, recs); err != nil {
 		return nil, err
+	}
+	if version >= 5 {
+		if err := s.decodeGrants(d); err != nil { // claimkeys.go
+			return nil, err
+		}
 	}
 	// Every record has its admission number now: the records tree.
 	for _, e := range recs {

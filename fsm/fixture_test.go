@@ -25,7 +25,9 @@ import (
 //     in state version 2;
 //   - commands-v2.bin, state-v3.bin: the same for codec version 2 (cancellation, attempt
 //     bounds, schedules) and state version 3;
-//   - commands-v2.bin, state-v4.bin: the same log's state in version 4 (the change log).
+//   - commands-v2.bin, state-v4.bin: the same log's state in version 4 (the change log);
+//   - commands-v3.bin, state-v5.bin: codec version 3 (claims' request keys) and state version
+//     5 (the request keys' grants; tries counted without an attempt bound).
 //
 // Each pair is written once, by the code of its version (go test -run Fixture
 // -write-fixtures writes the current version's pair, and refuses to overwrite one), and
@@ -44,6 +46,7 @@ var fixturePairs = []fixturePair{
 	{"testdata/commands-v1.bin", "testdata/state-v2.bin", 1, 2},
 	{"testdata/commands-v2.bin", "testdata/state-v3.bin", 2, 3},
 	{"testdata/commands-v2.bin", "testdata/state-v4.bin", 2, 4},
+	{"testdata/commands-v3.bin", "testdata/state-v5.bin", 3, 5},
 }
 
 func fixtureCommandList() []Command {
@@ -176,6 +179,9 @@ func checkFixturePair(t *testing.T, p fixturePair) {
 	if decoded.Len() == 0 || decoded.meta.Retired == 0 || decoded.meta.Terminal == 0 {
 		t.Fatalf("%s holds %d records, %d retired, %d terminal: a fixture that tests little",
 			p.state, decoded.Len(), decoded.meta.Retired, decoded.meta.Terminal)
+	}
+	if p.version >= 5 && decoded.grants.Len() == 0 {
+		t.Fatalf("%s holds no claim request key: a fixture that tests little", p.state)
 	}
 	if p.version < 5 {
 		// Before version 5 a record without an attempt bound counted no

@@ -31,6 +31,11 @@ type dump struct {
 	RetIDs  []string
 	Ended   []dueKey
 	List    listDump
+	// Grants: each remembered request key's grant, the expiry index and the
+	// leases they hold together.
+	Grants      []grant
+	GrantExp    []grantExpiry
+	GrantLeases int
 }
 
 // listDump is the listing indexes and the change log by value: each entry
@@ -129,7 +134,17 @@ func dumpOf(s *State) dump {
 		RetIDs:  retiredIDs(s),
 		Ended:   collect[dueKey](s.ended),
 		List:    listDumpOf(s),
+
+		Grants:      grantsOf(s),
+		GrantExp:    collect[grantExpiry](s.grantExp),
+		GrantLeases: s.grantLeases,
 	}
+}
+
+func grantsOf(s *State) []grant {
+	var out []grant
+	s.grants.Scan(func(it grantItem) bool { out = append(out, *it.g); return true })
+	return out
 }
 
 var cmpOpts = cmp.Options{
@@ -197,6 +212,14 @@ func (g *gen) next() Command {
 		c.ExecutionID = ""
 		c.Limit = 1 + g.rng.IntN(4)
 		c.Duration = int64(1+g.rng.IntN(3)) * 1000
+		if k := g.rng.IntN(6); k < 3 {
+			// A request key, among three: mostly with its own arguments (a
+			// repeat), at times with others (a mismatch).
+			c.RequestKey = fmt.Sprintf("q%d", k)
+			if g.rng.IntN(5) > 0 {
+				c.Limit, c.Duration = 1+k, int64(1+k)*1000
+			}
+		}
 	case KindRenew, KindRelease:
 		c.Token = g.token()
 		c.Duration = int64(g.rng.IntN(3)) * 1000

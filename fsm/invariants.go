@@ -116,7 +116,10 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkList(); err != nil {
 		return err
 	}
-	return s.checkSchedules() // schedule_state.go
+	if err := s.checkSchedules(); err != nil { // schedule_state.go
+		return err
+	}
+	return s.checkGrants() // claimkeys.go
 }
 
 // checkOutcome verifies a recorded outcome. It returns "" when it holds.

@@ -89,7 +89,7 @@ var kinds = [...]kindDef{
 		name: "claim", since: 1,
 		encode: encodeClaim, decode: decodeClaim, size: sizeClaim, bound: boundClaim, check: checkClaim,
 		apply:   func(s *State, c *Command, now int64, dry bool) Result { return s.claim(c, now, dry) },
-		settles: settlesNever, note: (*BatchView).noteClaim,
+		settles: (*BatchView).settlesClaim, note: (*BatchView).noteClaim,
 		notFound: NotFoundNever, limit: LimitNever,
 	},
 	KindRenew: {
@@ -368,25 +368,37 @@ func checkWake(c *Command) string {
 
 // ---- Claim ----------------------------------------------------------------------
 
-//	claim  limit:uv duration:uv
+//	claim  limit:uv duration:uv key:str (version 3; empty: none)
 
-func encodeClaim(dst []byte, c *Command, _ byte) []byte {
+func encodeClaim(dst []byte, c *Command, version byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(c.Limit))
-	return binary.AppendUvarint(dst, uint64(c.Duration))
+	dst = binary.AppendUvarint(dst, uint64(c.Duration))
+	if version >= 3 {
+		dst = appendStr(dst, c.RequestKey)
+	}
+	return dst
 }
 
-func decodeClaim(d *Decoder, c *Command, _ byte) {
+func decodeClaim(d *Decoder, c *Command, version byte) {
 	c.Limit = int(d.Int())
 	c.Duration = d.Int()
+	if version >= 3 {
+		c.RequestKey = d.Str()
+	}
 }
 
-func sizeClaim(c *Command) int { return uvarintLen(uint64(c.Limit)) + uvarintLen(uint64(c.Duration)) }
+func sizeClaim(c *Command) int {
+	return uvarintLen(uint64(c.Limit)) + uvarintLen(uint64(c.Duration)) + strLen(c.RequestKey)
+}
 
-func boundClaim(*Bounds) int { return 2 * boundNum }
+func boundClaim(*Bounds) int { return 2*boundNum + boundNum + MaxRequestKeyLen }
 
 func checkClaim(c *Command) string {
-	if c.Limit <= 0 || c.Duration <= 0 {
+	switch {
+	case c.Limit <= 0 || c.Duration <= 0:
 		return "non-positive limit or duration"
+	case len(c.RequestKey) > MaxRequestKeyLen:
+		return "request key longer than " + itoa(MaxRequestKeyLen) + " bytes"
 	}
 	return ""
 }

@@ -43,7 +43,7 @@ func (s *State) print(marks bool) [32]byte {
 	}
 	var b []byte
 	for _, n := range []int{s.due.Len(), s.leases.Len(), s.wkeys.Len(), s.wexecs.Len(), s.ended.Len(),
-		s.schedDue.Len(), s.list.workflows.Len(), s.list.parents.Len(), s.list.feed.n} {
+		s.schedDue.Len(), s.list.workflows.Len(), s.list.parents.Len(), s.list.feed.n, s.grantExp.Len(), s.grantLeases} {
 		b = binary.AppendUvarint(b, uint64(n))
 	}
 	for _, n := range s.list.counts {

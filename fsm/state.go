@@ -178,6 +178,12 @@ type State struct {
 	schedules *btree.BTreeG[Schedule] // by ID
 	schedDue  *btree.BTreeG[dueKey]   // (Next, ID) of schedules with a next occurrence
 
+	// Claim request keys (claimkeys.go): what each keyed claim granted, by
+	// key; the same by expiry; and the leases they hold together.
+	grants      *btree.BTreeG[grantItem]
+	grantExp    *btree.BTreeG[grantExpiry]
+	grantLeases int
+
 	// trackEnded: ended is kept (see TrackRetirement); otherwise it is empty.
 	trackEnded bool
 
@@ -229,6 +235,8 @@ func New() *State {
 		list:      newListIndexes(),
 		schedules: newTree(scheduleLess),
 		schedDue:  newTree(dueLess),
+		grants:    newTree(grantLess),
+		grantExp:  newTree(grantExpiryLess),
 	}
 }
 
@@ -262,6 +270,10 @@ func (s *State) Copy() *State {
 		list:      s.list.copy(),
 		schedules: s.schedules.Copy(),
 		schedDue:  s.schedDue.Copy(),
+
+		grants:      s.grants.Copy(),
+		grantExp:    s.grantExp.Copy(),
+		grantLeases: s.grantLeases,
 
 		trackEnded: s.trackEnded,
 	}

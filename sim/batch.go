@@ -310,20 +310,20 @@ func (w *world) settleBatch(ops []*op, clock int64, got []result) error {
 		}
 		if ok {
 			w.model.touched = touched
+			for i, o := range ops { // before noteLeases, which tells a keyed claim's repeat by what came before
+				w.coverResult(o, got[i])
+				if i > 0 && o.kind == opAck && ops[i-1].kind == opAck && got[i].Code == "" && got[i-1].Code == "" {
+					w.cover("batch", "merged acknowledgements")
+				}
+			}
 			for _, i := range order {
-				if err := w.noteLeases(got[i]); err != nil {
+				if err := w.noteLeases(ops[i], got[i]); err != nil {
 					return err
 				}
 			}
 			if !sortedInts(order) {
 				w.tr.line("%d batch linearized as %v", w.ops, order)
 				w.cover("batch", "out of queue order")
-			}
-			for i, o := range ops {
-				w.coverResult(o, got[i])
-				if i > 0 && o.kind == opAck && ops[i-1].kind == opAck && got[i].Code == "" && got[i-1].Code == "" {
-					w.cover("batch", "merged acknowledgements")
-				}
 			}
 			return w.checkAfter()
 		}

@@ -108,7 +108,7 @@ func (w *world) compare(o *op, clock int64, got result) error {
 	if diff := diffResults(exp, got); diff != "" {
 		return violationf("%s: result differs from the model (-model +store):\n%s", o.describe(w.tr), diff)
 	}
-	return w.noteLeases(got)
+	return w.noteLeases(o, got)
 }
 
 // generatedID is the ID the store chose for o, if it chose one.
@@ -120,17 +120,31 @@ func generatedID(o *op, got result) string {
 }
 
 // noteLeases remembers issued leases for stale use later, and checks that a
-// token is never handed out twice, across restarts too.
-func (w *world) noteLeases(got result) error {
+// token is never handed out twice, across restarts too: only the repeat of
+// the keyed claim that handed it out (same request key) answers it again.
+func (w *world) noteLeases(o *op, got result) error {
 	for _, l := range got.Leases {
+		issued := tokenOf{l.ExecutionID, l.Token}
+		if o.kind == opClaim && o.key != "" && w.grantedBy[issued] == o.key {
+			continue // a repeat's answer
+		}
 		if l.Token <= w.maxToken[l.ExecutionID] {
 			return violationf("claim of %s issued token %d; token %d was handed out before",
 				w.tr.alias(l.ExecutionID), l.Token, w.maxToken[l.ExecutionID])
 		}
 		w.leases = append(w.leases, l)
 		w.maxToken[l.ExecutionID] = l.Token
+		if o.kind == opClaim && o.key != "" {
+			w.grantedBy[issued] = o.key
+		}
 	}
 	return nil
+}
+
+// tokenOf names one lease token of one execution.
+type tokenOf struct {
+	id    string
+	token uint64
 }
 
 // diffResults compares two results; "" when they are equal.

@@ -38,6 +38,8 @@ func (w *world) coverResult(o *op, got result) {
 		code += " " + string(got.Record.Status)
 	case o.kind == opClaim && code == "ok" && len(got.Leases) == 0:
 		code += " none"
+	case o.kind == opClaim && code == "ok" && o.key != "" && w.grantedBy[tokenOf{got.Leases[0].ExecutionID, got.Leases[0].Token}] == o.key:
+		code += " replayed" // the repeat of a keyed claim (coverResult runs before noteLeases)
 	}
 	w.cover("op", string(o.kind), code)
 	for _, b := range got.Batch {
@@ -148,7 +150,7 @@ var RequiredCells = []string{
 	// Every operation, with its main results.
 	"op/admit/ok", "op/admit/EXECUTION_ID_CONFLICT", "op/admit/INVALID_EXECUTION_EVENT",
 	"op/wake/ok requested", "op/wake/ok ignored", "op/wake/EXECUTION_NOT_FOUND",
-	"op/claim/ok", "op/claim/ok none", "op/claim/INVALID_ARGUMENT",
+	"op/claim/ok", "op/claim/ok none", "op/claim/ok replayed", "op/claim/INVALID_ARGUMENT",
 	"op/renew/ok", "op/renew/LEASE_LOST", "op/renew/EXECUTION_NOT_FOUND",
 	"op/release/ok", "op/release/LEASE_LOST", "op/release/EXECUTION_NOT_FOUND",
 	"op/ack/ok completed", "op/ack/ok failed", "op/ack/ok suspended", "op/ack/LEASE_LOST", "op/ack/INVALID_ARGUMENT",

@@ -43,6 +43,21 @@ type model struct {
 	scheds map[string]*msched // schedules.go
 
 	retention time.Duration // Options.Retention; 0: off (retire.go)
+
+	// grants: what each keyed claim leased, by request key, kept for its
+	// lease duration (ClaimRequest.RequestKey). Expired ones stay here, as
+	// a lookup checks the expiry; the workload stays far below the store's
+	// bound on the leases kept, so nothing is ever evicted (claim checks).
+	grants      map[string]*mgrant
+	grantLeases int
+}
+
+// mgrant is one keyed claim's grant.
+type mgrant struct {
+	expires int64
+	limit   int
+	dur     time.Duration
+	leases  []execstore.Lease // as granted; ExpiresAt as at the claim
 }
 
 // mexec is one execution in the model.
@@ -99,7 +114,7 @@ type mwatch struct {
 }
 
 func newModel(lim execstore.Limits) *model {
-	return &model{lim: lim, execs: map[string]*mexec{}, kv: map[string]string{}}
+	return &model{lim: lim, execs: map[string]*mexec{}, kv: map[string]string{}, grants: map[string]*mgrant{}}
 }
 
 // clone returns an independent copy, for the candidates of an unacknowledged
@@ -123,6 +138,7 @@ func (m *model) clone() *model {
 		cs := *s
 		c.scheds[id] = &cs
 	}
+	c.grants = maps.Clone(m.grants) // a grant is never changed once made
 	return &c
 }
 
@@ -321,11 +337,37 @@ func (m *model) wake(id string, at time.Time, clock int64) result {
 	return result{Wake: execstore.WakeRequested}
 }
 
-func (m *model) claim(limit int, d time.Duration, clock int64) result {
-	if limit < 1 || limit > m.lim.ClaimLimit || d <= 0 || d > m.lim.LeaseDuration {
+func (m *model) claim(limit int, d time.Duration, key string, clock int64) result {
+	if limit < 1 || limit > m.lim.ClaimLimit || d <= 0 || d > m.lim.LeaseDuration || len(key) > execstore.MaxRequestKeyLen {
 		return m.nothing(fail(codeInvalidArg))
 	}
 	now := m.stamp(clock)
+	if g := m.grants[key]; key != "" && g != nil && g.expires > now {
+		// A repeat of a keyed claim within its lease duration: the leases
+		// it granted that are still current, as they are now; nothing new.
+		if g.limit != limit || g.dur != d {
+			return m.nothing(fail(codeInvalidArg))
+		}
+		leases := []execstore.Lease{}
+		for _, l := range g.leases {
+			if e := m.execs[l.ExecutionID]; e != nil && e.token == l.Token {
+				leases = append(leases, execstore.Lease{ExecutionID: l.ExecutionID, Token: l.Token, ExpiresAt: timeOf(e.expires)})
+			}
+		}
+		return m.nothing(result{Leases: leases})
+	}
+	r := m.claimDue(limit, d, now)
+	if key != "" && len(r.Leases) > 0 {
+		m.grants[key] = &mgrant{expires: addClamped(now, d), limit: limit, dur: d, leases: r.Leases}
+		if m.grantLeases += len(r.Leases); m.grantLeases > 131072/2 { // ClaimRequest.RequestKey: 131,072 leases kept
+			panic("sim: the workload's keyed claims come near the store's bound on the leases it keeps")
+		}
+	}
+	return r
+}
+
+// claimDue is a claim without a request key, at now.
+func (m *model) claimDue(limit int, d time.Duration, now int64) result {
 	type cand struct {
 		at int64
 		id string

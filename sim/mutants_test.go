@@ -67,6 +67,8 @@ var mutations = []struct {
 	{"ScheduleKeepsNext", &mutant.ScheduleKeepsNext, 0},
 	// One seed in four runs with retention.
 	{"RetireAtCutoff", &mutant.RetireAtCutoff, 0},
+	{"SuspensionReplayIgnoresTries", &mutant.SuspensionReplayIgnoresTries, 0},
+	{"SnapshotForgetsGrants", &mutant.SnapshotForgetsGrants, 0},
 }
 
 const (

@@ -50,7 +50,7 @@ type op struct {
 	dur    time.Duration // claim, renew: lease duration; release: retry delay
 	lease  execstore.Lease
 	out    outcome
-	key    string // save-step, step, start: the step key
+	key    string // save-step, step, start: the step key; claim: the request key
 	val    value
 	wf     string
 	params params
@@ -97,6 +97,10 @@ func (o *op) call(s *execstore.Store) result {
 		w, err := s.RequestWake(ctx, o.id, o.at)
 		return withCode(result{Wake: w}, err)
 	case opClaim:
+		if o.key != "" {
+			leases, err := s.Claim(ctx, execstore.ClaimRequest{Limit: o.limit, LeaseDuration: o.dur, RequestKey: o.key})
+			return withCode(result{Leases: leases}, err)
+		}
 		leases, err := s.ClaimDue(ctx, o.limit, o.dur)
 		return withCode(result{Leases: leases}, err)
 	case opRenew:
@@ -191,7 +195,7 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 	case opWake:
 		return m.wake(o.id, o.at, clock)
 	case opClaim:
-		return m.claim(o.limit, o.dur, clock)
+		return m.claim(o.limit, o.dur, o.key, clock)
 	case opRenew:
 		return m.renew(o.lease, o.dur, clock)
 	case opRelease:
@@ -301,6 +305,9 @@ func (o *op) describe(t *trace) string {
 		fmt.Fprintf(&b, " %s at=%s", t.alias(o.id), simTime(o.at))
 	case opClaim:
 		fmt.Fprintf(&b, " limit=%d lease=%v", o.limit, o.dur)
+		if o.key != "" {
+			fmt.Fprintf(&b, " key=%s", o.key)
+		}
 	case opRenew, opRelease:
 		fmt.Fprintf(&b, " %s d=%v", leaseString(t, o.lease), o.dur)
 		if o.cause != nil {

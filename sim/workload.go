@@ -364,6 +364,24 @@ func (w *world) genClaim() *op {
 	case r < 10:
 		o.limit = simClaimLimit
 	}
+	// A third of the claims carry a request key: a new one, or the latest
+	// one (a worker retrying a claim whose answer it lost), mostly with its
+	// arguments, at times with others (refused).
+	if w.pick(3) == 0 {
+		if w.lastClaim != nil && w.pick(2) == 0 {
+			o.key = w.lastClaim.key
+			if w.pick(5) > 0 {
+				o.limit, o.dur = w.lastClaim.limit, w.lastClaim.dur
+			}
+		} else {
+			w.claimKeys++
+			o.key = fmt.Sprintf("claim-%d", w.claimKeys)
+			if w.pick(50) == 0 {
+				o.key = strings.Repeat("k", execstore.MaxRequestKeyLen+1)
+			}
+		}
+		w.lastClaim = o
+	}
 	return o
 }
 

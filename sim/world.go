@@ -63,12 +63,17 @@ type world struct {
 	userIDs  []string
 	stepKeys []string
 	kvKeys   []string
-	leases   []execstore.Lease           // every lease a claim returned, for stale use
-	lastAck  *ackArg                     // the latest acknowledgement generated, to repeat
-	maxToken map[string]uint64           // the highest token handed out, per execution
-	terminal map[string]execstore.Record // the first terminal record seen, per execution
-	millis   map[int64]bool              // milliseconds used for generated IDs
-	storeNow int64                       // the latest store time seen (Stats.Now)
+	leases   []execstore.Lease // every lease a claim returned, for stale use
+	lastAck  *ackArg           // the latest acknowledgement generated, to repeat
+	// lastClaim is the latest keyed claim generated, to repeat; claimKeys
+	// numbers the request keys.
+	lastClaim *op
+	claimKeys int
+	maxToken  map[string]uint64           // the highest token handed out, per execution
+	grantedBy map[tokenOf]string          // the request key of the keyed claim that handed a token out
+	terminal  map[string]execstore.Record // the first terminal record seen, per execution
+	millis    map[int64]bool              // milliseconds used for generated IDs
+	storeNow  int64                       // the latest store time seen (Stats.Now)
 
 	ops, crashes int
 	checkDue     int      // operations until the next full check
@@ -87,16 +92,17 @@ func small(o *execstore.Options) {
 
 func newWorld(seed uint64, cfg Config, base string) *world {
 	w := &world{
-		cfg:      cfg,
-		seed:     seed,
-		rng:      rand.New(rand.NewPCG(seed, 0x5eed)),
-		base:     base,
-		model:    newModel(simLimits()),
-		tr:       newTrace(seed, cfg.Trace),
-		maxToken: map[string]uint64{},
-		terminal: map[string]execstore.Record{},
-		millis:   map[int64]bool{},
-		cov:      Coverage{},
+		cfg:       cfg,
+		seed:      seed,
+		rng:       rand.New(rand.NewPCG(seed, 0x5eed)),
+		base:      base,
+		model:     newModel(simLimits()),
+		tr:        newTrace(seed, cfg.Trace),
+		maxToken:  map[string]uint64{},
+		grantedBy: map[tokenOf]string{},
+		terminal:  map[string]execstore.Record{},
+		millis:    map[int64]bool{},
+		cov:       Coverage{},
 	}
 	w.storage = &storage{rng: rand.New(rand.NewPCG(seed, 0xd15c))}
 	w.feedRng = rand.New(rand.NewPCG(seed, 0xfeed))

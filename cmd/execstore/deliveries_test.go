@@ -171,3 +171,44 @@ func TestHTTPAWaitingAcknowledgeAndClaimAnswersItsAcknowledgementsWhenTheClaimFa
 		t.Fatalf("acknowledge-and-claim answered leases %v, want none", a.out["leases"])
 	}
 }
+
+// A claim with a requestKey repeated after a lost answer answers the same
+// leases (with their executions when asked) and writes nothing; so does a
+// repeated acknowledge-and-claim, its acknowledgements replayed. A repeat
+// with other arguments is 400, an empty key 400, one over 128 bytes 422.
+func TestHTTPAClaimWithARequestKeyAnswersTheSameLeasesOnARetry(t *testing.T) {
+	s := newServerOn(t, time.Now)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		s.expect("POST", "/v1/executions", `{"executionId":"`+id+`","workflowId":"w","params":{"id":"`+id+`"}}`, http.StatusCreated, "")
+	}
+	const claim = `{"limit":2,"leaseDurationMs":30000,"withExecutions":true,"requestKey":"worker-1/round-1"}`
+	first := s.expect("POST", "/v1/claims", claim, http.StatusOK, "")
+	index := s.store.Stats
+	before, _ := index(context.Background())
+	again := s.expect("POST", "/v1/claims", claim, http.StatusOK, "")
+	if diff := cmp.Diff(first["leases"], again["leases"]); diff != "" || len(first["leases"].([]any)) != 2 {
+		t.Fatalf("the repeat answered other leases (-first +repeat):\n%s", diff)
+	}
+	if diff := cmp.Diff(first["executions"], again["executions"]); diff != "" {
+		t.Fatalf("the repeat answered other executions (-first +repeat):\n%s", diff)
+	}
+	if after, _ := index(context.Background()); after.WALLastIndex != before.WALLastIndex {
+		t.Fatalf("the repeat wrote to the log (%d -> %d)", before.WALLastIndex, after.WALLastIndex)
+	}
+	s.expect("POST", "/v1/claims", `{"limit":3,"leaseDurationMs":30000,"requestKey":"worker-1/round-1"}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+	s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000,"requestKey":""}`, http.StatusBadRequest, "INVALID_ARGUMENT")
+	s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000,"requestKey":"`+strings.Repeat("k", 129)+`"}`, http.StatusUnprocessableEntity, "LIMIT_EXCEEDED")
+
+	// acknowledge-and-claim: the first lease completed, the next claimed.
+	lease := string(must(json.Marshal(first["leases"].([]any)[0])))
+	round := `{"acknowledgements":[{"lease":` + lease + `,"outcome":{"status":"completed","result":{"ok":true}}}],"limit":2,"leaseDurationMs":30000,"requestKey":"worker-1/round-2"}`
+	out := s.expect("POST", "/v1/leases/acknowledge-and-claim", round, http.StatusOK, "")
+	repeat := s.expect("POST", "/v1/leases/acknowledge-and-claim", round, http.StatusOK, "")
+	results, _ := repeat["results"].([]any)
+	if len(results) != 1 || results[0].(map[string]any)["applied"] != true || results[0].(map[string]any)["replayed"] != true {
+		t.Fatalf("the repeated round's acknowledgement: %v, want applied and replayed", repeat["results"])
+	}
+	if diff := cmp.Diff(out["leases"], repeat["leases"]); diff != "" || len(out["leases"].([]any)) != 2 {
+		t.Fatalf("the repeated round answered other leases (-first +repeat):\n%s", diff)
+	}
+}

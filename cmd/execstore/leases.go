@@ -47,6 +47,28 @@ type claimBody struct {
 	// WaitMs, when nothing is due, holds the claim until something is, for
 	// up to this long (claimWaiting).
 	WaitMs millis `json:"waitMs,omitempty"`
+	// RequestKey makes a retry answer the same leases
+	// (execstore.ClaimRequest.RequestKey); absent: none, "" is refused.
+	RequestKey *string `json:"requestKey,omitempty"`
+}
+
+// claimRequest is the store's claim request for a body's arguments.
+func claimRequest(limit int, leaseDuration millis, key *string) execstore.ClaimRequest {
+	req := execstore.ClaimRequest{Limit: limit, LeaseDuration: leaseDuration.duration()}
+	if key != nil {
+		req.RequestKey = *key
+	}
+	return req
+}
+
+// checkRequestKey refuses an empty request key: a client's missing value
+// sent as "" would otherwise turn the retry's safety off unseen.
+func (a *api) checkRequestKey(w http.ResponseWriter, key *string) bool {
+	if key != nil && *key == "" {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "requestKey is empty: leave it out for a claim without one")
+		return false
+	}
+	return true
 }
 
 func (a *api) claim(w http.ResponseWriter, r *http.Request) {
@@ -54,11 +76,12 @@ func (a *api) claim(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	if !a.checkWait(w, body.WaitMs) {
+	if !a.checkWait(w, body.WaitMs) || !a.checkRequestKey(w, body.RequestKey) {
 		return
 	}
+	req := claimRequest(body.Limit, body.LeaseDurationMs, body.RequestKey)
 	claim := func() ([]execstore.Lease, error) {
-		return a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
+		return a.store.Claim(r.Context(), req)
 	}
 	leases, err := a.claimWaiting(r.Context(), claim, claim, body.WaitMs.duration())
 	if err != nil {
@@ -214,6 +237,7 @@ type acknowledgeAndClaimBody struct {
 	LeaseDurationMs  millis            `json:"leaseDurationMs"`
 	WithExecutions   bool              `json:"withExecutions,omitempty"` // as claimBody's
 	WaitMs           millis            `json:"waitMs,omitempty"`         // as claimBody's
+	RequestKey       *string           `json:"requestKey,omitempty"`     // as claimBody's
 }
 
 // acknowledgeAndClaim acknowledges deliveries and claims more in one batch
@@ -225,19 +249,20 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	if !a.checkWait(w, body.WaitMs) {
+	if !a.checkWait(w, body.WaitMs) || !a.checkRequestKey(w, body.RequestKey) {
 		return
 	}
 	acks, merge := batchAcks(body.Acknowledgements)
+	req := claimRequest(body.Limit, body.LeaseDurationMs, body.RequestKey)
 	var results []execstore.AckResult
 	acked := false
 	first := func() (leases []execstore.Lease, err error) {
-		results, leases, err = a.store.AcknowledgeAndClaim(r.Context(), acks, body.Limit, body.LeaseDurationMs.duration())
+		results, leases, err = a.store.AcknowledgeAndClaimWith(r.Context(), acks, req)
 		acked = err == nil
 		return leases, err
 	}
 	again := func() ([]execstore.Lease, error) {
-		return a.store.ClaimDue(r.Context(), body.Limit, body.LeaseDurationMs.duration())
+		return a.store.Claim(r.Context(), req)
 	}
 	leases, err := a.claimWaiting(r.Context(), first, again, body.WaitMs.duration())
 	if err != nil && !acked {

@@ -131,7 +131,9 @@ func (cancelBody) maxBytes(l *execstore.Limits) int64 {
 	return bodySlackBytes + str(l.CancelReasonBytes)
 }
 
-func (claimBody) maxBytes(*execstore.Limits) int64 { return bodySlackBytes + 2*scalar }
+func (claimBody) maxBytes(*execstore.Limits) int64 {
+	return bodySlackBytes + 2*scalar + str(execstore.MaxRequestKeyLen)
+}
 
 func (renewBody) maxBytes(l *execstore.Limits) int64 { return bodySlackBytes + lease() + scalar }
 
@@ -148,7 +150,7 @@ func (acknowledgeBatchBody) maxBytes(l *execstore.Limits) int64 {
 }
 
 func (acknowledgeAndClaimBody) maxBytes(l *execstore.Limits) int64 {
-	return bodySlackBytes + acknowledgements(l) + 2*scalar
+	return bodySlackBytes + acknowledgements(l) + 2*scalar + str(execstore.MaxRequestKeyLen)
 }
 
 func (checkOutcomeBody) maxBytes(l *execstore.Limits) int64 { return bodySlackBytes + outcome(l) }

@@ -96,6 +96,17 @@ const (
 	// schedule to its next occurrence: the occurrence is reached again and
 	// again, and every later one never.
 	ScheduleKeepsNext = false
+
+	// SuspensionReplayIgnoresTries takes a suspension repeated under the
+	// last lease for a replay whenever no lease is current and the record
+	// is suspended, without the try count that says the lease's own
+	// acknowledgement suspended it: a suspension sent after its lease was
+	// released reads as applied.
+	SuspensionReplayIgnoresTries = false
+	// SnapshotForgetsGrants makes a snapshot hold no claim request keys: a
+	// claim repeated after a restart from it leases afresh, stranding the
+	// leases the first granted.
+	SnapshotForgetsGrants = false
 )
 
 // Listing and the change log.

@@ -30,6 +30,8 @@ var (
 	WorkflowSleepsByWorkerClock    bool
 	RetireAtCutoff                 bool
 	ScheduleKeepsNext              bool
+	SuspensionReplayIgnoresTries   bool
+	SnapshotForgetsGrants          bool
 )
 
 // Listing and the change log.
@@ -80,6 +82,8 @@ var All = map[string]*bool{
 	"WorkflowSleepsByWorkerClock":    &WorkflowSleepsByWorkerClock,
 	"RetireAtCutoff":                 &RetireAtCutoff,
 	"ScheduleKeepsNext":              &ScheduleKeepsNext,
+	"SuspensionReplayIgnoresTries":   &SuspensionReplayIgnoresTries,
+	"SnapshotForgetsGrants":          &SnapshotForgetsGrants,
 	"ListKeepsReplacedRecords":       &ListKeepsReplacedRecords,
 	"ChangeSeqRestarts":              &ChangeSeqRestarts,
 	"SweepDropsLive":                 &SweepDropsLive,

@@ -210,6 +210,16 @@ export interface paths {
          *     once: an idle worker needs no polling. A request that ends while it waits has claimed
          *     nothing, and a server that starts shutting down answers a waiting claim at once, with
          *     no leases.
+         *
+         *     With `requestKey`, a retry whose first answer was lost gets the same leases instead of
+         *     stranding them until they expire: for the claim's lease duration the store remembers what
+         *     a keyed claim leased, and a claim repeated with the key leases nothing new and writes
+         *     nothing; it answers those leases still current (not acknowledged, released or
+         *     superseded since), with their expiries as they are now. A repeat with another `limit` or
+         *     `leaseDurationMs` is 400. A keyed claim that leased nothing is not remembered (its repeat
+         *     claims afresh), nor one past the store's bound of 131,072 leases kept for keys (the
+         *     earliest to expire is forgotten first). Use a new random key per claim: whoever repeats
+         *     a key gets its leases.
          */
         post: operations["claim"];
         delete?: never;
@@ -331,7 +341,8 @@ export interface paths {
          *     call, and nothing is written. At most 10,000 acknowledgements (over: 422). Once the
          *     acknowledgements are written, the call answers 200 with their results: a claim that fails
          *     while it waits for work (the store closes, or stops leading) answers no leases, not an
-         *     error.
+         *     error. With `requestKey` (as `/v1/claims` reads it), the whole call repeated after a
+         *     lost answer answers as the first did: each acknowledgement replayed, the same leases.
          */
         post: operations["acknowledgeAndClaim"];
         delete?: never;
@@ -865,6 +876,12 @@ export interface components {
         });
         /** @description Whether the outcome recorded is this acknowledgement's. false: the execution was terminal already with another outcome (or this is a suspension); the record holds the outcome recorded before, and this acknowledgement's was not kept. */
         Applied: boolean;
+        /**
+         * @description Names a claim so that its retry answers the same leases (1 to 128 bytes; over: 422, empty:
+         *     400). Remembered for the claim's lease duration if it leased anything. Make it unique per
+         *     claim, for example a random UUID per round.
+         */
+        RequestKey: string;
         /** @description Present (true, with `applied` true) when the execution was terminal already with this very outcome, recorded under the same lease: this acknowledgement repeats it, a retry whose first answer was lost. Results compare in canonical form (key order and whitespace aside). */
         Replayed: boolean;
         RecordFields: {
@@ -1564,7 +1581,8 @@ export interface operations {
                  * @example {
                  *       "limit": 10,
                  *       "leaseDurationMs": 30000,
-                 *       "withExecutions": true
+                 *       "withExecutions": true,
+                 *       "requestKey": "7f3c2a9e-worker-1-round-12"
                  *     }
                  */
                 "application/json": {
@@ -1575,6 +1593,7 @@ export interface operations {
                     withExecutions?: boolean;
                     /** @description When nothing is due, wait up to this long for something to be (a pending wake's time, an admission, a release...) and claim it then; over 60000: 422. Default 0: answer at once. */
                     waitMs?: number;
+                    requestKey?: components["schemas"]["RequestKey"];
                 };
             };
         };
@@ -1899,6 +1918,7 @@ export interface operations {
                     withExecutions?: boolean;
                     /** @description When nothing is due, wait up to this long for something to be (a pending wake's time, an admission, a release...) and claim it then; over 60000: 422. Default 0: answer at once. */
                     waitMs?: number;
+                    requestKey?: components["schemas"]["RequestKey"];
                 };
             };
         };
