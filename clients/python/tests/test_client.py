@@ -1,7 +1,9 @@
 """The client against the real binary: answers, typed errors, and what a retry gets;
 and against a fake server, what a time goes as."""
 
+import json
 import time
+import urllib.request
 from datetime import datetime, timedelta, timezone
 from typing import Callable
 
@@ -9,7 +11,7 @@ import pytest
 
 from conftest import FakeServer, Route
 from execstore_client import (Client, ExecutionIdConflictError, InvalidArgumentError, LeaseLostError,
-                              NotFoundError, UnauthorizedError)
+                              NotFoundError, UnauthorizedError, UnavailableError)
 
 
 def test_admits_once_and_a_repeat_says_whether_it_is_the_same_event(server):
@@ -81,3 +83,37 @@ def test_a_naive_datetime_is_local_time_sent_as_utc_to_the_millisecond(
         monkeypatch.undo()
         time.tzset()
     assert [b["at"] for b in srv.paths("/v1/executions/x/wakes")] == ["2026-01-02T06:30:00.123Z", "2026-01-02T14:00:00.123Z"]
+
+
+def test_a_claim_with_a_request_key_whose_answer_is_lost_is_repeated_and_answers_the_same_leases(server, fake):
+    client = Client(server.url)
+    client.admit("w", "lost-answer-1")
+    client.admit("w", "lost-answer-2")
+    forwarded = []
+
+    def forward(method: str, path: str, body):
+        req = urllib.request.Request(server.url + path, data=json.dumps(body).encode(), method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def route(method: str, path: str, body):
+        # The first claim reaches the server; its answer is lost on the way back.
+        answer = forward(method, path, body)
+        forwarded.append(answer)
+        if len(forwarded) == 1:
+            return 503, {"code": "OUTCOME_UNKNOWN", "message": "the answer was lost"}, {}
+        return 200, answer, {}
+
+    remote = Client(fake(route).url, retry_base_delay=0.001)
+    got = remote.claim(2, 30000, request_key="python-test/round-1")
+    assert len(forwarded) == 2, "the claim was sent twice"
+    assert got["leases"] == forwarded[0]["leases"] and len(got["leases"]) == 2
+    for lease in got["leases"]:
+        assert client.get(lease["executionId"])["lease"]["token"] == lease["token"]
+    # Without a key, a lost answer is not repeated: the error is the caller's.
+    client.admit("w", "lost-answer-3")
+    forwarded.clear()
+    with pytest.raises(UnavailableError):
+        remote.claim(1, 30000)
+    assert len(forwarded) == 1

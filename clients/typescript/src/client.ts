@@ -45,6 +45,12 @@ export interface ClaimRequest {
   withExecutions?: boolean;
   /** When nothing is due, wait up to this long (at most 60000) for something to be. */
   waitMs?: number;
+  /**
+   * Names the claim (1 to 128 bytes; a new random one per claim, such as
+   * crypto.randomUUID()): a repeat answers the same leases, so the client
+   * repeats the call after a lost answer too.
+   */
+  requestKey?: string;
 }
 
 export interface ClaimAnswer<P = JsonValue> {
@@ -161,9 +167,13 @@ export class Client {
 
   // Delivery.
 
-  /** Leases up to `limit` due executions. Not repeated on a lost answer: a repeat would strand the first one's leases. */
+  /**
+   * Leases up to `limit` due executions. With a `requestKey`, repeated after
+   * a lost answer (the repeat answers the same leases); without one, only
+   * when no leader took it: a repeat would strand the first one's leases.
+   */
   claim<P = JsonValue>(req: ClaimRequest, opts?: CallOptions): Promise<ClaimAnswer<P>> {
-    return this.call("POST", "/v1/claims", req, "notLeader", opts);
+    return this.call("POST", "/v1/claims", req, req.requestKey === undefined ? "notLeader" : "always", opts);
   }
 
   renew(lease: LeaseRef, leaseDurationMs: number, opts?: CallOptions): Promise<Lease> {
@@ -185,11 +195,12 @@ export class Client {
     return out.results.map(ackResult);
   }
 
-  /** Acknowledges deliveries and claims more in one write of the log. */
+  /** Acknowledges deliveries and claims more in one write of the log; repeated after a lost answer only with a `requestKey`, as claim is. */
   async acknowledgeAndClaim<P = JsonValue>(acks: { lease: LeaseRef; outcome: OutcomeRequest }[], claim: ClaimRequest, opts?: CallOptions):
     Promise<ClaimAnswer<P> & { results: AckResult[] }> {
     const body = { acknowledgements: acks.map((a) => ({ lease: leaseRef(a.lease), outcome: a.outcome })), ...claim };
-    const out = await this.call<ClaimAnswer<P> & { results: (Acknowledged | ErrorBody)[] }>("POST", "/v1/leases/acknowledge-and-claim", body, "notLeader", opts);
+    const retry = claim.requestKey === undefined ? "notLeader" : "always";
+    const out = await this.call<ClaimAnswer<P> & { results: (Acknowledged | ErrorBody)[] }>("POST", "/v1/leases/acknowledge-and-claim", body, retry, opts);
     return { ...out, results: out.results.map(ackResult) };
   }
 

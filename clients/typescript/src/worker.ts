@@ -276,7 +276,9 @@ export class Worker {
   /** One round: acks acknowledged, and up to slots leases claimed and their deliveries started. */
   private async claim(acks: PendingAck[], slots: number): Promise<Round> {
     const idle = acks.length === 0 && this.inFlight.size === 0;
-    const req = { limit: slots, leaseDurationMs: this.leaseDuration, withExecutions: true, waitMs: idle ? this.pollInterval : 0 };
+    // A request key per round: the client repeats a round whose answer it
+    // lost, and the repeat answers the same leases instead of stranding them.
+    const req = { limit: slots, leaseDurationMs: this.leaseDuration, withExecutions: true, waitMs: idle ? this.pollInterval : 0, requestKey: globalThis.crypto.randomUUID() };
     let answer: ClaimAnswer & { results: AckResult[] };
     try {
       answer = acks.length === 0 ? { ...(await this.client.claim(req)), results: [] } : await this.client.acknowledgeAndClaim(acks, req);

@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Client, ExecutionIdConflictError, InvalidArgumentError, LeaseLostError, NotFoundError, UnauthorizedError } from "../src/index.js";
+import { Proxy } from "./proxy.js";
 import { Server } from "./server.js";
 
 describe("Client", () => {
@@ -31,6 +32,36 @@ describe("Client", () => {
     const rec = await client.get<Order>("order-42");
     assert.equal(rec.status, "admitted");
     assert.deepEqual(rec.params, params);
+  });
+
+  test("a claim with a request key whose answer is lost is repeated and answers the same leases", async () => {
+    await client.admit({ executionId: "lost-answer-1", workflowId: "w" });
+    await client.admit({ executionId: "lost-answer-2", workflowId: "w" });
+    // The proxy hands the first claim to the server, then answers as if its
+    // answer were lost on the way back.
+    const forwarded: unknown[] = [];
+    const proxy = await Proxy.start(server.url, async (req, forward) => {
+      if (req.path !== "/v1/claims") return forward();
+      const answer = await forward();
+      forwarded.push(answer.body);
+      if (forwarded.length === 1) return { status: 503, body: { code: "OUTCOME_UNKNOWN", message: "the answer was lost" } };
+      return answer;
+    });
+    try {
+      const remote = new Client({ baseUrl: proxy.url, retryBaseDelayMs: 1 });
+      const got = await remote.claim({ limit: 2, leaseDurationMs: 30_000, requestKey: "client-test/round-1" });
+      assert.equal(forwarded.length, 2, "the claim was sent twice");
+      assert.deepEqual(got.leases, (forwarded[0] as { leases: unknown[] }).leases, "the repeat answered the leases of the first");
+      assert.equal(got.leases.length, 2);
+      for (const l of got.leases) assert.equal((await client.get(l.executionId)).lease?.token, l.token);
+      // Without a key, a lost answer is not repeated: the error is the caller's.
+      await client.admit({ executionId: "lost-answer-3", workflowId: "w" });
+      forwarded.length = 0;
+      await assert.rejects(remote.claim({ limit: 1, leaseDurationMs: 30_000 }), (err) => err instanceof Error && /lost/.test(err.message));
+      assert.equal(forwarded.length, 1);
+    } finally {
+      await proxy.close();
+    }
   });
 
   test("refuses what it cannot keep with a typed error", async () => {

@@ -125,9 +125,13 @@ class Client:
 
     # Delivery.
 
-    def claim(self, limit: int, lease_duration_ms: int, with_executions: bool = False, wait_ms: int = 0) -> Dict[str, Any]:
-        """Leases up to limit due executions; not repeated on a lost answer (a repeat would strand its leases)."""
-        return self._call("POST", "/v1/claims", self._claim(limit, lease_duration_ms, with_executions, wait_ms), NOT_LEADER)
+    def claim(self, limit: int, lease_duration_ms: int, with_executions: bool = False, wait_ms: int = 0,
+              request_key: Optional[str] = None) -> Dict[str, Any]:
+        """Leases up to limit due executions. With a request_key (a new random one per claim,
+        e.g. uuid4().hex) a repeat answers the same leases, so the call is repeated after a lost
+        answer too; without one, only when no leader took it (a repeat would strand its leases)."""
+        body = self._claim(limit, lease_duration_ms, with_executions, wait_ms, request_key)
+        return self._call("POST", "/v1/claims", body, ALWAYS if request_key else NOT_LEADER)
 
     def renew(self, lease: Lease, lease_duration_ms: int) -> Lease:
         return self._call("POST", "/v1/leases/renew", {"lease": lease_ref(lease), "leaseDurationMs": lease_duration_ms})
@@ -146,9 +150,12 @@ class Client:
         return self._call("POST", "/v1/leases/acknowledge-batch", {"acknowledgements": _acks(acks)})["results"]
 
     def acknowledge_and_claim(self, acks: Sequence[Dict[str, Any]], limit: int, lease_duration_ms: int,
-                              with_executions: bool = False, wait_ms: int = 0) -> Dict[str, Any]:
-        body = {"acknowledgements": _acks(acks), **self._claim(limit, lease_duration_ms, with_executions, wait_ms)}
-        return self._call("POST", "/v1/leases/acknowledge-and-claim", body, NOT_LEADER)
+                              with_executions: bool = False, wait_ms: int = 0,
+                              request_key: Optional[str] = None) -> Dict[str, Any]:
+        """Acknowledges deliveries and claims more in one write of the log; repeated after a lost
+        answer only with a request_key, as claim is."""
+        body = {"acknowledgements": _acks(acks), **self._claim(limit, lease_duration_ms, with_executions, wait_ms, request_key)}
+        return self._call("POST", "/v1/leases/acknowledge-and-claim", body, ALWAYS if request_key else NOT_LEADER)
 
     def save_step(self, lease: Lease, key: str, value: JSON) -> Dict[str, Any]:
         """Saves a step's value; {"applied", "replayed"?, "value"}: the value kept is the first one saved."""
@@ -198,12 +205,15 @@ class Client:
     # Plumbing.
 
     @staticmethod
-    def _claim(limit: int, lease_duration_ms: int, with_executions: bool, wait_ms: int) -> Dict[str, Any]:
+    def _claim(limit: int, lease_duration_ms: int, with_executions: bool, wait_ms: int,
+               request_key: Optional[str]) -> Dict[str, Any]:
         body: Dict[str, Any] = {"limit": limit, "leaseDurationMs": int(lease_duration_ms)}
         if with_executions:
             body["withExecutions"] = True
         if wait_ms:
             body["waitMs"] = int(wait_ms)
+        if request_key is not None:
+            body["requestKey"] = request_key
         return body
 
     @staticmethod

@@ -47,6 +47,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from datetime import datetime
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -320,10 +321,13 @@ class Worker:
         return acks
 
     def _round(self, acks: List[Ack], slots: int, wait_ms: int) -> Tuple[List[Dict[str, Any]], List[Lease], Optional[List[Dict[str, Any]]]]:
+        # A request key per round: the client repeats a round whose answer it
+        # lost, and the repeat answers the same leases instead of stranding them.
+        key = uuid.uuid4().hex
         if not acks:
-            answer = self.client.claim(slots, self.lease_ms, True, wait_ms)
+            answer = self.client.claim(slots, self.lease_ms, True, wait_ms, key)
             return [], answer["leases"], answer.get("executions")
-        answer = self.client.acknowledge_and_claim(acks, slots, self.lease_ms, True, wait_ms)
+        answer = self.client.acknowledge_and_claim(acks, slots, self.lease_ms, True, wait_ms, key)
         return answer["results"], answer["leases"], answer.get("executions")
 
     def _requeue(self, acks: Sequence[Ack], err: Optional[BaseException]) -> None:
