@@ -181,6 +181,29 @@ func TestServeDrainsARequestInFlightBeforeClosingTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	status, _ := sendAcrossAShutdown(t, store, "/v1/executions", `{"executionId":"drained","workflowId":"w"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("the request in flight got %d, want 201", status)
+	}
+	if _, err := store.Get(context.Background(), "drained"); !errors.Is(err, execstore.ErrClosed) {
+		t.Fatalf("after serveUntil the store answers %v, want ErrClosed", err)
+	}
+	again, err := execstore.Open(dir, execstore.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if _, err := again.Get(context.Background(), "drained"); err != nil {
+		t.Fatalf("the drained admission: %v", err)
+	}
+}
+
+// sendAcrossAShutdown serves store, sends a POST of body to path whose
+// handler is reading its body when the server starts shutting down (the
+// listener closed), finishes the body, and returns the answer's status and
+// body once serveUntil has returned without an error.
+func sendAcrossAShutdown(t *testing.T, store *execstore.Store, path, body string) (int, []byte) {
+	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -198,14 +221,12 @@ func TestServeDrainsARequestInFlightBeforeClosingTheStore(t *testing.T) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 	}
-
 	conn, err := net.Dial("tcp", inner.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	body := `{"executionId":"drained","workflowId":"w"}`
-	head := fmt.Sprintf("POST /v1/executions HTTP/1.1\r\nHost: execstore\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: execstore\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, len(body))
 	if _, err := conn.Write([]byte(head + body[:10])); err != nil {
 		t.Fatal(err)
 	}
@@ -220,29 +241,17 @@ func TestServeDrainsARequestInFlightBeforeClosingTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the request in flight got no answer: %v", err)
 	}
+	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("the request in flight got %d, want 201", resp.StatusCode)
-	}
 	select {
 	case err := <-served:
 		if err != nil {
-			t.Fatalf("serveUntil: %v", err)
+			t.Fatalf("serveUntil: %v (the request held the shutdown)", err)
 		}
 	case <-time.After(patience):
 		t.Fatal("serveUntil did not return")
 	}
-	if _, err := store.Get(context.Background(), "drained"); !errors.Is(err, execstore.ErrClosed) {
-		t.Fatalf("after serveUntil the store answers %v, want ErrClosed", err)
-	}
-	again, err := execstore.Open(dir, execstore.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
-	if _, err := again.Get(context.Background(), "drained"); err != nil {
-		t.Fatalf("the drained admission: %v", err)
-	}
+	return resp.StatusCode, raw
 }
 
 // serve's flags default to the README's data directory and address.
@@ -320,55 +329,8 @@ func TestServeAnswersAWaitingClaimWhenItShutsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := &watchedListener{Listener: inner, bodyRead: make(chan struct{}), closed: make(chan struct{})}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- serveUntil(ctx, ln, store, slog.New(slog.DiscardHandler)) }()
-	wait := func(ch <-chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(patience):
-			t.Fatalf("timed out waiting until %s", what)
-		}
-	}
-	conn, err := net.Dial("tcp", inner.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	body := `{"limit":1,"leaseDurationMs":30000,"waitMs":60000}`
-	head := fmt.Sprintf("POST /v1/claims HTTP/1.1\r\nHost: execstore\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
-	if _, err := conn.Write([]byte(head + body[:10])); err != nil {
-		t.Fatal(err)
-	}
-	wait(ln.bodyRead, "the handler reads the body")
-	stop()
-	wait(ln.closed, "the shutdown closes the listener")
-	if _, err := conn.Write([]byte(body[10:])); err != nil {
-		t.Fatal(err)
-	}
-	conn.SetReadDeadline(time.Now().Add(patience))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatalf("the waiting claim got no answer: %v", err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"leases":[]`) {
-		t.Fatalf("the waiting claim answered %d %s, want 200 with no leases", resp.StatusCode, raw)
-	}
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("serveUntil: %v (the claim held the shutdown)", err)
-		}
-	case <-time.After(patience):
-		t.Fatal("serveUntil did not return")
+	status, raw := sendAcrossAShutdown(t, store, "/v1/claims", `{"limit":1,"leaseDurationMs":30000,"waitMs":60000}`)
+	if status != http.StatusOK || !strings.Contains(string(raw), `"leases":[]`) {
+		t.Fatalf("the waiting claim answered %d %s, want 200 with no leases", status, raw)
 	}
 }
