@@ -59,16 +59,22 @@ func (s *Store) Admit(ctx context.Context, req AdmitRequest) (string, error) {
 // Get returns the execution's record. Errors: ErrExecutionNotFound.
 func (s *Store) Get(ctx context.Context, executionID string) (Record, error) {
 	var (
-		e  fsm.Execution
-		ok bool
+		e            fsm.Execution
+		archived, ok bool
+		aerr         error
 	)
-	if err := s.read(ctx, func(st *fsm.State) { e, ok = st.Get(executionID) }); err != nil {
+	if err := s.read(ctx, func(st *fsm.State) { e, archived, ok, aerr = s.getRecord(st, executionID) }); err != nil {
 		return Record{}, err
+	}
+	if aerr != nil {
+		return Record{}, aerr
 	}
 	if !ok {
 		return Record{}, notFound(executionID)
 	}
-	return recordFromFSM(&e), nil
+	rec := recordFromFSM(&e)
+	rec.Archived = archived
+	return rec, nil
 }
 
 // Await returns the execution's record once it is terminal (at once if it

@@ -27,6 +27,8 @@ func checkOptions(o *Options, l *Limits) (maxCommand int, err error) {
 		return 0, invalidArg("Options.MaxBatchBytes %d is more than the %d bytes one WAL batch holds", o.MaxBatchBytes, wal.MaxBatchBytes)
 	case o.GroupWait > GroupWaitMax:
 		return 0, invalidArg("Options.GroupWait %v is more than GroupWaitMax, %v", o.GroupWait, GroupWaitMax)
+	case o.ArchiveCacheBytes < 0:
+		return 0, invalidArg("Options.ArchiveCacheBytes %d is negative", o.ArchiveCacheBytes)
 	}
 	maxCommand = min(o.MaxBatchBytes, wal.MaxPayloadBytes)
 	b := bounds(l)

@@ -39,6 +39,9 @@ type logCommitter struct {
 	snapshotIndex atomic.Uint64
 	batches       atomic.Uint64
 
+	// applyFirst is the log index of the first entry apply applies.
+	applyFirst uint64
+
 	snaps    snapshotter
 	fallback fallback      // what recovery would fall back on; checked in the background
 	checks   fallbackCheck // that check
@@ -70,14 +73,26 @@ func openLog(s *Store) (*logCommitter, error) {
 	if s.opts.Retention > 0 {
 		state.TrackRetirement()
 	}
+	if s.archive != nil {
+		if err := s.archive.recover(state, applied); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
 	var cmd fsm.Command
 	replayed := 0
 	err = w.Replay(applied+1, func(index uint64, payload []byte) error {
 		if err := fsm.DecodeInto(&cmd, payload); err != nil {
 			return fmt.Errorf("entry %d: %w", index, err)
 		}
-		state.Apply(&cmd)
+		res := state.Apply(&cmd)
 		replayed++
+		if s.archive != nil {
+			if err := s.archive.put(&res, index); err != nil {
+				return err
+			}
+			return s.archive.check()
+		}
 		return nil
 	})
 	if err != nil {
@@ -95,7 +110,15 @@ func openLog(s *Store) (*logCommitter, error) {
 
 func (c *logCommitter) commit(w *writer, batch []*request) {
 	s := c.s
-	p := w.planner.plan(batch, s.state, w.stamp(), s.failed())
+	now := w.stamp()
+	p := w.planner.plan(batch, s.state, now, s.failed())
+	if s.archive != nil && s.failed() == nil {
+		if err := s.archive.check(); err != nil {
+			// A precheck decided on a read of the archive that failed.
+			s.failStop(err)
+			p = w.planner.plan(batch, s.state, now, s.failed())
+		}
+	}
 	for _, r := range p.answered {
 		s.answer(r)
 	}
@@ -123,6 +146,7 @@ func (c *logCommitter) write(p *plan) {
 	s := c.s
 	bytes := c.encode(p)
 	if mutant.ApplyBeforeLog {
+		c.applyFirst = c.applied + 1
 		c.apply(p)
 	}
 	var start time.Time
@@ -159,6 +183,7 @@ func (c *logCommitter) write(p *plan) {
 		n = len(p.logged)
 	}
 	c.applied = first + uint64(n) - 1
+	c.applyFirst = first
 	c.appliedIndex.Store(c.applied)
 	c.snaps.entries += len(p.entries)
 	if !mutant.ApplyBeforeLog {
@@ -189,6 +214,7 @@ func (c *logCommitter) apply(p *plan) {
 	var became fsm.Transitions
 	s.rw.Lock()
 	changesBefore := s.state.Meta().ChangeSeq
+	var archiveErr error
 	for k := range p.entries {
 		e := &p.entries[k]
 		if len(e.reqs) == 1 {
@@ -196,6 +222,10 @@ func (c *logCommitter) apply(p *plan) {
 			r.res = s.state.ApplyWith(e.command(), &r.buf)
 			became.Due = became.Due || r.res.Became.Due
 			became.Terminal = became.Terminal || r.res.Became.Terminal
+			if s.archive != nil && archiveErr == nil {
+				// Before the next command, which may ask the archive.
+				archiveErr = s.archive.put(&r.res, c.applyFirst+uint64(k))
+			}
 			continue
 		}
 		res := s.state.ApplyWith(e.command(), &c.mergedBuf)
@@ -207,6 +237,22 @@ func (c *logCommitter) apply(p *plan) {
 	}
 	changed := s.state.Meta().ChangeSeq != changesBefore
 	s.rw.Unlock()
+	if s.archive != nil {
+		if archiveErr == nil {
+			archiveErr = s.archive.check()
+		}
+		if archiveErr != nil {
+			// The state may hold a decision made on a failed read, or lack
+			// records the archive does not have: nothing of it is answered.
+			s.failStop(archiveErr)
+			for _, r := range p.logged {
+				r.err = s.failed()
+				s.answer(r)
+			}
+			clear(c.mergedBuf.Acks)
+			return
+		}
+	}
 	s.wake(became, changed, func(yield func(*fsm.Command, *fsm.Result)) {
 		for _, r := range p.logged {
 			yield(&r.cmd, &r.res)

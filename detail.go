@@ -22,9 +22,11 @@ type Detail struct {
 func (s *Store) Detail(ctx context.Context, executionID string, stepsMax int) (Detail, error) {
 	var d Detail
 	exists := false
+	var aerr error
 	err := s.read(ctx, func(st *fsm.State) {
-		e, ok := st.Get(executionID)
+		e, _, ok, err := s.getRecord(st, executionID)
 		if !ok {
+			aerr = err
 			return
 		}
 		exists = true
@@ -41,6 +43,9 @@ func (s *Store) Detail(ctx context.Context, executionID string, stepsMax int) (D
 	})
 	if err != nil {
 		return Detail{}, err
+	}
+	if aerr != nil {
+		return Detail{}, aerr
 	}
 	if !exists {
 		return Detail{}, notFound(executionID)

@@ -101,6 +101,21 @@ type Options struct {
 	// see a record the retention has passed; on a Clock whose timers never
 	// fire, until the next request.
 	RetentionCheck time.Duration
+	// Archive: retired executions leave memory for an archive on disk in
+	// the directory's archive/ (a Pebble database), so that memory,
+	// snapshots and restarts grow with the live set (executions not yet
+	// terminal, and terminal ones within Retention), not with every
+	// execution ever admitted. Everything Retention promises holds as it
+	// does in memory: an archived ID still conflicts on admission, Get,
+	// Await, Detail and a parent's Await of a child still answer (with
+	// Record.Archived set), and Stats still counts it. Once a directory has
+	// an archive, Open opens it whatever this says. Off by default; not
+	// for a replicated store yet (OpenReplicated refuses it).
+	Archive bool
+	// ArchiveCacheBytes is the archive's block cache, outside the Go heap:
+	// where its index and filter blocks stay, so that admission's check of
+	// an ID reads no disk. Default 64 MiB (archive.DefaultCacheBytes).
+	ArchiveCacheBytes int64
 
 	// ScheduleGrace is how late the store may reach a schedule's occurrence
 	// and still count it on time; one reached later was missed (the store was

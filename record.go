@@ -26,6 +26,10 @@ type Record struct {
 	// without an outcome (see AdmitRequest.MaxAttempts); 0: none, and 0
 	// once the record is retired.
 	MaxAttempts int
+	// Archived: the execution was retired to the archive (Options.Archive)
+	// and this record was read from there. It has what a retired record
+	// has: no params, context, steps, lease or wake.
+	Archived bool
 }
 
 // Status is an execution's status.

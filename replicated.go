@@ -124,6 +124,12 @@ func OpenReplicated(dir string, opts ReplicaOptions) (_ *Store, err error) {
 	if err := checkReplicaDir(s.opts.FS, dir); err != nil {
 		return nil, err
 	}
+	if _, statErr := s.opts.FS.Stat(archiveDir(dir)); s.opts.Archive || statErr == nil {
+		// Each replica would build its own archive, but a raft snapshot does
+		// not carry one yet: a node that installed one would not find what
+		// the others archived.
+		return nil, invalidArg("Options.Archive: a replicated store keeps its retired executions in memory (the archive is for a single node)")
+	}
 	// A command is one raft log's data, whose stored entry adds a header:
 	// larger ones are refused in their caller's goroutine (submit).
 	s.maxCommand = min(s.maxCommand, wal.MaxPayloadBytes-raftEntryOverhead)

@@ -160,7 +160,16 @@ func (c *logCommitter) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 	start := time.Now()
 	out := snapshotOutcome{state: st, records: st.Len()}
 	opts := snapshot.Options{NoSync: s.opts.NoSync, FS: s.opts.FS}
-	out.info, out.err = snapshot.Write(s.snapshotDir(), st, hdr, opts)
+	if s.archive != nil {
+		// The snapshot no longer holds what was archived through its index:
+		// the archive must, durably, before the snapshot can replace the log.
+		if out.err = s.archive.a.Flush(); out.err != nil {
+			out.err = fmt.Errorf("execstore: flush the archive before a snapshot: %w", out.err)
+		}
+	}
+	if out.err == nil {
+		out.info, out.err = snapshot.Write(s.snapshotDir(), st, hdr, opts)
+	}
 	if out.err == nil {
 		// Read the new file back, decoding all of it, before anything older
 		// is removed.

@@ -10,9 +10,13 @@ import (
 
 // Stats is a point-in-time summary of the store, for monitoring and tests.
 type Stats struct {
-	Executions    int       // records, terminal ones included
-	Terminal      int       // records with a terminal status
-	Retired       int       // terminal records retired (params, context and steps dropped)
+	Executions int // records, terminal ones included
+	Terminal   int // records with a terminal status
+	Retired    int // terminal records retired (params, context and steps dropped), archived ones included
+	// Archived counts the retired executions in the archive
+	// (Options.Archive), and ArchiveBytes is the archive's size on disk.
+	Archived      int
+	ArchiveBytes  uint64
 	Pending       int       // executions with a pending wake or a current lease
 	NextDue       time.Time // earliest time an execution can be claimed; zero if none
 	Now           time.Time // the store's latest stamped time
@@ -91,7 +95,8 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		m := state.Meta()
 		st.Executions = state.Len()
 		st.Terminal = m.Terminal
-		st.Retired = m.Retired
+		st.Retired = m.Retired + m.Archived
+		st.Archived = m.Archived
 		st.Pending = state.DueLen()
 		if at, ok := state.NextDue(); ok {
 			st.NextDue = timeFromNanos(at)
@@ -114,6 +119,11 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	})
 	if err == nil {
 		s.commit.stats(&st)
+	}
+	if err == nil && s.archive != nil {
+		if as, aerr := s.archive.a.Stats(); aerr == nil {
+			st.ArchiveBytes = as.DiskBytes
+		}
 	}
 	st.GroupWaits, st.GroupWaitsMissed = s.w.group.waited.Load(), s.w.group.missed.Load()
 	_, st.Queued, _ = s.in.state()

@@ -82,8 +82,9 @@ func (s *Store) ListSteps(ctx context.Context, executionID, after string, limit,
 		return nil, false, overLimit(ErrInvalidArgument, "step list limit %d is outside 1..%d", limit, s.limits.ClaimLimit)
 	}
 	exists := false
+	var aerr error
 	err = s.read(ctx, func(st *fsm.State) {
-		if _, exists = st.Get(executionID); !exists {
+		if _, _, exists, aerr = s.getRecord(st, executionID); !exists {
 			return
 		}
 		size := 0
@@ -100,6 +101,9 @@ func (s *Store) ListSteps(ctx context.Context, executionID, after string, limit,
 	if err != nil {
 		return nil, false, err
 	}
+	if aerr != nil {
+		return nil, false, aerr
+	}
 	if !exists {
 		return nil, false, notFound(executionID)
 	}
@@ -113,11 +117,15 @@ func (s *Store) Step(ctx context.Context, executionID, stepKey string) (json.Raw
 		v             string
 		found, exists bool
 	)
+	var aerr error
 	err := s.read(ctx, func(st *fsm.State) {
-		if _, exists = st.Get(executionID); exists {
+		if _, _, exists, aerr = s.getRecord(st, executionID); exists {
 			v, found = st.Step(executionID, stepKey)
 		}
 	})
+	if err == nil {
+		err = aerr
+	}
 	if err != nil {
 		return nil, false, err
 	}

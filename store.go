@@ -61,6 +61,9 @@ type Store struct {
 
 	awaits awaiters
 	due    dueSignal
+	// archive holds the retired executions, when the store has one
+	// (Options.Archive; archived.go).
+	archive *storeArchive
 	// changed is signalled after each applied batch that changed an
 	// execution's status: Changes waits on it (list.go).
 	changed dueSignal
@@ -99,8 +102,13 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.releaseDir()
 		return nil, fmt.Errorf("execstore: open %s: %w", dir, invalidArg("the directory holds a node of a replicated store (raft/): open it with OpenReplicated"))
 	}
+	if err := s.openArchive(); err != nil {
+		s.releaseDir()
+		return nil, err
+	}
 	lc, err := openLog(s)
 	if err != nil {
+		s.closeArchive()
 		s.releaseDir()
 		return nil, err
 	}
@@ -209,6 +217,9 @@ func (s *Store) Close() error {
 	s.in.close()
 	<-s.stopped
 	err := s.commit.close()
+	if aerr := s.closeArchive(); err == nil {
+		err = aerr
+	}
 	s.awaits.closeAll()
 	s.due.notify() // whoever waits for work learns at once that there will be none
 	if s.lock != nil {

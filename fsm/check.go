@@ -56,6 +56,7 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 	for _, step := range []func(*StateSummary) error{
 		func(s *StateSummary) error { return c.execs(s, version) }, c.sides,
 		func(s *StateSummary) error { return c.retired(s, version) },
+		func(s *StateSummary) error { return c.archived(s, version) }, // archive.go
 	} {
 		if err := step(&sum); err != nil {
 			return StateSummary{}, err

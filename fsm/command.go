@@ -154,14 +154,17 @@ type Result struct {
 	// own acknowledgement suspended it); claim, a repeat of a keyed claim,
 	// answered with the leases it granted that are still current.
 	Unchanged bool
-	ID        string      // admit, start: the execution's ID
-	Leases    []Lease     // claim
-	Lease     Lease       // renew
-	Exec      Execution   // acknowledge: the record afterwards
-	Woken     []string    // acknowledge (parent), commit (watchers): executions woken, in order
-	Count     int         // retire: executions retired
-	Acks      []Result    // acknowledge-batch: each acknowledgement's result, in order
-	Became    Transitions // what the command changed, for the Store's notifications
+	ID        string    // admit, start: the execution's ID
+	Leases    []Lease   // claim
+	Lease     Lease     // renew
+	Exec      Execution // acknowledge: the record afterwards
+	Woken     []string  // acknowledge (parent), commit (watchers): executions woken, in order
+	Count     int       // retire: executions retired
+	// Retired (retire, a state with an archive): the records it removed,
+	// in the order retired, for the archive. The state keeps none of them.
+	Retired []ArchivedRecord
+	Acks    []Result    // acknowledge-batch: each acknowledgement's result, in order
+	Became  Transitions // what the command changed, for the Store's notifications
 	// (Cancel returns the record afterwards in Exec. Which executions a
 	// cancel, a claim or a release made terminal is not listed: it would
 	// grow every result, acknowledgements' included, for a rare event; the

@@ -21,8 +21,9 @@ import (
 // (list_codec.go). Version 5 counts tries without an attempt bound too (an
 // older record without a bound decodes with tries 1 once it was ever
 // claimed: upgradeTries), and adds the claims' request keys
-// (claimkeys.go).
-const StateVersion = 5
+// (claimkeys.go). Version 6 counts the executions retired to the archive
+// (archive.go).
+const StateVersion = 6
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -57,6 +58,10 @@ type Reader interface {
 //	         parent:(0 | 1 caller:str key:str)) in ID order
 //	         (version 1: id:str workflow:str result:opt error admitted:uv
 //	         updated:uv deliveries:uv status:1B, and no parent)
+//	archived (version 6) the counts of the executions retired to the
+//	         archive: count:uv, then if it is not 0, by terminal status
+//	         (completed, failed, cancelled) uv each, then count:uv and
+//	         (workflow:str n:uv) in workflow order, n > 0
 //	schedules (version 3) count:uv, then per schedule in ID order its
 //	         definition as put-schedule encodes it, then next:uv last:uv
 //	         caught-up:uv
@@ -90,9 +95,17 @@ func (e *encoder) uv(v uint64) { e.buf = binary.AppendUvarint(e.buf, v) }
 
 // Encode writes the whole state to w. It only reads the state, so it may run
 // on a Copy in another goroutine while the original keeps applying.
-func (s *State) Encode(w Writer) error {
+func (s *State) Encode(w Writer) error { return s.encodeAs(w, StateVersion) }
+
+// encodeAs writes the state in the layout of a version: StateVersion, or for
+// tests of older layouts, version 5 (which has no archived section, and so
+// holds no archived execution).
+func (s *State) encodeAs(w Writer, version uint64) error {
+	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) {
+		panic("fsm: encode in version " + itoa(version))
+	}
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
-	e.uv(StateVersion)
+	e.uv(version)
 	e.uv(uint64(s.meta.Now))
 	e.uv(s.meta.NextWatchID)
 	e.uv(uint64(s.meta.Terminal))
@@ -154,6 +167,9 @@ func (s *State) Encode(w Writer) error {
 		e.flush(false)
 		return e.err == nil
 	})
+	if version >= 6 {
+		s.encodeArchived(e) // archive.go
+	}
 	s.encodeSchedules(e) // schedule_state.go
 	if e.err == nil {
 		s.encodeChanges(e)
@@ -366,6 +382,11 @@ func DecodeState(r Reader) (*State, error) {
 	}
 	if err := s.decodeRetired(d, version, recs); err != nil {
 		return nil, err
+	}
+	if version >= 6 {
+		if err := s.decodeArchived(d); err != nil { // archive.go
+			return nil, err
+		}
 	}
 	if version >= 3 {
 		if err := s.decodeSchedules(d); err != nil { // schedule_state.go

@@ -197,8 +197,12 @@ func TestAStateBeforeVersion5TakesNoRepeatedSuspensionForAReplay(t *testing.T) {
 	l := applyAt(s, Command{Kind: KindClaim, Limit: 1, Duration: 60e9}).Leases[0]
 	applyAt(s, Command{Kind: KindAcknowledge, ExecutionID: "e", Token: l.Token, Outcome: Outcome{Status: StatusSuspended}})
 	repeat := Command{Kind: KindAcknowledge, Now: s.meta.Now + 1, ExecutionID: "e", Token: l.Token, Outcome: Outcome{Status: StatusSuspended}}
-	b := encodeState(t, s)
-	for _, version := range []byte{4, StateVersion} {
+	var buf bytes.Buffer
+	if err := s.encodeAs(&buf, 5); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	for _, version := range []byte{4, 5} {
 		b[0] = version // versions 4 and 5 share the layout
 		if _, err := CheckState(bufio.NewReader(bytes.NewReader(b))); err != nil {
 			t.Fatalf("CheckState of version %d: %v", version, err)

@@ -27,7 +27,9 @@ import (
 //     bounds, schedules) and state version 3;
 //   - commands-v2.bin, state-v4.bin: the same log's state in version 4 (the change log);
 //   - commands-v3.bin, state-v5.bin: codec version 3 (claims' request keys) and state version
-//     5 (the request keys' grants; tries counted without an attempt bound).
+//     5 (the request keys' grants; tries counted without an attempt bound);
+//   - commands-v3.bin, state-v6.bin: the same log's state in version 6 (the count of
+//     executions retired to the archive).
 //
 // Each pair is written once, by the code of its version (go test -run Fixture
 // -write-fixtures writes the current version's pair, and refuses to overwrite one), and
@@ -47,6 +49,7 @@ var fixturePairs = []fixturePair{
 	{"testdata/commands-v2.bin", "testdata/state-v3.bin", 2, 3},
 	{"testdata/commands-v2.bin", "testdata/state-v4.bin", 2, 4},
 	{"testdata/commands-v3.bin", "testdata/state-v5.bin", 3, 5},
+	{"testdata/commands-v3.bin", "testdata/state-v6.bin", 3, 6},
 }
 
 func fixtureCommandList() []Command {

@@ -60,7 +60,10 @@ func (s *State) CheckInvariants() error {
 	if s.retired.Len() != s.meta.Retired {
 		return errors.New("fsm: invariant violated: retired count disagrees with the retired records")
 	}
-	terminal += s.retired.Len()
+	if s.archive != nil && s.retired.Len() != 0 {
+		return errors.New("fsm: invariant violated: a state with an archive keeps retired records")
+	}
+	terminal += s.retired.Len() + s.meta.Archived
 	s.retired.Scan(func(it retiredItem) bool {
 		if _, live := s.execs.Get(execItem{ID: it.ID}); live || it.r.Outcome == nil || !it.r.Outcome.Status.Terminal() {
 			return fail(it.ID, "retired but also live, or not terminal")
@@ -174,6 +177,9 @@ func (s *State) checkLinks(e *Execution) string {
 	if p := e.Parent; p != nil {
 		st, ok := s.starts.Get(startEntry{Caller: p.ExecutionID, Key: p.StepKey})
 		_, retired := s.retired.Get(retiredItem{ID: p.ExecutionID})
+		if !retired && s.archive != nil {
+			_, retired = s.archive.Retired(p.ExecutionID)
+		}
 		// A retired parent's start requests are dropped with it.
 		if (ok && st.Child != e.ID) || (!ok && !retired) {
 			return "parent's start request does not name this child"

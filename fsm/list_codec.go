@@ -309,6 +309,16 @@ func newListBuilder(s *State, recs []*stored) *listBuilder {
 		count(it.r.WorkflowID)
 		return true
 	})
+	if a := s.archivedCounts; a != nil { // archive.go
+		for st, n := range a.byStatus {
+			l.counts[st] += n
+		}
+		for _, w := range a.byWorkflow {
+			count(w.name)
+			counts[w.name] += w.n - 1
+		}
+		s.archivedCounts = nil
+	}
 	slices.Sort(names)
 	b := &listBuilder{s: s, lists: make(map[string]*chunk.Postings, len(names)), parents: map[string]*chunk.Postings{}}
 	for _, name := range names {

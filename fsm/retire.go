@@ -87,6 +87,7 @@ func (s *State) retire(c *Command, dry bool) Result {
 		return mutates
 	}
 	n := 0
+	var archived []ArchivedRecord
 	for ; n < c.Limit; n++ {
 		k, ok := s.ended.Min()
 		if !ok || k.At >= c.At {
@@ -95,18 +96,27 @@ func (s *State) retire(c *Command, dry bool) Result {
 		s.ended.PopMin()
 		st := s.lookup(k.ID)
 		p := st.Value()
-		s.retired.Set(retiredItem{ID: p.ID, r: &Retired{
+		r := Retired{
 			WorkflowID: p.WorkflowID, Outcome: p.Outcome, Parent: p.Parent,
 			AdmittedAt: p.AdmittedAt, UpdatedAt: p.UpdatedAt, Deliveries: p.LastToken,
-		}})
+		}
+		if s.archive != nil {
+			archived = append(archived, ArchivedRecord{ID: p.ID, Retired: r})
+		} else {
+			s.retired.Set(retiredItem{ID: p.ID, r: &r})
+		}
 		s.unindex(st)
 		s.execs.Delete(execItem{ID: p.ID})
 		s.execsWritten()
 		s.deleteSteps(p.ID)
 		s.deleteStarts(p.ID)
 	}
-	s.meta.Retired += n
-	return Result{Count: n}
+	if s.archive != nil {
+		s.meta.Archived += n
+	} else {
+		s.meta.Retired += n
+	}
+	return Result{Count: n, Retired: archived}
 }
 
 // deleteSteps removes every saved step of an execution.

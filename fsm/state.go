@@ -143,6 +143,10 @@ type Meta struct {
 	NextWatchID uint64 // the ID the next watch gets; starts at 1
 	Terminal    int    // executions with a terminal status, retired ones included
 	Retired     int    // terminal executions retired to their compact record
+	// Archived counts the terminal executions retired to the archive (see
+	// Archive): counted in Terminal, kept in neither the records nor the
+	// retired records.
+	Archived int
 
 	// ChangeSeq is the position of the latest change of a record's status
 	// (see list.go); it only grows.
@@ -186,6 +190,13 @@ type State struct {
 
 	// trackEnded: ended is kept (see TrackRetirement); otherwise it is empty.
 	trackEnded bool
+
+	// archive, when set, holds the executions retired out of the state
+	// (archive.go); retired is then empty.
+	archive Archive
+	// archivedCounts: what a decoded state's encoding held of the archived
+	// executions' counts, until the listing indexes take them (archive.go).
+	archivedCounts *archivedCounts
 
 	// gen marks records this state may change in place: a record whose gen
 	// equals it was created after the state's latest Copy, so no copy can
@@ -276,6 +287,7 @@ func (s *State) Copy() *State {
 		grantLeases: s.grantLeases,
 
 		trackEnded: s.trackEnded,
+		archive:    s.archive,
 	}
 	c.shared()
 	return c
@@ -314,8 +326,9 @@ func (s *State) Copies() int { return s.copies }
 // Meta returns the state's counters.
 func (s *State) Meta() Meta { return s.meta }
 
-// Len returns the number of execution records, retired ones included.
-func (s *State) Len() int { return s.execs.Len() + s.retired.Len() }
+// Len returns the number of execution records, retired ones included
+// (archived ones too).
+func (s *State) Len() int { return s.execs.Len() + s.retired.Len() + s.meta.Archived }
 
 // Get returns a copy of an execution's record. Unlike Apply and Precheck,
 // Get may run in several goroutines at once (readers of a store hold a
@@ -349,7 +362,10 @@ func (s *State) lookup(id string) *stored {
 			return s.rec(it)
 		}
 	}
-	return s.findRetired(id)
+	if e := s.findRetired(id); e != nil {
+		return e
+	}
+	return s.archivedRecord(id)
 }
 
 // execCursor is the applying goroutine's position in the records tree after

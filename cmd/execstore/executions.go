@@ -246,6 +246,7 @@ type recordJSON struct {
 	Lease       *leaseJSON        `json:"lease,omitempty"`
 	Attempts    int               `json:"attempts"`
 	MaxAttempts int               `json:"maxAttempts"`
+	Archived    bool              `json:"archived,omitempty"`
 }
 
 func recordOut(r execstore.Record) recordJSON {
@@ -259,6 +260,7 @@ func recordOut(r execstore.Record) recordJSON {
 		UpdatedAt:   r.UpdatedAt,
 		Attempts:    r.Attempts,
 		MaxAttempts: r.MaxAttempts,
+		Archived:    r.Archived,
 	}
 	if o := r.Outcome; o != nil {
 		out.Outcome = &outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}

@@ -921,6 +921,8 @@ export interface components {
             attempts?: number;
             /** @description The admission's attempt bound; 0 for none. */
             maxAttempts?: number;
+            /** @description Present and true when the execution was retired to the archive (a store opened with the archive on) and the record was read from there: terminal, without params, context, steps, lease or wake. Absent otherwise. */
+            archived?: boolean;
         };
         ScheduleBody: {
             workflowId: string;

@@ -1,0 +1,433 @@
+package archive
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/sstable"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// The key spaces (see the package's documentation). Part of the format.
+const (
+	spaceRecord   = 'r'
+	spaceWorkflow = 'w'
+	spaceTime     = 't'
+	spaceIndex    = 'x'
+)
+
+// bloomBitsPerKey sizes the bloom filters: about a 1 % false-positive rate.
+const bloomBitsPerKey = 10
+
+// DefaultCacheBytes is the block cache when Options.CacheBytes is zero: with
+// Pebble's own default (8 MiB) the filter and index blocks of a large archive
+// do not stay cached, and an absent ID's check reads the disk.
+const DefaultCacheBytes = 64 << 20
+
+// ErrCorrupt matches every error that reports damaged archive contents.
+var ErrCorrupt = errors.New("archive: corrupt")
+
+// ErrClosed is returned by every method of a closed archive.
+var ErrClosed = errors.New("archive: closed")
+
+// Options configure an archive.
+type Options struct {
+	// CacheBytes is the block cache's size (outside the Go heap);
+	// DefaultCacheBytes if zero.
+	CacheBytes int64
+	// Logger receives the engine's errors; slog.Default() if nil.
+	Logger *slog.Logger
+}
+
+// Archive is an open archive. Put, TrimAfter and Flush are the store's
+// writer's; Get, Has and List may run in any goroutine beside them.
+type Archive struct {
+	db    *pebble.DB
+	cache *pebble.Cache
+
+	mu     sync.RWMutex // held to read while open; Close takes it to close
+	closed bool
+
+	key, val []byte // Put's scratch (the writer's)
+}
+
+// Open opens the archive in dir, creating it if needed.
+func Open(dir string, o Options) (*Archive, error) {
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.CacheBytes < 0 {
+		return nil, fmt.Errorf("archive: negative cache size %d", o.CacheBytes)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	cache := pebble.NewCache(o.CacheBytes)
+	opts := &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		Cache:              cache,
+		DisableWAL:         true,
+		Logger:             logger{o.Logger},
+		// Damaged data is reported by the read that met it, as an error;
+		// Pebble's default would end the process.
+		EventListener: &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+			o.Logger.Error("archive: damaged data", "path", info.Path, "err", info.Details)
+		}},
+	}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+		opts.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.ZstdCompression }
+	}
+	db, err := pebble.Open(dir, opts)
+	if err != nil {
+		cache.Unref()
+		return nil, fmt.Errorf("archive: open %s: %w", dir, err)
+	}
+	return &Archive{db: db, cache: cache}, nil
+}
+
+// Put writes records a retire command at log index index removed from the
+// state, with their index entries, in one batch. It does not sync: see Flush.
+// Putting a record again (a replay) writes the same keys and values.
+func (a *Archive) Put(recs []fsm.ArchivedRecord, index uint64) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return ErrClosed
+	}
+	b := a.db.NewBatch()
+	defer b.Close()
+	for i := range recs {
+		r := &recs[i]
+		if r.ID == "" || r.Outcome == nil || !r.Outcome.Status.Terminal() {
+			return fmt.Errorf("archive: put of an invalid record %q", r.ID)
+		}
+		a.val = fsm.AppendArchived(a.val[:0], &r.Retired, index)
+		a.key = recordKey(a.key[:0], r.ID)
+		if err := b.Set(a.key, a.val, nil); err != nil {
+			return err
+		}
+		// Set copies the key, so one buffer serves the three entries.
+		a.key = workflowKey(a.key[:0], r.WorkflowID, r.UpdatedAt, r.ID)
+		err := b.Set(a.key, nil, nil)
+		a.key = timeKey(a.key[:0], r.UpdatedAt, r.ID)
+		err = errors.Join(err, b.Set(a.key, nil, nil))
+		a.key = indexKey(a.key[:0], index, r.ID)
+		if err := errors.Join(err, b.Set(a.key, nil, nil)); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("archive: write: %w", err)
+	}
+	return nil
+}
+
+// Flush makes every record put so far durable: Pebble writes its memtables
+// to synced tables (its own log is off).
+func (a *Archive) Flush() error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return ErrClosed
+	}
+	if err := a.db.Flush(); err != nil {
+		return fmt.Errorf("archive: flush: %w", err)
+	}
+	return nil
+}
+
+// TrimAfter removes every record retired by a command after log index
+// index, and returns how many it removed: what a replay from a snapshot at
+// index retires again.
+func (a *Archive) TrimAfter(index uint64) (int, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return 0, ErrClosed
+	}
+	if index == ^uint64(0) {
+		return 0, nil
+	}
+	lower := indexKey(nil, index+1, "")
+	it, err := a.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{spaceIndex + 1}})
+	if err != nil {
+		return 0, err
+	}
+	b := a.db.NewBatch()
+	defer b.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) <= 9 {
+			it.Close()
+			return 0, fmt.Errorf("%w: retire index key of %d bytes", ErrCorrupt, len(k))
+		}
+		id := string(k[9:])
+		r, _, found, err := a.get(id)
+		if err != nil {
+			it.Close()
+			return 0, err
+		}
+		if found {
+			for _, key := range [][]byte{recordKey(nil, id), workflowKey(nil, r.WorkflowID, r.UpdatedAt, id), timeKey(nil, r.UpdatedAt, id)} {
+				if err := b.Delete(key, nil); err != nil {
+					it.Close()
+					return 0, err
+				}
+			}
+		}
+		if err := b.Delete(bytes.Clone(k), nil); err != nil {
+			it.Close()
+			return 0, err
+		}
+		n++
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return 0, fmt.Errorf("archive: trim: %w", err)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return 0, fmt.Errorf("archive: trim: %w", err)
+	}
+	return n, nil
+}
+
+// Get returns the record archived under id and the log index of the retire
+// command that archived it.
+func (a *Archive) Get(id string) (r fsm.Retired, index uint64, found bool, err error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return fsm.Retired{}, 0, false, ErrClosed
+	}
+	return a.get(id)
+}
+
+func (a *Archive) get(id string) (fsm.Retired, uint64, bool, error) {
+	if !a.has(id) {
+		return fsm.Retired{}, 0, false, nil
+	}
+	v, closer, err := a.db.Get(recordKey(nil, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return fsm.Retired{}, 0, false, nil
+	}
+	if err != nil {
+		return fsm.Retired{}, 0, false, fmt.Errorf("archive: read %q: %w", id, err)
+	}
+	defer closer.Close()
+	r, index, err := fsm.DecodeArchived(v)
+	if err != nil {
+		return fsm.Retired{}, 0, false, fmt.Errorf("%w: record %q: %v", ErrCorrupt, id, err)
+	}
+	return r, index, true, nil
+}
+
+// has reports whether id may be archived, from the bloom filters of every
+// level (Pebble's Get skips those of the last level, where most of an
+// archive lives): an absent ID, admission's usual case, reads no data block.
+// A false positive goes on to Get.
+func (a *Archive) has(id string) bool {
+	it, err := a.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return true // let Get find out
+	}
+	key := recordKey(nil, id)
+	found := it.SeekPrefixGE(key) && bytes.Equal(it.Key(), key)
+	if err := it.Close(); err != nil {
+		return true
+	}
+	return found
+}
+
+// Query selects a page of a listing: records with From <= UpdatedAt < To
+// (unix nanoseconds), of one workflow or of all with WorkflowID empty, after
+// the cursor (the previous page's last record) if there is one, at most
+// Limit of them, in (UpdatedAt, ID) order.
+type Query struct {
+	WorkflowID     string
+	From, To       int64
+	AfterUpdatedAt int64
+	AfterID        string // empty: from the start
+	Limit          int
+}
+
+// Entry is a listed record.
+type Entry struct {
+	ID string
+	fsm.Retired
+}
+
+// List returns a page of the listing q selects, and whether more follow.
+func (a *Archive) List(q Query) (out []Entry, more bool, err error) {
+	if q.Limit < 1 {
+		return nil, false, fmt.Errorf("archive: list limit %d", q.Limit)
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return nil, false, ErrClosed
+	}
+	key := func(at int64, id string) []byte {
+		if q.WorkflowID == "" {
+			return timeKey(nil, at, id)
+		}
+		return workflowKey(nil, q.WorkflowID, at, id)
+	}
+	prefix := len(key(0, ""))
+	lower := key(q.From, "")
+	if q.AfterID != "" {
+		if after := append(key(q.AfterUpdatedAt, q.AfterID), 0); bytes.Compare(after, lower) > 0 {
+			lower = after
+		}
+	}
+	it, err := a.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: key(q.To, "")})
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() { err = errors.Join(err, it.Close()) }()
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(out) == q.Limit {
+			return out, true, nil
+		}
+		k := it.Key()
+		if len(k) <= prefix {
+			return nil, false, fmt.Errorf("%w: index key of %d bytes", ErrCorrupt, len(k))
+		}
+		id := string(k[prefix:])
+		r, _, found, err := a.get(id)
+		if err != nil {
+			return nil, false, err
+		}
+		if !found {
+			return nil, false, fmt.Errorf("%w: index entry for %q, which has no record", ErrCorrupt, id)
+		}
+		out = append(out, Entry{ID: id, Retired: r})
+	}
+	return out, false, it.Error()
+}
+
+// Stats describes an archive's files.
+type Stats struct {
+	DiskBytes uint64 // every file of the engine: tables, manifest and the rest
+	Tables    int64  // tables on disk, every level
+}
+
+// Stats returns the archive's figures.
+func (a *Archive) Stats() (Stats, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return Stats{}, ErrClosed
+	}
+	m := a.db.Metrics()
+	return Stats{DiskBytes: m.DiskSpaceUsage(), Tables: m.Total().TablesCount}, nil
+}
+
+// Check reads every record and index entry, and reports the first that is
+// damaged or that disagrees with another: the records' values decode, each
+// index entry has its record, and each record has its three entries.
+// It returns how many records it read.
+func (a *Archive) Check() (int, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return 0, ErrClosed
+	}
+	it, err := a.db.NewIter(nil)
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	records, entries := 0, 0
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		switch k[0] {
+		case spaceRecord:
+			v, err := it.ValueAndErr()
+			if err != nil {
+				return records, fmt.Errorf("archive: check: %w", err)
+			}
+			r, index, err := fsm.DecodeArchived(v)
+			if err != nil {
+				return records, fmt.Errorf("%w: record %q: %v", ErrCorrupt, k[1:], err)
+			}
+			id := string(k[1:])
+			for _, key := range [][]byte{workflowKey(nil, r.WorkflowID, r.UpdatedAt, id), timeKey(nil, r.UpdatedAt, id), indexKey(nil, index, id)} {
+				_, closer, err := a.db.Get(key)
+				if err != nil {
+					return records, fmt.Errorf("%w: record %q lacks an index entry: %v", ErrCorrupt, id, err)
+				}
+				closer.Close()
+			}
+			records++
+		case spaceWorkflow, spaceTime, spaceIndex:
+			entries++
+		default:
+			return records, fmt.Errorf("%w: key in an unknown space %q", ErrCorrupt, k[0])
+		}
+	}
+	if err := it.Error(); err != nil {
+		return records, fmt.Errorf("archive: check: %w", err)
+	}
+	if entries != 3*records {
+		return records, fmt.Errorf("%w: %d index entries for %d records", ErrCorrupt, entries, records)
+	}
+	return records, nil
+}
+
+// Close closes the archive; closing it again does nothing. What was put and
+// not flushed is lost (the store's log holds it).
+func (a *Archive) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	err := a.db.Close()
+	a.cache.Unref()
+	return err
+}
+
+func recordKey(dst []byte, id string) []byte { return append(append(dst, spaceRecord), id...) }
+
+func appendTime(dst []byte, nanos int64) []byte {
+	return binary.BigEndian.AppendUint64(dst, uint64(nanos)^(1<<63))
+}
+
+func workflowKey(dst []byte, workflow string, at int64, id string) []byte {
+	dst = binary.AppendUvarint(append(dst, spaceWorkflow), uint64(len(workflow)))
+	return append(appendTime(append(dst, workflow...), at), id...)
+}
+
+func timeKey(dst []byte, at int64, id string) []byte {
+	return append(appendTime(append(dst, spaceTime), at), id...)
+}
+
+func indexKey(dst []byte, index uint64, id string) []byte {
+	return append(binary.BigEndian.AppendUint64(append(dst, spaceIndex), index), id...)
+}
+
+// logger passes Pebble's errors to slog and drops its informational lines.
+type logger struct{ l *slog.Logger }
+
+func (logger) Infof(string, ...any) {}
+func (l logger) Errorf(format string, args ...any) {
+	l.l.Error("archive: " + fmt.Sprintf(format, args...))
+}
+func (l logger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("archive: "+format, args...))
+}

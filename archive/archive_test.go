@@ -1,0 +1,235 @@
+package archive
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+func open(t *testing.T, dir string) *Archive {
+	t.Helper()
+	a, err := Open(dir, Options{CacheBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// rec makes a retired record: workflows w0..w2, updated at 1000+i, every
+// fifth failed, every seventh with a parent.
+func rec(i int) fsm.ArchivedRecord {
+	r := fsm.ArchivedRecord{ID: fmt.Sprintf("order-%06d", i), Retired: fsm.Retired{
+		WorkflowID: fmt.Sprintf("w%d", i%3),
+		Outcome:    &fsm.Outcome{Status: fsm.StatusCompleted, Result: fmt.Sprintf(`{"n":%d}`, i), HasRes: true},
+		AdmittedAt: int64(500 + i), UpdatedAt: int64(1000 + i), Deliveries: uint64(1 + i%4),
+	}}
+	if i%5 == 0 {
+		r.Outcome = &fsm.Outcome{Status: fsm.StatusFailed, Error: &fsm.ErrorInfo{Name: "Boom", Message: "failed " + r.ID}}
+	}
+	if i%7 == 0 {
+		r.Parent = &fsm.Parent{ExecutionID: "parent", StepKey: r.ID}
+	}
+	return r
+}
+
+func recs(from, to int) []fsm.ArchivedRecord {
+	var out []fsm.ArchivedRecord
+	for i := from; i < to; i++ {
+		out = append(out, rec(i))
+	}
+	return out
+}
+
+func TestAnArchivedRecordReadsBackAsItWasPutWithItsRetireIndex(t *testing.T) {
+	a := open(t, t.TempDir())
+	if err := a.Put(recs(0, 100), 7); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		want := rec(i)
+		got, index, found, err := a.Get(want.ID)
+		if err != nil || !found || index != 7 {
+			t.Fatalf("Get(%q) = found %v, index %d, %v", want.ID, found, index, err)
+		}
+		if diff := cmp.Diff(want.Retired, got); diff != "" {
+			t.Fatalf("Get(%q) (-put +got):\n%s", want.ID, diff)
+		}
+	}
+	for _, id := range []string{"order-000100", "order-", "", "zzz"} {
+		if _, _, found, err := a.Get(id); found || err != nil {
+			t.Fatalf("Get(%q) of an absent ID = found %v, %v", id, found, err)
+		}
+	}
+}
+
+func TestAFlushedArchiveKeepsEverythingAcrossAReopen(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Put(recs(0, 50), 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, _, _, err := a.Get("order-000001"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get after Close = %v, want ErrClosed", err)
+	}
+	b := open(t, dir)
+	for i := range 50 {
+		if _, _, found, err := b.Get(rec(i).ID); !found || err != nil {
+			t.Fatalf("after a reopen, Get(%q) = %v, %v", rec(i).ID, found, err)
+		}
+	}
+	if n, err := b.Check(); n != 50 || err != nil {
+		t.Fatalf("Check = %d, %v; want 50 records", n, err)
+	}
+}
+
+func TestTrimAfterRemovesExactlyTheRetirementsAfterAnIndex(t *testing.T) {
+	a := open(t, t.TempDir())
+	for k := range 5 {
+		if err := a.Put(recs(10*k, 10*k+10), uint64(100+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := a.TrimAfter(102)
+	if n != 20 || err != nil {
+		t.Fatalf("TrimAfter(102) = %d, %v; want 20 removed", n, err)
+	}
+	for i := range 50 {
+		_, _, found, err := a.Get(rec(i).ID)
+		if err != nil || found != (i < 30) {
+			t.Fatalf("after TrimAfter(102), Get(%q) = found %v, %v", rec(i).ID, found, err)
+		}
+	}
+	if got, err := a.Check(); got != 30 || err != nil {
+		t.Fatalf("Check = %d, %v", got, err)
+	}
+	if page, _, err := a.List(Query{To: 1 << 62, Limit: 100}); len(page) != 30 || err != nil {
+		t.Fatalf("the listing after a trim has %d records, %v", len(page), err)
+	}
+	if n, err := a.TrimAfter(200); n != 0 || err != nil {
+		t.Fatalf("TrimAfter past the end = %d, %v", n, err)
+	}
+}
+
+func TestAListingPagesInTimeThenIDOrderWithinItsBounds(t *testing.T) {
+	a := open(t, t.TempDir())
+	if err := a.Put(recs(0, 60), 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		q        Query
+		want     func(i int) bool
+		pageSize int
+	}{
+		{"all", Query{From: 0, To: 1 << 62}, func(int) bool { return true }, 7},
+		{"a time range", Query{From: 1010, To: 1020}, func(i int) bool { return i >= 10 && i < 20 }, 3},
+		{"a workflow", Query{WorkflowID: "w1", From: 0, To: 1 << 62}, func(i int) bool { return i%3 == 1 }, 4},
+		{"a workflow in a range", Query{WorkflowID: "w2", From: 1005, To: 1030}, func(i int) bool { return i%3 == 2 && i >= 5 && i < 30 }, 100},
+		{"an unknown workflow", Query{WorkflowID: "w", From: 0, To: 1 << 62}, func(int) bool { return false }, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want, got []string
+			for i := range 60 {
+				if tc.want(i) {
+					want = append(want, rec(i).ID)
+				}
+			}
+			q := tc.q
+			q.Limit = tc.pageSize
+			for pages := 0; ; pages++ {
+				page, more, err := a.List(q)
+				if err != nil || pages > 100 {
+					t.Fatal(err)
+				}
+				for _, e := range page {
+					got = append(got, e.ID)
+				}
+				if !more {
+					break
+				}
+				last := page[len(page)-1]
+				q.AfterUpdatedAt, q.AfterID = last.UpdatedAt, last.ID
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("listed (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, _, err := a.List(Query{To: 10}); err == nil {
+		t.Fatal("a listing with no limit was accepted")
+	}
+}
+
+// A damaged value, or an index entry without its record, is an error: never
+// a miss, which would let an ID be admitted twice.
+func TestADamagedArchiveIsAnErrorNeverAMiss(t *testing.T) {
+	a := open(t, t.TempDir())
+	if err := a.Put(recs(0, 3), 1); err != nil {
+		t.Fatal(err)
+	}
+	id := rec(1).ID
+	if err := a.db.Set(recordKey(nil, id), []byte{fsm.ArchiveVersion, 0xff}, pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, found, err := a.Get(id); !errors.Is(err, ErrCorrupt) || found {
+		t.Fatalf("Get of a damaged record = found %v, %v; want ErrCorrupt", found, err)
+	}
+	if _, err := a.Check(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Check of a damaged record = %v", err)
+	}
+	if err := a.db.Delete(recordKey(nil, id), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.List(Query{To: 1 << 62, Limit: 10}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a listing through an index entry without its record = %v", err)
+	}
+	if _, err := a.Check(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Check with index entries without their record = %v", err)
+	}
+}
+
+func TestAnInvalidRecordIsRefusedAndNothingOfItsBatchWritten(t *testing.T) {
+	a := open(t, t.TempDir())
+	bad := recs(0, 3)
+	bad[2].Outcome = &fsm.Outcome{Status: fsm.StatusAdmitted}
+	if err := a.Put(bad, 1); err == nil {
+		t.Fatal("a record that is not terminal was archived")
+	}
+	if _, _, found, _ := a.Get(bad[0].ID); found {
+		t.Fatal("a refused batch wrote its first record")
+	}
+}
+
+func FuzzDecodeArchived(f *testing.F) {
+	for i := range 8 {
+		r := rec(i)
+		f.Add(fsm.AppendArchived(nil, &r.Retired, uint64(i)))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, index, err := fsm.DecodeArchived(b)
+		if err != nil {
+			return
+		}
+		if again := fsm.AppendArchived(nil, &r, index); string(again) != string(b) {
+			t.Fatalf("a decoded value encodes differently:\n%x\n%x", b, again)
+		}
+	})
+}

@@ -1,0 +1,140 @@
+package execstore
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+
+	"github.com/execstore/execstore/archive"
+	"github.com/execstore/execstore/fsm"
+)
+
+// The archive (Options.Archive; package archive, docs/design/archive.md):
+// retired executions leave the state for an archive on disk in dir/archive.
+// The writer writes each retire command's records there before it applies
+// the next command; reads that do not find an execution in the state look
+// there; a snapshot is written only after the archive is flushed through
+// its index; at open, the archive forgets what it holds of retirements
+// after the snapshot the log is replayed from, which replays them again.
+
+// archiveDir is where a store keeps its archive.
+func archiveDir(dir string) string { return filepath.Join(dir, "archive") }
+
+// storeArchive is a store's open archive and the state machine's view of it.
+type storeArchive struct {
+	a   *archive.Archive
+	err atomic.Pointer[error] // the first error of a read the state machine made
+}
+
+// openArchive opens the archive if the options ask for one or the
+// directory has one: once a store has archived an execution, opening it
+// without its archive would let that ID be admitted again.
+func (s *Store) openArchive() error {
+	dir := archiveDir(s.dir)
+	if !s.opts.Archive {
+		if _, err := s.opts.FS.Stat(dir); err != nil {
+			return nil
+		}
+	}
+	a, err := archive.Open(dir, archive.Options{CacheBytes: s.opts.ArchiveCacheBytes, Logger: s.logger})
+	if err != nil {
+		return fmt.Errorf("execstore: open %s: %w", s.dir, err)
+	}
+	s.archive = &storeArchive{a: a}
+	return nil
+}
+
+// Retired is the state machine's read (fsm.Archive): an error is kept, and
+// answered as a record that exists, so that nothing is admitted under the
+// ID; the writer stops the store before it answers or logs (check).
+func (sa *storeArchive) Retired(id string) (*fsm.Retired, bool) {
+	r, _, found, err := sa.a.Get(id)
+	if err != nil {
+		sa.err.CompareAndSwap(nil, &err)
+		return nil, true
+	}
+	if !found {
+		return nil, false
+	}
+	return &r, true
+}
+
+func (sa *storeArchive) Err() error {
+	if p := sa.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// check returns the first error of the state machine's reads, as the cause
+// of a fail-stop: the state may have decided on it.
+func (sa *storeArchive) check() error {
+	if err := sa.Err(); err != nil {
+		return fmt.Errorf("execstore: read the archive: %w", err)
+	}
+	return nil
+}
+
+// put writes what a command at index retired.
+func (sa *storeArchive) put(res *fsm.Result, index uint64) error {
+	if len(res.Retired) == 0 {
+		return nil
+	}
+	err := sa.a.Put(res.Retired, index)
+	res.Retired = nil // the archive has them; the answer need not hold them
+	if err != nil {
+		return fmt.Errorf("execstore: write the archive: %w", err)
+	}
+	return nil
+}
+
+// recover prepares the archive for a replay from a snapshot at index:
+// it removes what the archive holds of later retirements, and moves there
+// the retired records an older snapshot kept in memory.
+func (sa *storeArchive) recover(st *fsm.State, index uint64) error {
+	if _, err := sa.a.TrimAfter(index); err != nil {
+		return fmt.Errorf("execstore: recover the archive: %w", err)
+	}
+	st.SetArchive(sa)
+	if moved := st.MoveRetired(); len(moved) > 0 {
+		// Retired at or before the snapshot: a replay from it never trims
+		// them. The next snapshot, which no longer holds them, flushes them
+		// first; until then the older snapshot still does.
+		for len(moved) > 0 {
+			n := min(len(moved), 1024)
+			if err := sa.a.Put(moved[:n], index); err != nil {
+				return fmt.Errorf("execstore: move retired records to the archive: %w", err)
+			}
+			moved = moved[n:]
+		}
+	}
+	return nil
+}
+
+// closeArchive closes the archive, if the store has one.
+func (s *Store) closeArchive() error {
+	if s.archive == nil {
+		return nil
+	}
+	return s.archive.a.Close()
+}
+
+// getRecord returns an execution's record from the state, or from the
+// archive: archived says which. A failed read of the archive is an error,
+// never a miss.
+func (s *Store) getRecord(st *fsm.State, id string) (e fsm.Execution, archived, ok bool, err error) {
+	if e, ok := st.Get(id); ok {
+		return e, false, true, nil
+	}
+	if s.archive == nil {
+		return fsm.Execution{}, false, false, nil
+	}
+	r, _, found, err := s.archive.a.Get(id)
+	if err != nil {
+		return fsm.Execution{}, false, false, fmt.Errorf("execstore: read the archive: %w", err)
+	}
+	if !found {
+		return fsm.Execution{}, false, false, nil
+	}
+	return r.Execution(id), true, true, nil
+}
