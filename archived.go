@@ -3,6 +3,7 @@ package execstore
 import (
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 
 	"github.com/execstore/execstore/archive"
@@ -24,7 +25,24 @@ func archiveDir(dir string) string { return filepath.Join(dir, "archive") }
 type storeArchive struct {
 	a   *archive.Archive
 	err atomic.Pointer[error] // the first error of a read the state machine made
+
+	// r serves the state machine's reads (the writer's, and CheckInvariants'
+	// under the store's lock), refreshed after each write and closed every
+	// readerBatches batches so that it pins nothing for long. absent holds
+	// the IDs it found absent since the last write: an admission is looked
+	// up by its precheck and again when it is applied, moments later.
+	mu      sync.Mutex
+	r       *archive.Reader
+	absent  map[string]struct{}
+	batches int
 }
+
+// readerBatches is how many batches the state machine's reader of the
+// archive lasts at most.
+const readerBatches = 1024
+
+// absentMax bounds the IDs remembered absent: past it, they are forgotten.
+const absentMax = 1 << 14
 
 // openArchive opens the archive if the options ask for one or the
 // directory has one: once a store has archived an execution, opening it
@@ -40,7 +58,7 @@ func (s *Store) openArchive() error {
 	if err != nil {
 		return fmt.Errorf("execstore: open %s: %w", s.dir, err)
 	}
-	s.archive = &storeArchive{a: a}
+	s.archive = &storeArchive{a: a, r: a.NewReader(), absent: map[string]struct{}{}}
 	return nil
 }
 
@@ -48,7 +66,19 @@ func (s *Store) openArchive() error {
 // answered as a record that exists, so that nothing is admitted under the
 // ID; the writer stops the store before it answers or logs (check).
 func (sa *storeArchive) Retired(id string) (*fsm.Retired, bool) {
-	r, _, found, err := sa.a.Get(id)
+	sa.mu.Lock()
+	if _, ok := sa.absent[id]; ok {
+		sa.mu.Unlock()
+		return nil, false
+	}
+	r, _, found, err := sa.r.Get(id)
+	if err == nil && !found {
+		if len(sa.absent) == absentMax {
+			clear(sa.absent)
+		}
+		sa.absent[id] = struct{}{}
+	}
+	sa.mu.Unlock()
 	if err != nil {
 		sa.err.CompareAndSwap(nil, &err)
 		return nil, true
@@ -82,10 +112,33 @@ func (sa *storeArchive) put(res *fsm.Result, index uint64) error {
 	}
 	err := sa.a.Put(res.Retired, index)
 	res.Retired = nil // the archive has them; the answer need not hold them
+	sa.release()
 	if err != nil {
 		return fmt.Errorf("execstore: write the archive: %w", err)
 	}
 	return nil
+}
+
+// release closes the reader's iterator and forgets the absent IDs: the
+// next read sees every write. After each write.
+func (sa *storeArchive) release() {
+	sa.mu.Lock()
+	sa.r.Close()
+	clear(sa.absent)
+	sa.batches = 0
+	sa.mu.Unlock()
+}
+
+// batchDone counts a batch of the writer's, and releases the reader every
+// readerBatches of them.
+func (sa *storeArchive) batchDone() {
+	sa.mu.Lock()
+	sa.batches++
+	if sa.batches >= readerBatches {
+		sa.r.Close()
+		sa.batches = 0
+	}
+	sa.mu.Unlock()
 }
 
 // recover prepares the archive for a replay from a snapshot at index:
@@ -107,6 +160,7 @@ func (sa *storeArchive) recover(st *fsm.State, index uint64) error {
 			}
 			moved = moved[n:]
 		}
+		sa.release()
 	}
 	return nil
 }
@@ -116,6 +170,7 @@ func (s *Store) closeArchive() error {
 	if s.archive == nil {
 		return nil
 	}
+	s.archive.release()
 	return s.archive.a.Close()
 }
 

@@ -135,6 +135,9 @@ func (c *logCommitter) commit(w *writer, batch []*request) {
 	}
 	w.planner.done()
 	c.shrink()
+	if s.archive != nil {
+		s.archive.batchDone()
+	}
 	if s.obs != nil {
 		s.flushObserved()
 	}

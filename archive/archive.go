@@ -252,6 +252,68 @@ func (a *Archive) has(id string) bool {
 	return found
 }
 
+// Reader answers Has and Get with one iterator, kept open from call to call:
+// making a Pebble iterator costs more than the bloom filters' answer for an
+// absent ID, admission's usual case. It sees the archive as it was when it
+// was made, or last Refreshed: refresh it after each Put. One goroutine's.
+type Reader struct {
+	a   *Archive
+	it  *pebble.Iterator
+	key []byte
+}
+
+// NewReader returns a Reader of the archive; Close it when done.
+func (a *Archive) NewReader() *Reader { return &Reader{a: a} }
+
+// Refresh makes the reader see everything put so far.
+func (r *Reader) Refresh() { r.Close() }
+
+// Close releases the reader's iterator (and what it pins of the archive);
+// the reader stays usable.
+func (r *Reader) Close() {
+	if r.it != nil {
+		r.it.Close()
+		r.it = nil
+	}
+}
+
+// Get is Archive.Get through the reader's iterator.
+func (r *Reader) Get(id string) (fsm.Retired, uint64, bool, error) {
+	a := r.a
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		r.it = nil // closed with the database
+		return fsm.Retired{}, 0, false, ErrClosed
+	}
+	if r.it == nil {
+		it, err := a.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+		if err != nil {
+			return fsm.Retired{}, 0, false, fmt.Errorf("archive: read: %w", err)
+		}
+		r.it = it
+	}
+	key := recordKey(r.key[:0], id)
+	r.key = key
+	if !r.it.SeekPrefixGE(key) || !bytes.Equal(r.it.Key(), key) {
+		if err := r.it.Error(); err != nil {
+			r.Close()
+			return fsm.Retired{}, 0, false, fmt.Errorf("archive: read %q: %w", id, err)
+		}
+		return fsm.Retired{}, 0, false, nil
+	}
+	v, err := r.it.ValueAndErr()
+	if err != nil {
+		r.Close()
+		return fsm.Retired{}, 0, false, fmt.Errorf("archive: read %q: %w", id, err)
+	}
+	rec, index, err := fsm.DecodeArchived(v)
+	if err != nil {
+		return fsm.Retired{}, 0, false, fmt.Errorf("%w: record %q: %v", ErrCorrupt, id, err)
+	}
+	return rec, index, true, nil
+}
+
 // Query selects a page of a listing: records with From <= UpdatedAt < To
 // (unix nanoseconds), of one workflow or of all with WorkflowID empty, after
 // the cursor (the previous page's last record) if there is one, at most
