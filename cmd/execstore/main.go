@@ -103,6 +103,8 @@ func serve(args []string, stderr io.Writer) error {
 	tlsCert := fs.String("tls-cert", "", "serve HTTPS with this certificate file (PEM; with --tls-key)")
 	tlsKey := fs.String("tls-key", "", "the private key file of --tls-cert (PEM)")
 	logLevel := fs.String("log-level", "info", "the least level logged (JSON lines on stderr): debug, info, warn or error")
+	retention := fs.Duration("retention", 0, "retire a terminal execution this long after it ended: its params, context and steps are dropped, its ID, status and outcome kept; 0 keeps everything")
+	archive := fs.Bool("archive", false, "with --retention, move retired executions out of memory to an archive on disk (the data directory's archive/), so memory and restarts follow the live set; not for a node of a cluster")
 	var rf replicaFlags
 	rf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -116,6 +118,9 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	if *groupWait > execstore.GroupWaitMax {
 		return fmt.Errorf("serve: --group-wait %v is more than %v", *groupWait, execstore.GroupWaitMax)
+	}
+	if err := checkRetention(*retention, *archive, rf.nodeID != ""); err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	if *tlsCert != "" {
 		if _, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey); err != nil {
@@ -139,7 +144,8 @@ func serve(args []string, stderr io.Writer) error {
 		return fmt.Errorf("serve: %w", err)
 	}
 	m := metrics.New()
-	opts := execstore.Options{NoSync: *noSync, GroupWait: *groupWait, Logger: logger, Metrics: m}
+	opts := execstore.Options{NoSync: *noSync, GroupWait: *groupWait, Logger: logger, Metrics: m,
+		Retention: *retention, Archive: *archive}
 	var store *execstore.Store
 	if rf.nodeID != "" {
 		scheme := "http"
@@ -166,6 +172,20 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	return serveHTTP(ctx, ln, store, logger, serveConfig{token: token, tlsCert: *tlsCert, tlsKey: *tlsKey,
 		metrics: newRegistry(m), staleReads: rf.stale})
+}
+
+// checkRetention checks serve's --retention and --archive before anything
+// is opened.
+func checkRetention(retention time.Duration, archive, clustered bool) error {
+	switch {
+	case retention < 0:
+		return fmt.Errorf("--retention %v is negative", retention)
+	case archive && retention == 0:
+		return errors.New("--archive keeps the executions --retention retires: give --retention too")
+	case archive && clustered:
+		return errors.New("--archive is for a single node: a node of a cluster keeps its retired executions in memory")
+	}
+	return nil
 }
 
 // serveUntil serves the API on ln until ctx ends, without a token or TLS

@@ -33,9 +33,13 @@ const patience = 10 * time.Second
 // it as a child process to send it signals.
 const serveDataEnv = "EXECSTORE_TEST_SERVE_DATA"
 
+// serveArgsEnv holds the child's extra serve arguments, space-separated.
+const serveArgsEnv = "EXECSTORE_TEST_SERVE_ARGS"
+
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(serveDataEnv); dir != "" {
-		if err := run([]string{"serve", "--data", dir, "--addr", "127.0.0.1:0", "--nosync"}, os.Stdout, os.Stderr); err != nil {
+		args := append([]string{"serve", "--data", dir, "--addr", "127.0.0.1:0", "--nosync"}, strings.Fields(os.Getenv(serveArgsEnv))...)
+		if err := run(args, os.Stdout, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "execstore:", err)
 			os.Exit(1)
 		}
@@ -44,77 +48,106 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// servedProcess is `execstore serve` running as a child process (this test
+// binary, through TestMain) on a data directory.
+type servedProcess struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	addr    string
+	mu      sync.Mutex
+	logged  strings.Builder
+	exited  chan struct{} // closed once waitErr is set
+	waitErr error
+}
+
+// startServe starts `execstore serve --data dir --addr 127.0.0.1:0 --nosync`
+// with the extra arguments, and waits until it says where it listens.
+func startServe(t *testing.T, dir string, extra ...string) *servedProcess {
+	t.Helper()
+	p := &servedProcess{t: t, cmd: exec.Command(os.Args[0], "-test.run=^$"), exited: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), serveDataEnv+"="+dir, serveArgsEnv+"="+strings.Join(extra, " "))
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addrs := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.logged.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if m := regexp.MustCompile(`"msg":"execstore: serving","addr":"([^"]+)"`).FindStringSubmatch(sc.Text()); m != nil {
+				addrs <- m[1]
+			}
+		}
+		p.waitErr = p.cmd.Wait() // after every read of the pipe
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	select {
+	case p.addr = <-addrs:
+	case <-p.exited:
+		t.Fatalf("serve exited before serving: %v\n%s", p.waitErr, p.output())
+	case <-time.After(patience):
+		t.Fatalf("serve never said where it listens:\n%s", p.output())
+	}
+	return p
+}
+
+func (p *servedProcess) output() string { p.mu.Lock(); defer p.mu.Unlock(); return p.logged.String() }
+
+// stop sends sig and waits for a clean exit.
+func (p *servedProcess) stop(sig os.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+		if p.waitErr != nil {
+			p.t.Fatalf("serve exited with %v after %v:\n%s", p.waitErr, sig, p.output())
+		}
+	case <-time.After(patience):
+		p.t.Fatalf("serve did not stop on %v:\n%s", sig, p.output())
+	}
+}
+
+// post sends a JSON body and returns the status and the answer.
+func (p *servedProcess) post(path, body string) (int, string) {
+	p.t.Helper()
+	resp, err := http.Post("http://"+p.addr+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // `execstore serve` runs until SIGINT or SIGTERM, then exits cleanly having
 // closed the store: the directory opens again with what was written.
 func TestServeStopsOnASignalAndClosesTheStore(t *testing.T) {
 	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), serveDataEnv+"="+dir)
-			stderr, err := cmd.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
+			p := startServe(t, dir)
+			if code, body := p.post("/v1/executions", `{"executionId":"e","workflowId":"w"}`); code != http.StatusCreated {
+				t.Fatalf("admit over HTTP: %d %s", code, body)
 			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			var (
-				mu     sync.Mutex
-				logged strings.Builder
-			)
-			addrs := make(chan string, 1)
-			exited := make(chan struct{}) // closed once waitErr is set
-			var waitErr error
-			go func() {
-				sc := bufio.NewScanner(stderr)
-				for sc.Scan() {
-					mu.Lock()
-					logged.WriteString(sc.Text() + "\n")
-					mu.Unlock()
-					if m := regexp.MustCompile(`"msg":"execstore: serving","addr":"([^"]+)"`).FindStringSubmatch(sc.Text()); m != nil {
-						addrs <- m[1]
-					}
-				}
-				waitErr = cmd.Wait() // after every read of the pipe
-				close(exited)
-			}()
-			t.Cleanup(func() {
-				select {
-				case <-exited:
-				default:
-					cmd.Process.Kill()
-					<-exited
-				}
-			})
-			output := func() string { mu.Lock(); defer mu.Unlock(); return logged.String() }
-
-			var addr string
-			select {
-			case addr = <-addrs:
-			case <-exited:
-				t.Fatalf("serve exited before serving: %v\n%s", waitErr, output())
-			case <-time.After(patience):
-				t.Fatalf("serve never said where it listens:\n%s", output())
-			}
-			resp, err := http.Post("http://"+addr+"/v1/executions", "application/json", strings.NewReader(`{"executionId":"e","workflowId":"w"}`))
-			if err != nil || resp.StatusCode != http.StatusCreated {
-				t.Fatalf("admit over HTTP: %v %v", resp, err)
-			}
-			resp.Body.Close()
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-exited:
-				if waitErr != nil {
-					t.Fatalf("serve exited with %v after %v:\n%s", waitErr, sig, output())
-				}
-			case <-time.After(patience):
-				t.Fatalf("serve did not stop on %v:\n%s", sig, output())
-			}
-			if !strings.Contains(output(), "shutting down") {
-				t.Errorf("serve did not say it was shutting down:\n%s", output())
+			p.stop(sig)
+			if !strings.Contains(p.output(), "shutting down") {
+				t.Errorf("serve did not say it was shutting down:\n%s", p.output())
 			}
 			store, err := execstore.Open(dir, execstore.Options{NoSync: true})
 			if err != nil {
@@ -126,6 +159,74 @@ func TestServeStopsOnASignalAndClosesTheStore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serve takes the retention and the archive from its flags: an execution
+// that ended longer ago than --retention is archived (and read back from
+// there, "archived": true), after a restart too. --archive without a
+// retention, or a negative one, is refused before anything is opened.
+func TestServeRetiresToTheArchiveWithItsFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run([]string{"serve", "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("serve -h: %v", err)
+	}
+	for _, want := range []string{"-retention duration", "-archive"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("serve -h does not list %s:\n%s", want, errOut.String())
+		}
+	}
+	for _, args := range [][]string{{"--archive"}, {"--retention", "-1s"}} {
+		data := filepath.Join(t.TempDir(), "data")
+		err := run(append([]string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, args...), &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), "--") {
+			t.Fatalf("serve %v: %v, want it refused", args, err)
+		}
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the refused serve %v made its data directory (%v)", args, err)
+		}
+	}
+	if err := checkRetention(time.Hour, true, true); err == nil {
+		t.Error("--archive on a node of a cluster was accepted")
+	}
+
+	dir := t.TempDir()
+	p := startServe(t, dir, "--retention", "1ms", "--archive")
+	if code, body := p.post("/v1/executions", `{"executionId":"e","workflowId":"w"}`); code != http.StatusCreated {
+		t.Fatalf("admit: %d %s", code, body)
+	}
+	code, body := p.post("/v1/claims", `{"limit":1,"leaseDurationMs":60000}`)
+	token := regexp.MustCompile(`"token":(\d+)`).FindStringSubmatch(body)
+	if code != http.StatusOK || token == nil {
+		t.Fatalf("claim: %d %s", code, body)
+	}
+	if code, body := p.post("/v1/leases/acknowledge", `{"lease":{"executionId":"e","token":`+token[1]+`},"outcome":{"status":"completed"}}`); code != http.StatusOK {
+		t.Fatalf("acknowledge: %d %s", code, body)
+	}
+	archived := func(addr string) bool {
+		resp, err := http.Get("http://" + addr + "/v1/executions/e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), `"archived":true`)
+	}
+	deadline := time.Now().Add(patience)
+	for !archived(p.addr) { // the retention check runs every second
+		if time.Now().After(deadline) {
+			t.Fatalf("the execution was not archived within %v:\n%s", patience, p.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.stop(syscall.SIGTERM)
+	again := startServe(t, dir) // the directory's archive opens without the flag
+	if !archived(again.addr) {
+		t.Fatal("after a restart, the archived execution is not read from the archive")
+	}
+	if code, _ := again.post("/v1/executions", `{"executionId":"e","workflowId":"w"}`); code != http.StatusConflict {
+		t.Fatalf("re-admission of an archived ID over HTTP: %d", code)
+	}
+	again.stop(syscall.SIGTERM)
 }
 
 // watchedListener tells when it is closed (serveUntil's shutdown has
