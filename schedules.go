@@ -405,6 +405,16 @@ func planSchedule(fires []fsm.Fire, sc *fsm.Schedule, o *occurrences, now, late 
 			}
 		default: // CatchUpNone, or CatchUpAll past its cap: skip what was missed
 			f.Next, caught = o.atOrAfter(late), 0
+			// The schedule's Last is the latest occurrence reached, and the
+			// state machine sets it to a fire's At: a run of skipped ones is
+			// two fires, to the latest skipped and past it.
+			if latest := o.lastBefore(late); latest > at {
+				if len(fires)+2 > fsm.MaxFiresPerCommand {
+					return fires // the rest in the next command
+				}
+				fires = append(fires, fsm.Fire{ScheduleID: sc.ID, At: at, Next: latest})
+				f.At = latest
+			}
 		}
 		fires = append(fires, f)
 		at = f.Next

@@ -217,7 +217,8 @@ func TestACallerWhoAdmitsAnOccurrenceIDFirstWins(t *testing.T) {
 // one (at most Limits.ScheduleCatchUp in a row, the rest skipped),
 // CatchUpLatest only the latest, CatchUpNone none. One reached within the
 // grace is on time and admitted whatever the policy: a store that comes back
-// quickly after a crash still admits what came due meanwhile.
+// quickly after a crash still admits what came due meanwhile. The schedule's
+// LastAt is then the latest occurrence reached, the skipped ones included.
 func TestTheCatchUpPolicyDecidesWhichMissedOccurrencesAreAdmitted(t *testing.T) {
 	minutes := everyMinute(10) // the store is down from t0 to t0+10m30s; the grace is a minute
 	for _, tc := range []struct {
@@ -245,13 +246,66 @@ func TestTheCatchUpPolicyDecidesWhichMissedOccurrencesAreAdmitted(t *testing.T) 
 				t.Fatalf("admitted %v, want %v", got, tc.want)
 			}
 			next := t0.Add(tc.down).Truncate(time.Minute).Add(time.Minute)
-			if sc := f.schedule("m"); !sc.NextAt.Equal(next) {
+			sc := f.schedule("m")
+			if !sc.NextAt.Equal(next) {
 				t.Fatalf("next occurrence %v, want %v", sc.NextAt, next)
+			}
+			// The latest occurrence reached, admitted or skipped: the one
+			// before the next, however many were skipped on the way.
+			if last := next.Add(-time.Minute); !sc.LastAt.Equal(last) {
+				t.Fatalf("latest occurrence reached %v, want %v", sc.LastAt, last)
 			}
 			if err := f.s.CheckInvariants(); err != nil {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// An hourly schedule from 02:00, the store down from before 02:00 until 07:30
+// (or its clock jumping there without a restart), one write at 07:30: every
+// occurrence from 02:00 to 07:00 was missed, and whatever the policy skipped
+// of them, LastAt is the latest one reached, 07:00, not the first skipped.
+func TestLastAtIsTheLatestOccurrenceReachedAfterABulkSkip(t *testing.T) {
+	start := t0.Add(time.Minute) // "02:00"; the store was last up at "01:59", t0
+	hours := []time.Time{}
+	for i := range 6 {
+		hours = append(hours, start.Add(time.Duration(i)*time.Hour))
+	}
+	for _, restart := range []bool{true, false} {
+		for _, tc := range []struct {
+			policy execstore.CatchUp
+			want   []time.Time // admitted
+		}{
+			{execstore.CatchUpNone, nil},
+			{execstore.CatchUpAll, hours[:3]}, // Limits.ScheduleCatchUp 3
+			{execstore.CatchUpLatest, hours[5:]},
+		} {
+			t.Run(fmt.Sprintf("%s,restart=%v", tc.policy, restart), func(t *testing.T) {
+				f := scheduleFixture(t, func(o *execstore.Options) { o.Limits.ScheduleCatchUp = 3 })
+				f.put(execstore.Schedule{ID: "h", WorkflowID: "w", Interval: time.Hour, Start: start, CatchUp: tc.policy})
+				if restart {
+					if err := f.s.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				f.clock.Advance(5*time.Hour + 31*time.Minute) // "07:30"
+				if restart {
+					f.open()
+				}
+				f.write()
+				if got := f.admitted("h", hours...); !slices.Equal(got, tc.want) {
+					t.Fatalf("admitted %v, want %v", got, tc.want)
+				}
+				sc := f.schedule("h")
+				if !sc.LastAt.Equal(hours[5]) || !sc.NextAt.Equal(hours[5].Add(time.Hour)) {
+					t.Fatalf("LastAt %v, NextAt %v; want %v and %v", sc.LastAt, sc.NextAt, hours[5], hours[5].Add(time.Hour))
+				}
+				if err := f.s.CheckInvariants(); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
 }
 

@@ -170,7 +170,9 @@ func (m *model) reachOccurrences(now int64) bool {
 				m.admitOccurrence(s, at, now)
 				s.next, s.caught = s.after(at), s.caught+1
 			default:
+				latest := s.lastBefore(late) // the latest skipped (walked from s.next)
 				s.next, s.caught = s.atOrAfter(late), 0
+				at = max(at, latest)
 			}
 			s.last = at
 			reached = true
