@@ -289,3 +289,96 @@ func TestAReplicatedStoreRefusesTheArchive(t *testing.T) {
 		t.Fatalf("OpenReplicated with Options.Archive = %v, want ErrInvalidArgument", err)
 	}
 }
+
+// ListArchived pages through the archive by the time executions ended, by
+// workflow and by status, with cursors that continue exactly after a page
+// and refuse another query; a store without an archive lists nothing.
+func TestListArchivedFindsArchivedExecutionsByWorkflowTimeAndStatus(t *testing.T) {
+	f := retentionFixture(t, true)
+	want := map[string]execstore.Record{}
+	for i := range 60 {
+		id := fmt.Sprintf("job-%02d", i)
+		f.admit(execstore.AdmitRequest{ExecutionID: id, WorkflowID: fmt.Sprintf("w%d", i%2)})
+		l := f.claimFor(id)
+		f.clock.Advance(time.Second) // each ends a second after the one before
+		outcome := execstore.Completed(nil)
+		if i%3 == 0 {
+			outcome = execstore.Failed(errors.New("declined"))
+		}
+		rec := f.ack(l, outcome)
+		rec.Archived = true
+		want[id] = rec
+	}
+	f.retireAll()
+	first := want["job-00"].UpdatedAt
+	list := func(q execstore.ArchiveQuery) []string {
+		t.Helper()
+		var ids []string
+		for pages := 0; ; pages++ {
+			page, err := f.s.ListArchived(ctx, q)
+			if err != nil || pages > 100 {
+				t.Fatalf("ListArchived(%+v): %v", q, err)
+			}
+			for _, rec := range page.Records {
+				if diff := cmp.Diff(want[rec.ExecutionID], rec); diff != "" {
+					t.Fatalf("listed %q (-want +got):\n%s", rec.ExecutionID, diff)
+				}
+				ids = append(ids, rec.ExecutionID)
+			}
+			if page.Cursor == "" {
+				return ids
+			}
+			q.Cursor = page.Cursor
+		}
+	}
+	expect := func(keep func(i int) bool) []string {
+		var ids []string
+		for i := range 60 {
+			if keep(i) {
+				ids = append(ids, fmt.Sprintf("job-%02d", i))
+			}
+		}
+		return ids
+	}
+	for _, tc := range []struct {
+		name string
+		q    execstore.ArchiveQuery
+		want []string
+	}{
+		{"all", execstore.ArchiveQuery{Limit: 7}, expect(func(int) bool { return true })},
+		{"a workflow", execstore.ArchiveQuery{WorkflowID: "w1", Limit: 4}, expect(func(i int) bool { return i%2 == 1 })},
+		{"failures", execstore.ArchiveQuery{Status: execstore.StatusFailed, Limit: 3}, expect(func(i int) bool { return i%3 == 0 })},
+		{"a workflow's failures in an hour", execstore.ArchiveQuery{WorkflowID: "w0", Status: execstore.StatusFailed,
+			EndedAfter: first.Add(10 * time.Second), EndedBefore: first.Add(40 * time.Second), Limit: 2},
+			expect(func(i int) bool { return i%2 == 0 && i%3 == 0 && i >= 10 && i < 40 })},
+		{"nothing", execstore.ArchiveQuery{WorkflowID: "w9"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, list(tc.q)); diff != "" {
+				t.Fatalf("listed (-want +got):\n%s", diff)
+			}
+		})
+	}
+	page, err := f.s.ListArchived(ctx, execstore.ArchiveQuery{Limit: 5})
+	if err != nil || page.Cursor == "" {
+		t.Fatalf("first page: %v", err)
+	}
+	for _, q := range []execstore.ArchiveQuery{
+		{Limit: 5, WorkflowID: "w0", Cursor: page.Cursor}, // another query's cursor
+		{Cursor: "!!"},
+		{Limit: -1},
+		{Limit: f.s.Limits().ListPageMax + 1},
+		{Status: execstore.StatusAdmitted},
+		{Status: "done"},
+	} {
+		if _, err := f.s.ListArchived(ctx, q); !errors.Is(err, execstore.ErrInvalidArgument) {
+			t.Errorf("ListArchived(%+v) = %v, want ErrInvalidArgument", q, err)
+		}
+	}
+	plain := retentionFixture(t, false)
+	plain.completeMany(3)
+	plain.retireAll()
+	if page, err := plain.s.ListArchived(ctx, execstore.ArchiveQuery{}); err != nil || len(page.Records) != 0 {
+		t.Fatalf("a store without an archive listed %d archived executions, %v", len(page.Records), err)
+	}
+}

@@ -1,10 +1,16 @@
 package execstore
 
 import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/execstore/execstore/archive"
 	"github.com/execstore/execstore/fsm"
@@ -192,4 +198,136 @@ func (s *Store) getRecord(st *fsm.State, id string) (e fsm.Execution, archived, 
 		return fsm.Execution{}, false, false, nil
 	}
 	return r.Execution(id), true, true, nil
+}
+
+// ArchiveQuery selects archived executions for ListArchived, by when they
+// ended (their UpdatedAt) and optionally by workflow and status. Every filter
+// is optional.
+type ArchiveQuery struct {
+	WorkflowID  string    // "": any workflow
+	Status      Status    // "": any terminal status
+	EndedAfter  time.Time // ended at or after this time; zero: no bound
+	EndedBefore time.Time // ended before this time; zero: no bound
+	Limit       int       // the most records of a page; 0: Limits.ListPageDefault
+	Cursor      string    // "": the first page; otherwise ListPage.Cursor of the page before
+}
+
+// ListArchived returns a page of the archived executions the query selects
+// (Options.Archive), in the order they ended (UpdatedAt), ties by ID, through
+// the archive's own indexes by workflow and by time: a page costs
+// O(log n + page). With a status, a page examines at most 10,000 records and
+// may end early, with a cursor. Executions not yet archived are not listed
+// (List lists them); a store without an archive lists nothing. Errors:
+// ErrInvalidArgument for a bad status, limit or cursor.
+func (s *Store) ListArchived(ctx context.Context, q ArchiveQuery) (ListPage, error) {
+	aq := archive.Query{WorkflowID: q.WorkflowID, From: 0, To: maxNanos}
+	if q.Status != "" {
+		st, ok := statusToFSM(q.Status)
+		if !ok || !q.Status.Terminal() {
+			return ListPage{}, invalidArg("list archived: %q is not a terminal status", q.Status)
+		}
+		aq.Keep = func(e *archive.Entry) bool { return e.Outcome.Status == st }
+		aq.ScanMax = listScanMax
+	}
+	switch limit := q.Limit; {
+	case limit == 0:
+		aq.Limit = s.limits.ListPageDefault
+	case limit > s.limits.ListPageMax:
+		return ListPage{}, overLimit(ErrInvalidArgument, "list archived: limit %d outside 1 to %d", limit, s.limits.ListPageMax)
+	case limit < 0:
+		return ListPage{}, invalidArg("list archived: limit %d outside 1 to %d", limit, s.limits.ListPageMax)
+	default:
+		aq.Limit = limit
+	}
+	if !q.EndedAfter.IsZero() {
+		aq.From = clampNanos(q.EndedAfter)
+	}
+	if !q.EndedBefore.IsZero() {
+		aq.To = clampNanos(q.EndedBefore)
+	}
+	if q.Cursor != "" {
+		at, id, ok := decodeArchiveCursor(&q)
+		if !ok {
+			return ListPage{}, invalidArg("list archived: the cursor is not one this query's pages gave")
+		}
+		aq.AfterUpdatedAt, aq.AfterID = at, id
+	}
+	if err := ctx.Err(); err != nil {
+		return ListPage{}, err
+	}
+	if s.isClosed.Load() {
+		return ListPage{}, ErrClosed
+	}
+	if s.archive == nil {
+		return ListPage{}, nil
+	}
+	entries, more, last, err := s.archive.a.Scan(aq)
+	switch {
+	case errors.Is(err, archive.ErrClosed):
+		return ListPage{}, ErrClosed
+	case err != nil:
+		return ListPage{}, fmt.Errorf("execstore: read the archive: %w", err)
+	}
+	page := ListPage{Records: make([]Record, len(entries))}
+	for i := range entries {
+		e := entries[i].Execution(entries[i].ID)
+		page.Records[i] = recordFromFSM(&e)
+		page.Records[i].Archived = true
+	}
+	if more {
+		page.Cursor = encodeArchiveCursor(&q, last.UpdatedAt, last.ID)
+	}
+	return page, nil
+}
+
+// clampNanos is t in unix nanoseconds, within the representable range.
+func clampNanos(t time.Time) int64 {
+	switch {
+	case t.After(latestNanos):
+		return maxNanos
+	case t.Before(time.Unix(0, 0)):
+		return 0 // the store's times are never earlier
+	}
+	return t.UnixNano()
+}
+
+// An archive cursor is base64url (no padding) of: version 1, the last
+// record examined (its UpdatedAt as a zigzag varint, its ID's length and
+// bytes), and the first 8 bytes of an FNV-1a hash of the query's filters.
+func archiveQueryHash(q *ArchiveQuery) []byte {
+	h := fnv.New64a()
+	for _, f := range []string{q.WorkflowID, string(q.Status), q.EndedAfter.UTC().Format(time.RFC3339Nano), q.EndedBefore.UTC().Format(time.RFC3339Nano)} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(f))))
+		h.Write([]byte(f))
+	}
+	return h.Sum(nil)
+}
+
+func encodeArchiveCursor(q *ArchiveQuery, at int64, id string) string {
+	b := binary.AppendVarint([]byte{cursorVersion}, at)
+	b = binary.AppendUvarint(b, uint64(len(id)))
+	b = append(append(b, id...), archiveQueryHash(q)...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeArchiveCursor(q *ArchiveQuery) (int64, string, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+	if err != nil || len(b) < 1 || b[0] != cursorVersion {
+		return 0, "", false
+	}
+	b = b[1:]
+	at, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, "", false
+	}
+	b = b[n:]
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l == 0 || l > uint64(len(b)-n) {
+		return 0, "", false
+	}
+	id := string(b[n : n+int(l)])
+	if string(b[n+int(l):]) != string(archiveQueryHash(q)) {
+		return 0, "", false
+	}
+	return at, id, true
 }

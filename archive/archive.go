@@ -324,6 +324,11 @@ type Query struct {
 	AfterUpdatedAt int64
 	AfterID        string // empty: from the start
 	Limit          int
+	// Keep, if set, filters the records: those it refuses are examined but
+	// not listed. ScanMax, if positive, bounds the records one page
+	// examines: a page that reaches it ends early, and more is true.
+	Keep    func(*Entry) bool
+	ScanMax int
 }
 
 // Entry is a listed record.
@@ -332,15 +337,23 @@ type Entry struct {
 	fsm.Retired
 }
 
-// List returns a page of the listing q selects, and whether more follow.
+// List returns a page of the listing q selects, and whether more follow: the
+// next page starts after last, the last record examined (with Keep, it may
+// not be listed).
 func (a *Archive) List(q Query) (out []Entry, more bool, err error) {
+	out, more, _, err = a.Scan(q)
+	return out, more, err
+}
+
+// Scan is List, with the last record it examined.
+func (a *Archive) Scan(q Query) (out []Entry, more bool, last Entry, err error) {
 	if q.Limit < 1 {
-		return nil, false, fmt.Errorf("archive: list limit %d", q.Limit)
+		return nil, false, Entry{}, fmt.Errorf("archive: list limit %d", q.Limit)
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {
-		return nil, false, ErrClosed
+		return nil, false, Entry{}, ErrClosed
 	}
 	key := func(at int64, id string) []byte {
 		if q.WorkflowID == "" {
@@ -357,28 +370,33 @@ func (a *Archive) List(q Query) (out []Entry, more bool, err error) {
 	}
 	it, err := a.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: key(q.To, "")})
 	if err != nil {
-		return nil, false, err
+		return nil, false, Entry{}, err
 	}
 	defer func() { err = errors.Join(err, it.Close()) }()
+	scanned := 0
 	for ok := it.First(); ok; ok = it.Next() {
-		if len(out) == q.Limit {
-			return out, true, nil
+		if len(out) == q.Limit || (q.ScanMax > 0 && scanned == q.ScanMax) {
+			return out, true, last, nil
 		}
 		k := it.Key()
 		if len(k) <= prefix {
-			return nil, false, fmt.Errorf("%w: index key of %d bytes", ErrCorrupt, len(k))
+			return nil, false, Entry{}, fmt.Errorf("%w: index key of %d bytes", ErrCorrupt, len(k))
 		}
 		id := string(k[prefix:])
 		r, _, found, err := a.get(id)
 		if err != nil {
-			return nil, false, err
+			return nil, false, Entry{}, err
 		}
 		if !found {
-			return nil, false, fmt.Errorf("%w: index entry for %q, which has no record", ErrCorrupt, id)
+			return nil, false, Entry{}, fmt.Errorf("%w: index entry for %q, which has no record", ErrCorrupt, id)
 		}
-		out = append(out, Entry{ID: id, Retired: r})
+		scanned++
+		last = Entry{ID: id, Retired: r}
+		if q.Keep == nil || q.Keep(&last) {
+			out = append(out, last)
+		}
 	}
-	return out, false, it.Error()
+	return out, false, last, it.Error()
 }
 
 // Stats describes an archive's files.

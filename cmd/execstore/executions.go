@@ -179,6 +179,36 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"records": out, "cursor": page.Cursor})
 }
 
+// listArchived serves GET /v1/archive: a page of archived records, by when
+// they ended, and the cursor of the next ("" when the listing is complete).
+func (a *api) listArchived(w http.ResponseWriter, r *http.Request) {
+	p, err := queryParams(r, "workflowId", "status", "endedAfter", "endedBefore", "limit", "cursor")
+	q := execstore.ArchiveQuery{WorkflowID: p["workflowId"], Status: execstore.Status(p["status"]), Cursor: p["cursor"]}
+	if err == nil {
+		q.EndedAfter, err = parseTime("endedAfter", p["endedAfter"])
+	}
+	if err == nil {
+		q.EndedBefore, err = parseTime("endedBefore", p["endedBefore"])
+	}
+	if err == nil {
+		q.Limit, err = parseLimit(p["limit"])
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
+		return
+	}
+	page, err := a.store.ListArchived(r.Context(), q)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]recordJSON, len(page.Records))
+	for i, rec := range page.Records {
+		out[i] = recordOut(rec)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": out, "cursor": page.Cursor})
+}
+
 type wakeBody struct {
 	At time.Time `json:"at"`
 }

@@ -59,6 +59,7 @@ func routeTable(a *api, u *webUI, metrics http.Handler) []route {
 		// executions.go
 		{"POST /v1/executions", a.admit, admitBody{}, jsonRoute},
 		{"GET /v1/executions", a.list, nil, jsonRoute},
+		{"GET /v1/archive", a.listArchived, nil, jsonRoute},
 		{recordRoute, a.get, nil, jsonRoute},
 		{"GET /v1/executions/{id}/await", a.await, nil, jsonRoute},
 		{"POST /v1/executions/{id}/wakes", a.wake, wakeBody{}, jsonRoute},

@@ -163,7 +163,8 @@ func TestServeStopsOnASignalAndClosesTheStore(t *testing.T) {
 
 // serve takes the retention and the archive from its flags: an execution
 // that ended longer ago than --retention is archived (and read back from
-// there, "archived": true), after a restart too. --archive without a
+// there, "archived": true, and listed by GET /v1/archive), after a restart
+// too. --archive without a
 // retention, or a negative one, is refused before anything is opened.
 func TestServeRetiresToTheArchiveWithItsFlags(t *testing.T) {
 	var out, errOut bytes.Buffer
@@ -225,6 +226,17 @@ func TestServeRetiresToTheArchiveWithItsFlags(t *testing.T) {
 	}
 	if code, _ := again.post("/v1/executions", `{"executionId":"e","workflowId":"w"}`); code != http.StatusConflict {
 		t.Fatalf("re-admission of an archived ID over HTTP: %d", code)
+	}
+	for query, want := range map[string]bool{"": true, "?workflowId=w&status=completed": true, "?status=failed": false, "?workflowId=v": false} {
+		resp, err := http.Get("http://" + again.addr + "/v1/archive" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if listed := strings.Contains(string(b), `"executionId":"e"`); resp.StatusCode != http.StatusOK || listed != want {
+			t.Fatalf("GET /v1/archive%s: %d %s; want it listed: %v", query, resp.StatusCode, b, want)
+		}
 	}
 	again.stop(syscall.SIGTERM)
 }

@@ -38,6 +38,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List archived executions by when they ended, workflow and status, a page at a time
+         * @description Executions retired to the archive (a store served with `--archive`), in the order they
+         *     ended (`updatedAt`), ties by ID, through the archive's own indexes; each record has
+         *     `archived: true`. Executions not yet archived are not listed here (`GET /v1/executions`
+         *     lists them); a store without an archive lists nothing. A page that filters by status
+         *     examines at most 10,000 records and may end early with a cursor. The query is read
+         *     strictly, as the listing of executions reads it.
+         */
+        get: operations["listArchived"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}": {
         parameters: {
             query?: never;
@@ -1289,6 +1314,70 @@ export interface operations {
                 };
             };
             413: components["responses"]["BodyTooLarge"];
+            422: components["responses"]["LimitExceeded"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listArchived: {
+        parameters: {
+            query?: {
+                workflowId?: string;
+                /** @description One terminal status; any if absent. */
+                status?: "completed" | "failed" | "cancelled";
+                /** @description Ended (last updated) at or after this RFC 3339 time. */
+                endedAfter?: string;
+                /** @description Ended before this RFC 3339 time. */
+                endedBefore?: string;
+                /** @description At most this many records, 1 to 1000 (under: 400; over: 422). Default 100. */
+                limit?: number;
+                /** @description The `cursor` of the previous page of the same query (another query's is refused with 400). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of archived records; `cursor`, empty on the last page, continues exactly after it, across restarts too. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "records": [
+                     *         {
+                     *           "executionId": "order-42",
+                     *           "workflowId": "charge-order",
+                     *           "status": "failed",
+                     *           "admittedAt": "2026-01-02T12:00:00Z",
+                     *           "updatedAt": "2026-01-02T12:00:05Z",
+                     *           "attempts": 1,
+                     *           "maxAttempts": 0,
+                     *           "outcome": {
+                     *             "status": "failed",
+                     *             "error": {
+                     *               "name": "Error",
+                     *               "message": "card declined"
+                     *             }
+                     *           },
+                     *           "archived": true
+                     *         }
+                     *       ],
+                     *       "cursor": "AQKmQ2W3vGbL9ZE"
+                     *     }
+                     */
+                    "application/json": {
+                        records: components["schemas"]["ExecutionRecord"][];
+                        cursor: string;
+                    };
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
             422: components["responses"]["LimitExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
