@@ -138,6 +138,10 @@ var (
 	gauges = []gauge{
 		newGauge("execstore_executions_retired", "Terminal executions retired (params, context and steps dropped).",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Retired) }),
+		newGauge("execstore_executions_archived", "Retired executions in the archive on disk (Options.Archive), counted in execstore_executions_retired.",
+			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Archived) }),
+		newGauge("execstore_archive_size_bytes", "The archive's files on disk (Options.Archive).",
+			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.ArchiveBytes) }),
 		newGauge("execstore_executions_waiting", "Executions waiting for a wake, due now or later, without a current lease.",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Waiting) }),
 		newGauge("execstore_due_executions", "The due backlog: executions a claim now would take (a wake due, no current lease).",

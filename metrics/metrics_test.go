@@ -99,7 +99,7 @@ execstore_snapshots_total{result="ok"} 1
 		"execstore_executions_waiting", "execstore_oldest_due_age_seconds", "execstore_leases_expired",
 		"execstore_snapshot_age_seconds", "execstore_snapshot_size_bytes", "execstore_snapshot_duration_seconds",
 		"execstore_wal_size_bytes", "execstore_executions_retired", "execstore_fallback_damaged",
-		"execstore_snapshot_running_seconds",
+		"execstore_snapshot_running_seconds", "execstore_executions_archived", "execstore_archive_size_bytes",
 	} {
 		if !got[name] {
 			t.Errorf("no %s", name)

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/archive"
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/internal/untimed"
 	"github.com/execstore/execstore/snapshot"
@@ -179,6 +180,8 @@ type summaryJSON struct {
 	Executions    int                      `json:"executions"`
 	Terminal      int                      `json:"terminal"`
 	Retired       int                      `json:"retired"`
+	Archived      int                      `json:"archived"`
+	ArchiveBytes  uint64                   `json:"archiveBytes"`
 	Pending       int                      `json:"pending"`
 	ByStatus      map[execstore.Status]int `json:"byStatus"`
 	ByWorkflow    map[string]int           `json:"byWorkflow"`
@@ -217,6 +220,7 @@ func (in *inspector) summary() error {
 	}
 	out := summaryJSON{
 		Data: in.data, Executions: g.Executions, Terminal: g.Terminal, Retired: g.Retired, Pending: g.Pending,
+		Archived: g.Archived, ArchiveBytes: g.ArchiveBytes,
 		ByStatus: g.ByStatus, ByWorkflow: g.ByWorkflow, Now: g.Now, OldestDueMs: g.OldestDueAge.Milliseconds(),
 		Waiting: g.Waiting, DueNow: g.DueNow, Leases: g.Leases, LeasesExpired: g.LeasesExpired, Schedules: g.Schedules,
 		Upcoming:      []upcomingJSON{},
@@ -246,6 +250,9 @@ func (in *inspector) summary() error {
 	w := tabwriter.NewWriter(in.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "data:\t%s\n", in.data)
 	fmt.Fprintf(w, "executions:\t%d (%d terminal, %d retired, %d pending)\n", g.Executions, g.Terminal, g.Retired, g.Pending)
+	if g.Archived > 0 || g.ArchiveBytes > 0 {
+		fmt.Fprintf(w, "archive:\t%d executions, %d bytes on disk\n", g.Archived, g.ArchiveBytes)
+	}
 	for _, st := range uiStatuses {
 		fmt.Fprintf(w, "  %s\t%d\n", st, g.ByStatus[st])
 	}
@@ -556,12 +563,37 @@ func (in *inspector) verify() error {
 	if err == nil {
 		report("state invariants", store.CheckInvariants())
 		report("fallback path", waitFallback(store))
+		st, serr := store.Stats(context.Background())
 		store.Close()
+		// The archive, if there is one: every record decodes and has its
+		// index entries, and it holds as many as the state counts.
+		if dir := filepath.Join(in.copy, "archive"); serr == nil && dirExists(dir) {
+			n, err := checkArchive(dir)
+			if err == nil && n != st.Archived {
+				err = fmt.Errorf("%d archived executions, the state counts %d", n, st.Archived)
+			}
+			report("archive", err)
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("verify: %d problem(s) in %s", len(problems), in.data)
 	}
 	return nil
+}
+
+func dirExists(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && fi.IsDir()
+}
+
+// checkArchive reads the whole archive in dir (archive.Archive.Check).
+func checkArchive(dir string) (int, error) {
+	a, err := archive.Open(dir, archive.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return 0, err
+	}
+	n, err := a.Check()
+	return n, errors.Join(err, a.Close())
 }
 
 // waitFallback waits for the store's check of its fallback recovery path and
