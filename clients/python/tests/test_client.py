@@ -9,7 +9,7 @@ from typing import Callable
 
 import pytest
 
-from conftest import FakeServer, Route
+from conftest import FakeServer, Route, eventually
 from execstore_client import (Client, ExecutionIdConflictError, InvalidArgumentError, LeaseLostError,
                               NotFoundError, UnauthorizedError, UnavailableError)
 
@@ -60,6 +60,25 @@ def test_a_delivery_with_executions_steps_replays_and_a_lost_lease(server):
     assert not other["applied"] and other["outcome"]["result"] == {"shipped": True}
     with pytest.raises(LeaseLostError):
         client.renew(lease, 1000)
+
+
+def test_an_execution_past_the_retention_is_read_from_the_archive_and_listed_there(make_server):
+    archiving = make_server("--nosync", "--retention", "1ms", "--archive")
+    client = Client(archiving.url)
+    client.admit("settle", "settle-1")
+    lease = client.claim(1, 60000)["leases"][0]
+    client.acknowledge(lease, {"status": "failed", "error": {"name": "Error", "message": "bank closed"}})
+    # The server's retention check runs every second.
+    eventually("settle-1 is archived",
+               lambda: client.list_archived(workflowId="settle", status="failed")["records"] != [])
+    page = client.list_archived(workflowId="settle", status="failed")
+    assert [(r["executionId"], r["archived"]) for r in page["records"]] == [("settle-1", True)]
+    assert page["cursor"] == ""
+    record = client.get("settle-1")
+    assert record["archived"] and record["status"] == "failed"
+    assert client.list_archived(status="completed")["records"] == []
+    with pytest.raises(ExecutionIdConflictError):
+        client.admit("settle", "settle-1")
 
 
 def test_a_server_with_a_token_refuses_a_client_without_it(make_server):

@@ -144,6 +144,14 @@ export class Client {
     return this.call("GET", `/v1/executions${queryString(query)}`, undefined, "always", opts);
   }
 
+  /** Archived executions (a server run with --archive), in the order they ended; `cursor` continues, "" on the last page. */
+  listArchived(
+    query: { workflowId?: string; status?: "completed" | "failed" | "cancelled"; endedAfter?: string; endedBefore?: string; limit?: number; cursor?: string } = {},
+    opts?: CallOptions,
+  ): Promise<AnswerOf<"/v1/archive", "get">> {
+    return this.call("GET", `/v1/archive${queryString(query)}`, undefined, "always", opts);
+  }
+
   wake(id: string, at: Date | string, opts?: CallOptions): Promise<{ status: "requested" | "ignored" }> {
     return this.call("POST", `/v1/executions/${enc(id)}/wakes`, { at: iso(at) }, "always", opts);
   }

@@ -99,6 +99,33 @@ describe("Client", () => {
     await assert.rejects(client.renew(lease, 1000), LeaseLostError);
   });
 
+  test("an execution past the retention of a server with --archive is read from the archive and listed there", async () => {
+    const archiving = await Server.start(["--nosync", "--retention", "1ms", "--archive"]);
+    try {
+      const c = new Client({ baseUrl: archiving.url });
+      await c.admit({ executionId: "settle-1", workflowId: "settle" });
+      const { leases } = await c.claim({ limit: 1, leaseDurationMs: 60_000 });
+      assert.equal(leases.length, 1);
+      await c.acknowledge(leases[0]!, { status: "failed", error: { name: "Error", message: "bank closed" } });
+      // The server's retention check runs every second.
+      const deadline = Date.now() + 10_000;
+      let page = await c.listArchived({ workflowId: "settle", status: "failed" });
+      while (page.records.length === 0 && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+        page = await c.listArchived({ workflowId: "settle", status: "failed" });
+      }
+      assert.deepEqual(page.records.map((r) => [r.executionId, r.archived]), [["settle-1", true]]);
+      assert.equal(page.cursor, "");
+      const rec = await c.get("settle-1");
+      assert.equal(rec.archived, true);
+      assert.equal(rec.status, "failed");
+      assert.deepEqual((await c.listArchived({ status: "completed" })).records, []);
+      await assert.rejects(c.admit({ executionId: "settle-1", workflowId: "settle" }), ExecutionIdConflictError);
+    } finally {
+      await archiving.stop();
+    }
+  });
+
   test("a server with a token refuses a client without it", async () => {
     // The binary reads its token from its environment, which it inherits.
     process.env.EXECSTORE_TOKEN = "a-token-of-sixteen-bytes-or-more";

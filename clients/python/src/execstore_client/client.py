@@ -107,6 +107,11 @@ class Client:
     def list(self, **query: Any) -> Dict[str, Any]:
         return self._call("GET", "/v1/executions" + self._query(query))
 
+    def list_archived(self, **query: Any) -> Dict[str, Any]:
+        """Archived executions (a server run with --archive) in the order they ended: workflowId, status,
+        endedAfter, endedBefore, limit, cursor (GET /v1/archive)."""
+        return self._call("GET", "/v1/archive" + self._query(query))
+
     def wake(self, execution_id: str, at: Any) -> Dict[str, Any]:
         return self._call("POST", f"/v1/executions/{_q(execution_id)}/wakes", {"at": _iso(at)})
 
