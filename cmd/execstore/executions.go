@@ -168,6 +168,11 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := a.store.List(r.Context(), q)
+	a.writePage(w, page, err)
+}
+
+// writePage answers a page of records, or the error that stopped it.
+func (a *api) writePage(w http.ResponseWriter, page execstore.ListPage, err error) {
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -198,15 +203,7 @@ func (a *api) listArchived(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	page, err := a.store.ListArchived(r.Context(), q)
-	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	out := make([]recordJSON, len(page.Records))
-	for i, rec := range page.Records {
-		out[i] = recordOut(rec)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"records": out, "cursor": page.Cursor})
+	a.writePage(w, page, err)
 }
 
 type wakeBody struct {
