@@ -14,6 +14,7 @@ import (
 
 	"github.com/execstore/execstore/archive"
 	"github.com/execstore/execstore/fsm"
+	"github.com/execstore/execstore/internal/mutant"
 )
 
 // The archive (Options.Archive; package archive, docs/design/archive.md):
@@ -60,7 +61,7 @@ func (s *Store) openArchive() error {
 			return nil
 		}
 	}
-	a, err := archive.Open(dir, archive.Options{CacheBytes: s.opts.ArchiveCacheBytes, Logger: s.logger})
+	a, err := archive.Open(dir, archive.Options{CacheBytes: s.opts.ArchiveCacheBytes, Logger: s.logger, FS: s.opts.archiveFS})
 	if err != nil {
 		return fmt.Errorf("execstore: open %s: %w", s.dir, err)
 	}
@@ -116,6 +117,10 @@ func (sa *storeArchive) put(res *fsm.Result, index uint64) error {
 	if len(res.Retired) == 0 {
 		return nil
 	}
+	if mutant.ArchiveWriteDropped {
+		res.Retired = nil
+		return nil
+	}
 	err := sa.a.Put(res.Retired, index)
 	res.Retired = nil // the archive has them; the answer need not hold them
 	sa.release()
@@ -151,7 +156,11 @@ func (sa *storeArchive) batchDone() {
 // it removes what the archive holds of later retirements, and moves there
 // the retired records an older snapshot kept in memory.
 func (sa *storeArchive) recover(st *fsm.State, index uint64) error {
-	if _, err := sa.a.TrimAfter(index); err != nil {
+	trimAt := index
+	if mutant.ArchiveKeepsLaterRetirements {
+		trimAt = ^uint64(0)
+	}
+	if _, err := sa.a.TrimAfter(trimAt); err != nil {
 		return fmt.Errorf("execstore: recover the archive: %w", err)
 	}
 	st.SetArchive(sa)

@@ -1,6 +1,7 @@
 package execstore
 
 import (
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 	"io"
 	"log/slog"
 	"time"
@@ -155,6 +156,9 @@ type Options struct {
 	// defaults. No option sets them: the crash simulator does, through
 	// internal/tune (sizes.go).
 	sizes fsm.Sizes
+	// archiveFS holds the archive's files instead of the operating
+	// system's: set by the crash simulator through internal/tune.
+	archiveFS pebblevfs.FS
 }
 
 // Limits is the one place every size and count limit is defined. A zero field

@@ -1,6 +1,8 @@
 package execstore
 
 import (
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/execstore/execstore/fsm"
 	"github.com/execstore/execstore/internal/tune"
 )
@@ -21,5 +23,12 @@ func init() {
 			panic("tune.SetSizes: not an *execstore.Options")
 		}
 		o.sizes = sz
+	}
+	tune.SetArchiveFS = func(opts any, fs pebblevfs.FS) {
+		o, ok := opts.(*Options)
+		if !ok {
+			panic("tune.SetArchiveFS: not an *execstore.Options")
+		}
+		o.archiveFS = fs
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/execstore/execstore/fsm"
 )
@@ -44,6 +46,10 @@ type Options struct {
 	CacheBytes int64
 	// Logger receives the engine's errors; slog.Default() if nil.
 	Logger *slog.Logger
+	// FS holds the archive's files; the operating system's if nil. The
+	// crash simulator gives each store an in-memory one that it clones as
+	// a crash would leave it (Pebble's vfs.NewCrashableMem).
+	FS vfs.FS
 }
 
 // Archive is an open archive. Put, TrimAfter and Flush are the store's
@@ -74,6 +80,7 @@ func Open(dir string, o Options) (*Archive, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
 		DisableWAL:         true,
+		FS:                 o.FS,
 		Logger:             logger{o.Logger},
 		// Damaged data is reported by the read that met it, as an error;
 		// Pebble's default would end the process.
@@ -87,6 +94,13 @@ func Open(dir string, o Options) (*Archive, error) {
 	}
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
+		cache.Unref()
+		return nil, fmt.Errorf("archive: open %s: %w", dir, err)
+	}
+	// Pebble syncs its own directory, not its entry in the parent: a new
+	// archive's directory could vanish in a crash, with everything in it.
+	if err := syncDir(fsOf(o.FS), filepath.Dir(dir)); err != nil {
+		db.Close()
 		cache.Unref()
 		return nil, fmt.Errorf("archive: open %s: %w", dir, err)
 	}
@@ -510,4 +524,20 @@ func (l logger) Errorf(format string, args ...any) {
 }
 func (l logger) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf("archive: "+format, args...))
+}
+
+func fsOf(fs vfs.FS) vfs.FS {
+	if fs == nil {
+		return vfs.Default
+	}
+	return fs
+}
+
+// syncDir makes the entries of a directory durable.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }

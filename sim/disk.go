@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 	"io"
 	"maps"
 	"math/rand/v2"
@@ -57,6 +58,10 @@ type disk struct {
 	mu    sync.Mutex
 	files map[string]*fileRec // by path relative to root, slash-separated
 	dirs  map[string]bool     // tracked directories whose entry in root is durable
+
+	// archive holds the store's archive (Options.Archive), in memory: a
+	// crash keeps what it synced (see image).
+	archive *pebblevfs.MemFS
 }
 
 // fileRec is what is durable of one file.
@@ -468,6 +473,11 @@ type file struct {
 type crashImage struct {
 	files []file
 	desc  []string
+	// archive is what a crash kept of the store's archive: what it synced,
+	// nothing more (Pebble's own crash model); in it, the archive is in
+	// archiveRoot/archive.
+	archive     *pebblevfs.MemFS
+	archiveRoot string
 }
 
 func (im *crashImage) note(format string, args ...any) {
@@ -479,6 +489,9 @@ func (d *disk) image(rng *rand.Rand) (*crashImage, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	im := &crashImage{}
+	if d.archive != nil {
+		im.archive, im.archiveRoot = d.archive.CrashClone(pebblevfs.CrashCloneCfg{}), d.root
+	}
 	if err := d.walImage(rng, im); err != nil {
 		return nil, err
 	}
@@ -877,4 +890,13 @@ func copyStore(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// cloneArchive copies an archive's filesystem as it is, for a second store
+// (nil for none).
+func cloneArchive(fs *pebblevfs.MemFS) *pebblevfs.MemFS {
+	if fs == nil {
+		return nil
+	}
+	return fs.CrashClone(pebblevfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rand.New(rand.NewPCG(1, 1))})
 }

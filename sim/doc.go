@@ -88,6 +88,15 @@
 // execution's retention ends, or a nanosecond past it, and a write that
 // changes nothing and a read follow: the cutoff is exclusive.
 //
+// Half of those seeds open their stores with Options.Archive too: retired
+// executions leave the state for an archive, kept in Pebble's in-memory
+// filesystem that a crash image clones as a crash would leave it (what the
+// archive synced, nothing more), and that follows the image to the
+// directory it is recovered in. The model is the same but for
+// Record.Archived: a store that archives must answer exactly as one that
+// keeps its retired records, so such a seed's trace is the other's but for
+// the offsets where snapshot damage is drawn (its snapshots are smaller).
+//
 // # Batches of several commands
 //
 // The other steps make one call at a time, so the writer's batches hold one

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -214,6 +215,22 @@ func (h *storage) setDisk(d *disk) {
 	h.points.reset()
 	h.points.prepared = false
 	h.mu.Unlock()
+}
+
+// setArchive gives the current disk its store's archive filesystem.
+func (h *storage) setArchive(fs *pebblevfs.MemFS) {
+	h.mu.Lock()
+	h.disk.mu.Lock()
+	h.disk.archive = fs
+	h.disk.mu.Unlock()
+	h.mu.Unlock()
+}
+
+// root is the current disk's directory, absolute.
+func (h *storage) root() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.disk.root
 }
 
 // quiescentImage takes a crash image while no crash point can be reached (the

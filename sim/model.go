@@ -43,6 +43,7 @@ type model struct {
 	scheds map[string]*msched // schedules.go
 
 	retention time.Duration // Options.Retention; 0: off (retire.go)
+	archive   bool          // Options.Archive: retired records are read back Archived
 
 	// grants: what each keyed claim leased, by request key, kept for its
 	// lease duration (ClaimRequest.RequestKey). Expired ones stay here, as
@@ -832,6 +833,7 @@ func (m *model) record(e *mexec) execstore.Record {
 	if e.params == nil {
 		r.Params = nil
 	}
+	r.Archived = e.retired && m.archive
 	if e.token != 0 {
 		r.Lease = &execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)}
 	}

@@ -89,3 +89,12 @@ func retentionOf(seed uint64) time.Duration {
 	}
 	return retentions[r.IntN(len(retentions))]
 }
+
+// archiveOf reports whether a seed with retention opens its stores with the
+// archive too (Options.Archive): half of them, drawn from a generator of its
+// own. An archiving store must answer exactly as one that keeps its retired
+// records, so the seed's trace is what it is without the archive; only the
+// records read back say Archived.
+func archiveOf(seed uint64) bool {
+	return rand.New(rand.NewPCG(seed, 0xa4c1)).IntN(2) == 0
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/execstore/execstore"
+	"github.com/execstore/execstore/internal/tune"
 )
 
 // Bit rot: damage to bytes that were durable. The log must refuse to open
@@ -117,6 +118,13 @@ func (w *world) rot() error {
 	}
 	opts := w.opts
 	opts.FS = nil
+	if im.archive != nil {
+		fs := cloneArchive(im.archive)
+		if err := archiveAt(fs, im.archiveRoot, dir); err != nil {
+			return err
+		}
+		tune.SetArchiveFS(&opts, fs)
+	}
 	s, err := execstore.Open(dir, opts)
 	w.tr.line("%d rot: %s offset %d (entry %d) -> %v", w.ops, f.rel, c.off, c.index, err != nil)
 	if err == nil {
@@ -158,6 +166,13 @@ func (w *world) snapshotRot() error {
 	}
 	opts := w.opts
 	opts.FS = nil
+	if im.archive != nil {
+		fs := cloneArchive(im.archive)
+		if err := archiveAt(fs, im.archiveRoot, dir); err != nil {
+			return err
+		}
+		tune.SetArchiveFS(&opts, fs)
+	}
 	s, err := execstore.Open(dir, opts)
 	w.tr.line("%d snapshot rot: %s offset %d -> %v", w.ops, f.rel, off, err == nil)
 	if err != nil {

@@ -3,7 +3,9 @@ package sim
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -57,8 +59,10 @@ type world struct {
 	gen     int    // store directories created so far
 	dir     string // the current store directory
 	store   *execstore.Store
-	model   *model
-	tr      *trace
+	// archiveFS holds the current store's archive, in seeds that archive.
+	archiveFS *pebblevfs.MemFS
+	model     *model
+	tr        *trace
 
 	userIDs  []string
 	stepKeys []string
@@ -130,6 +134,10 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 	}
 	small(&w.opts)
 	w.model.retention = w.opts.Retention
+	if w.opts.Retention > 0 && archiveOf(seed) {
+		w.opts.Archive = true
+		w.model.archive = true
+	}
 	for i := range 6 + w.rng.IntN(30) {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
 	}
@@ -173,6 +181,53 @@ func (w *world) newDir() string {
 	return filepath.Join(w.base, fmt.Sprintf("s%03d", w.gen))
 }
 
+// useArchive gives the store about to open in w.dir its archive's
+// filesystem: fs, whose archive is in from/archive, or a new one if fs is
+// nil; nothing unless the seed archives.
+func (w *world) useArchive(fs *pebblevfs.MemFS, from string) error {
+	if !w.opts.Archive {
+		return nil
+	}
+	if fs == nil {
+		fs = pebblevfs.NewCrashableMem()
+	}
+	if err := archiveAt(fs, from, w.dir); err != nil {
+		return err
+	}
+	w.archiveFS = fs
+	tune.SetArchiveFS(&w.opts, fs)
+	w.storage.setArchive(fs)
+	return nil
+}
+
+// archiveAt moves an archive filesystem's store directory from from to dir
+// (the directories a crash image is written to are new), and makes every
+// directory on the way durable, as the store's directory is on disk.
+func archiveAt(fs *pebblevfs.MemFS, from, dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	if err := fs.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if from != "" && from != dir {
+		if err := fs.Rename(filepath.Join(from, "archive"), filepath.Join(dir, "archive")); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		f, err := fs.OpenDir(d)
+		if err != nil {
+			return err
+		}
+		err = errors.Join(f.Sync(), f.Close())
+		if err != nil || d == filepath.Dir(d) {
+			return err
+		}
+	}
+}
+
 func (w *world) openFresh() error {
 	w.dir = w.newDir()
 	if err := os.MkdirAll(w.dir, 0o750); err != nil {
@@ -183,6 +238,9 @@ func (w *world) openFresh() error {
 		return err
 	}
 	w.storage.setDisk(d)
+	if err := w.useArchive(nil, ""); err != nil {
+		return err
+	}
 	s, err := execstore.Open(w.dir, w.opts)
 	if err != nil {
 		return violationf("a new store does not open: %v", err)
@@ -231,6 +289,9 @@ func (w *world) crashTo(im *crashImage, why string) error {
 			return err
 		}
 		w.storage.setDisk(d)
+		if err := w.useArchive(cloneArchive(im.archive), im.archiveRoot); err != nil {
+			return err
+		}
 		var p *plan
 		if attempt < 2 && w.rng.IntN(3) == 0 {
 			p = &plan{at: 1 + w.rng.IntN(recoveryEvents), crash: true}
@@ -586,6 +647,13 @@ func (w *world) replayTwice() error {
 	}
 	opts := w.opts
 	opts.FS = nil
+	if w.opts.Archive {
+		fs := cloneArchive(w.archiveFS)
+		if err := archiveAt(fs, w.storage.root(), tmp); err != nil {
+			return err
+		}
+		tune.SetArchiveFS(&opts, fs)
+	}
 	s, err := execstore.Open(tmp, opts)
 	if err != nil {
 		return violationf("a second replay of the recovered log does not open: %v", err)

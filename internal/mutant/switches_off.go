@@ -107,6 +107,19 @@ const (
 	// claim repeated after a restart from it leases afresh, stranding the
 	// leases the first granted.
 	SnapshotForgetsGrants = false
+
+	// ArchiveWriteDropped makes the writer drop what a retire command
+	// handed it for the archive: the retired executions are in neither
+	// place.
+	ArchiveWriteDropped = false
+	// SnapshotBeforeArchiveFlush makes a snapshot skip flushing the archive
+	// first: the records it no longer holds may be only in the archive's
+	// memory when the machine crashes.
+	SnapshotBeforeArchiveFlush = false
+	// ArchiveKeepsLaterRetirements makes recovery keep what the archive
+	// holds of retirements after the snapshot it replays from: the replay
+	// then finds executions archived before it retires them.
+	ArchiveKeepsLaterRetirements = false
 )
 
 // Listing and the change log.

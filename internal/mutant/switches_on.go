@@ -32,6 +32,9 @@ var (
 	ScheduleKeepsNext              bool
 	SuspensionReplayIgnoresTries   bool
 	SnapshotForgetsGrants          bool
+	ArchiveWriteDropped            bool
+	SnapshotBeforeArchiveFlush     bool
+	ArchiveKeepsLaterRetirements   bool
 )
 
 // Listing and the change log.
@@ -84,6 +87,9 @@ var All = map[string]*bool{
 	"ScheduleKeepsNext":              &ScheduleKeepsNext,
 	"SuspensionReplayIgnoresTries":   &SuspensionReplayIgnoresTries,
 	"SnapshotForgetsGrants":          &SnapshotForgetsGrants,
+	"ArchiveWriteDropped":            &ArchiveWriteDropped,
+	"SnapshotBeforeArchiveFlush":     &SnapshotBeforeArchiveFlush,
+	"ArchiveKeepsLaterRetirements":   &ArchiveKeepsLaterRetirements,
 	"ListKeepsReplacedRecords":       &ListKeepsReplacedRecords,
 	"ChangeSeqRestarts":              &ChangeSeqRestarts,
 	"SweepDropsLive":                 &SweepDropsLive,

@@ -13,7 +13,11 @@
 // set an Options' hidden sizes, fills in SetSizes when it is initialised.
 package tune
 
-import "github.com/execstore/execstore/fsm"
+import (
+	pebblevfs "github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/execstore/execstore/fsm"
+)
 
 // SetSizes makes the stores opened with opts, an *execstore.Options (for a
 // replicated store, its ReplicaOptions' Options), cut their states by sz:
@@ -21,3 +25,9 @@ import "github.com/execstore/execstore/fsm"
 // anything else. Set by the root package's init; nil in a program that does
 // not link it.
 var SetSizes func(opts any, sz fsm.Sizes)
+
+// SetArchiveFS makes the stores opened with opts, an *execstore.Options,
+// keep their archive (Options.Archive) in fs instead of the operating
+// system's files: the crash simulator's in-memory filesystem, which it
+// clones as a crash would leave it. Set by the root package's init.
+var SetArchiveFS func(opts any, fs pebblevfs.FS)
