@@ -278,6 +278,9 @@ func TestADamagedArchiveIsAnErrorNeverAMiss(t *testing.T) {
 	if _, err := s.Get(ctx, "order-3"); err == nil || errors.Is(err, execstore.ErrExecutionNotFound) {
 		t.Fatalf("Get of an execution in a damaged archive = %v; want an error that is not ErrExecutionNotFound", err)
 	}
+	if st, err := s.Stats(ctx); err != nil || st.ArchiveErr == nil {
+		t.Fatalf("Stats after a failed read of the archive: ArchiveErr %v, %v", st.ArchiveErr, err)
+	}
 	if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-3", WorkflowID: "w0"}); err == nil {
 		t.Fatal("an ID in a damaged archive was admitted again")
 	}

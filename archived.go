@@ -38,6 +38,9 @@ type storeArchive struct {
 	// readerBatches batches so that it pins nothing for long. absent holds
 	// the IDs it found absent since the last write: an admission is looked
 	// up by its precheck and again when it is applied, moments later.
+	// readErr is the first error a caller's read of the archive met.
+	readErr atomic.Pointer[error]
+
 	mu      sync.Mutex
 	r       *archive.Reader
 	absent  map[string]struct{}
@@ -130,6 +133,18 @@ func (sa *storeArchive) put(res *fsm.Result, index uint64) error {
 	return nil
 }
 
+// readFailed keeps the first error of a caller's read (Stats.ArchiveErr)
+// and returns it wrapped for the caller. A closed archive is the store's
+// closing, not damage.
+func (sa *storeArchive) readFailed(err error) error {
+	if errors.Is(err, archive.ErrClosed) {
+		return ErrClosed
+	}
+	err = fmt.Errorf("execstore: read the archive: %w", err)
+	sa.readErr.CompareAndSwap(nil, &err)
+	return err
+}
+
 // release closes the reader's iterator and forgets the absent IDs: the
 // next read sees every write. After each write.
 func (sa *storeArchive) release() {
@@ -201,7 +216,7 @@ func (s *Store) getRecord(st *fsm.State, id string) (e fsm.Execution, archived, 
 	}
 	r, _, found, err := s.archive.a.Get(id)
 	if err != nil {
-		return fsm.Execution{}, false, false, fmt.Errorf("execstore: read the archive: %w", err)
+		return fsm.Execution{}, false, false, s.archive.readFailed(err)
 	}
 	if !found {
 		return fsm.Execution{}, false, false, nil
@@ -275,7 +290,7 @@ func (s *Store) ListArchived(ctx context.Context, q ArchiveQuery) (ListPage, err
 	case errors.Is(err, archive.ErrClosed):
 		return ListPage{}, ErrClosed
 	case err != nil:
-		return ListPage{}, fmt.Errorf("execstore: read the archive: %w", err)
+		return ListPage{}, s.archive.readFailed(err)
 	}
 	page := ListPage{Records: make([]Record, len(entries))}
 	for i := range entries {

@@ -15,8 +15,12 @@ type Stats struct {
 	Retired    int // terminal records retired (params, context and steps dropped), archived ones included
 	// Archived counts the retired executions in the archive
 	// (Options.Archive), and ArchiveBytes is the archive's size on disk.
-	Archived      int
-	ArchiveBytes  uint64
+	Archived     int
+	ArchiveBytes uint64
+	// ArchiveErr is the first error a read of the archive met since Open
+	// (damaged data, or the engine's error), or nil. The read that met it
+	// returned it; the store goes on, and /healthz says it is degraded.
+	ArchiveErr    error
 	Pending       int       // executions with a pending wake or a current lease
 	NextDue       time.Time // earliest time an execution can be claimed; zero if none
 	Now           time.Time // the store's latest stamped time
@@ -123,6 +127,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if err == nil && s.archive != nil {
 		if as, aerr := s.archive.a.Stats(); aerr == nil {
 			st.ArchiveBytes = as.DiskBytes
+		}
+		if p := s.archive.readErr.Load(); p != nil {
+			st.ArchiveErr = *p
 		}
 	}
 	st.GroupWaits, st.GroupWaitsMissed = s.w.group.waited.Load(), s.w.group.missed.Load()

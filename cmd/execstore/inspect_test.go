@@ -8,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -309,5 +312,34 @@ func TestInspectReadsAndChecksTheArchive(t *testing.T) {
 	out.Reset()
 	if err := run([]string{"inspect", "verify", "--data", dir}, &out, &errOut); err == nil {
 		t.Fatalf("inspect verify of a damaged archive passed:\n%s", out.String())
+	}
+
+	// Served: a read that meets the damage answers 500, never 404, and
+	// /healthz says the store is degraded, and why.
+	store, err = execstore.Open(dir, opts)
+	if err != nil {
+		t.Logf("found at open: %v", err)
+		return
+	}
+	defer store.Close()
+	ts := httptest.NewServer(newAPI(store, slog.New(slog.DiscardHandler)))
+	defer ts.Close()
+	resp, err := http.Get(ts.URL + "/v1/executions/order-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Fatalf("GET of an execution in a damaged archive: %d, want 500", resp.StatusCode)
+	}
+	resp, err = http.Get(ts.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var health map[string]string
+	json.NewDecoder(resp.Body).Decode(&health)
+	resp.Body.Close()
+	if health["status"] != "degraded" || health["archive"] == "" {
+		t.Fatalf("/healthz after a failed read of the archive: %v", health)
 	}
 }

@@ -63,5 +63,8 @@ func (a *api) health(w http.ResponseWriter, r *http.Request) {
 	if st.FallbackErr != nil {
 		out["status"] = "degraded"
 	}
+	if st.ArchiveErr != nil {
+		out["status"], out["archive"] = "degraded", st.ArchiveErr.Error()
+	}
 	writeJSON(w, http.StatusOK, out)
 }

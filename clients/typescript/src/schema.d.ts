@@ -2757,7 +2757,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description `ok`, or `degraded` with what is damaged on the fallback recovery path (writes still succeed). */
+            /** @description `ok`, or `degraded` with what is damaged: on the fallback recovery path (`fallback`), or in the archive (`archive`, the first failed read of it since the store opened). Writes still succeed. */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2773,6 +2773,8 @@ export interface operations {
                         /** @enum {unknown} */
                         status: "ok" | "degraded";
                         fallback: string;
+                        /** @description Present when a read of the archive failed since the store opened: what failed. */
+                        archive?: string;
                     };
                 };
             };
