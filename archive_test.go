@@ -385,3 +385,76 @@ func TestListArchivedFindsArchivedExecutionsByWorkflowTimeAndStatus(t *testing.T
 		t.Fatalf("a store without an archive listed %d archived executions, %v", len(page.Records), err)
 	}
 }
+
+// copyFixture copies a committed data directory into a new temporary one.
+func copyFixture(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o750)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o640)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// archive/testdata/retired-v5 is a data directory the code before the archive wrote
+// (state version 5): 42 executions, 30 of them retired in its snapshot and
+// 10 more by retire commands in the log after it. Opened with the archive,
+// all 40 move there and answer as before; opened without, they stay in
+// memory as they were.
+func TestADataDirectoryFromBeforeTheArchiveOpensWithAndWithoutIt(t *testing.T) {
+	for _, archive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("archive=%v", archive), func(t *testing.T) {
+			f := &fixture{t: t, dir: copyFixture(t, "archive/testdata/retired-v5"), clock: newClock()}
+			f.opts = execstore.Options{NoSync: true, Retention: time.Hour, Archive: archive, SegmentSize: 4096}
+			f.untimed()
+			f.open()
+			t.Cleanup(func() { f.s.Close() })
+			for _, reopen := range []bool{false, true} {
+				if reopen {
+					if archive {
+						f.snapshotBytes() // without the moved records
+					}
+					f.reopen()
+				}
+				st := f.stats()
+				wantArchived := map[bool]int{false: 0, true: 40}[archive]
+				if st.Executions != 42 || st.Retired != 40 || st.Archived != wantArchived || st.ByStatus[execstore.StatusFailed] != 10 {
+					t.Fatalf("reopened %v: executions %d, retired %d, archived %d, failed %d", reopen, st.Executions, st.Retired, st.Archived, st.ByStatus[execstore.StatusFailed])
+				}
+				for i := range 40 {
+					rec := f.get(fmt.Sprintf("old-%02d", i))
+					wantStatus := execstore.StatusCompleted
+					if i%4 == 0 {
+						wantStatus = execstore.StatusFailed
+					}
+					if rec.Status != wantStatus || rec.Archived != archive || rec.Params != nil || rec.WorkflowID != fmt.Sprintf("w%d", i%2) {
+						t.Fatalf("reopened %v: old-%02d = %+v", reopen, i, rec)
+					}
+					if wantStatus == execstore.StatusCompleted && string(rec.Outcome.Result) != fmt.Sprintf(`{"i":%d}`, i) {
+						t.Fatalf("old-%02d's result %s", i, rec.Outcome.Result)
+					}
+				}
+				if _, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "old-05", WorkflowID: "w1"}); !errors.Is(err, execstore.ErrExecutionIDConflict) {
+					t.Fatalf("an old retired ID admitted again: %v", err)
+				}
+				if err := f.s.CheckInvariants(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
