@@ -458,3 +458,29 @@ func TestADataDirectoryFromBeforeTheArchiveOpensWithAndWithoutIt(t *testing.T) {
 		})
 	}
 }
+
+// The snapshot cadence follows the records a snapshot holds, which the
+// archived ones are not among: a store that archived many executions still
+// snapshots every Options.SnapshotEntries commands, so the log a reopen
+// replays does not grow with the archive.
+func TestArchivedExecutionsDoNotSpaceSnapshotsOut(t *testing.T) {
+	f := &fixture{t: t, dir: t.TempDir(), clock: newClock()}
+	f.opts = execstore.Options{NoSync: true, Retention: time.Hour, Archive: true, SnapshotEntries: 100}
+	f.untimed()
+	f.open()
+	t.Cleanup(func() { f.s.Close() })
+	f.completeMany(2000)
+	f.retireAll()
+	if err := f.s.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := f.stats().SnapshotIndex
+	// 150 logged commands: past SnapshotEntries, well short of an eighth
+	// of the 2,000 archived executions.
+	for i := range 150 {
+		if err := f.s.Commit(ctx, execstore.Write{Key: "k", Value: raw(fmt.Sprint(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "a snapshot after 100 commands", func() bool { return f.stats().SnapshotIndex > before })
+}

@@ -138,7 +138,10 @@ func (c *logCommitter) afterRound(*writer) {
 		sn.pending = nil
 		return
 	}
-	due := snapshotDue(&s.opts, sn.entries, sn.bytes, s.state.Len(), sn.size)
+	// The records a snapshot holds: the archived ones are not in it, and
+	// counting them would space snapshots out, and grow the log to replay,
+	// with every execution ever archived.
+	due := snapshotDue(&s.opts, sn.entries, sn.bytes, s.state.Len()-s.state.Meta().Archived, sn.size)
 	if sn.inFlight || (len(sn.pending) == 0 && !due) {
 		return
 	}

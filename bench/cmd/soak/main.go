@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -35,6 +36,7 @@ func main() {
 	noSync := flag.Bool("nosync", true, "Options.NoSync: measure the store, not the disk's fsync")
 	retention := flag.Duration("retention", time.Millisecond, "Options.Retention")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	verbose := flag.Bool("v", false, "log the store's snapshots, compactions and warnings on stderr")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -46,11 +48,17 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	if err := run(*n, *step, *archive, *dir, *noSync, *retention); err != nil {
 		pprof.StopCPUProfile()
 		log.Fatal(err)
 	}
 }
+
+// logger is the store's; nil (nothing logged) unless -v.
+var logger *slog.Logger
 
 func run(n, step int, archive bool, dir string, noSync bool, retention time.Duration) error {
 	if n < 64 || step < 64 {
@@ -64,7 +72,7 @@ func run(n, step int, archive bool, dir string, noSync bool, retention time.Dura
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	opts := execstore.Options{NoSync: noSync, Retention: retention, RetentionCheck: 50 * time.Millisecond, Archive: archive}
+	opts := execstore.Options{NoSync: noSync, Retention: retention, RetentionCheck: 50 * time.Millisecond, Archive: archive, Logger: logger}
 	s, err := execstore.Open(dir, opts)
 	if err != nil {
 		return err
