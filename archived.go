@@ -99,18 +99,11 @@ func (sa *storeArchive) Retired(id string) (*fsm.Retired, bool) {
 	return &r, true
 }
 
-func (sa *storeArchive) Err() error {
-	if p := sa.err.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 // check returns the first error of the state machine's reads, as the cause
 // of a fail-stop: the state may have decided on it.
 func (sa *storeArchive) check() error {
-	if err := sa.Err(); err != nil {
-		return fmt.Errorf("execstore: read the archive: %w", err)
+	if p := sa.err.Load(); p != nil {
+		return fmt.Errorf("execstore: read the archive: %w", *p)
 	}
 	return nil
 }

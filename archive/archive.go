@@ -268,8 +268,9 @@ func (a *Archive) has(id string) bool {
 
 // Reader answers Has and Get with one iterator, kept open from call to call:
 // making a Pebble iterator costs more than the bloom filters' answer for an
-// absent ID, admission's usual case. It sees the archive as it was when it
-// was made, or last Refreshed: refresh it after each Put. One goroutine's.
+// absent ID, admission's usual case. It sees the archive as it was at its
+// first read after it was made or Closed: Close it after each Put (it stays
+// usable). One goroutine's.
 type Reader struct {
 	a   *Archive
 	it  *pebble.Iterator
@@ -278,9 +279,6 @@ type Reader struct {
 
 // NewReader returns a Reader of the archive; Close it when done.
 func (a *Archive) NewReader() *Reader { return &Reader{a: a} }
-
-// Refresh makes the reader see everything put so far.
-func (r *Reader) Refresh() { r.Close() }
 
 // Close releases the reader's iterator (and what it pins of the archive);
 // the reader stays usable.
@@ -351,15 +349,9 @@ type Entry struct {
 	fsm.Retired
 }
 
-// List returns a page of the listing q selects, and whether more follow: the
-// next page starts after last, the last record examined (with Keep, it may
-// not be listed).
-func (a *Archive) List(q Query) (out []Entry, more bool, err error) {
-	out, more, _, err = a.Scan(q)
-	return out, more, err
-}
-
-// Scan is List, with the last record it examined.
+// Scan returns a page of the listing q selects, whether more follow, and
+// the last record it examined, after which the next page starts (with Keep,
+// it may not be listed).
 func (a *Archive) Scan(q Query) (out []Entry, more bool, last Entry, err error) {
 	if q.Limit < 1 {
 		return nil, false, Entry{}, fmt.Errorf("archive: list limit %d", q.Limit)

@@ -120,7 +120,7 @@ func TestTrimAfterRemovesExactlyTheRetirementsAfterAnIndex(t *testing.T) {
 	if got, err := a.Check(); got != 30 || err != nil {
 		t.Fatalf("Check = %d, %v", got, err)
 	}
-	if page, _, err := a.List(Query{To: 1 << 62, Limit: 100}); len(page) != 30 || err != nil {
+	if page, _, _, err := a.Scan(Query{To: 1 << 62, Limit: 100}); len(page) != 30 || err != nil {
 		t.Fatalf("the listing after a trim has %d records, %v", len(page), err)
 	}
 	if n, err := a.TrimAfter(200); n != 0 || err != nil {
@@ -155,7 +155,7 @@ func TestAListingPagesInTimeThenIDOrderWithinItsBounds(t *testing.T) {
 			q := tc.q
 			q.Limit = tc.pageSize
 			for pages := 0; ; pages++ {
-				page, more, err := a.List(q)
+				page, more, _, err := a.Scan(q)
 				if err != nil || pages > 100 {
 					t.Fatal(err)
 				}
@@ -173,7 +173,7 @@ func TestAListingPagesInTimeThenIDOrderWithinItsBounds(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := a.List(Query{To: 10}); err == nil {
+	if _, _, _, err := a.Scan(Query{To: 10}); err == nil {
 		t.Fatal("a listing with no limit was accepted")
 	}
 }
@@ -198,7 +198,7 @@ func TestADamagedArchiveIsAnErrorNeverAMiss(t *testing.T) {
 	if err := a.db.Delete(recordKey(nil, id), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := a.List(Query{To: 1 << 62, Limit: 10}); !errors.Is(err, ErrCorrupt) {
+	if _, _, _, err := a.Scan(Query{To: 1 << 62, Limit: 10}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a listing through an index entry without its record = %v", err)
 	}
 	if _, err := a.Check(); !errors.Is(err, ErrCorrupt) {
@@ -215,6 +215,33 @@ func TestAnInvalidRecordIsRefusedAndNothingOfItsBatchWritten(t *testing.T) {
 	}
 	if _, _, found, _ := a.Get(bad[0].ID); found {
 		t.Fatal("a refused batch wrote its first record")
+	}
+}
+
+// A Reader answers as Get does, from the archive as it was at its first
+// read; closed, it reads the archive as it is at its next.
+func TestAReaderSeesWhatWasPutBeforeItsFirstReadOrSinceItWasClosed(t *testing.T) {
+	a := open(t, t.TempDir())
+	if err := a.Put(recs(0, 10), 1); err != nil {
+		t.Fatal(err)
+	}
+	r := a.NewReader()
+	defer r.Close()
+	if got, index, found, err := r.Get(rec(3).ID); !found || err != nil || index != 1 || !cmp.Equal(got, rec(3).Retired) {
+		t.Fatalf("Reader.Get = %+v, %d, %v, %v", got, index, found, err)
+	}
+	if err := a.Put(recs(10, 20), 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, found, err := r.Get(rec(15).ID); found || err != nil {
+		t.Fatalf("a reader saw a record put after its first read: %v, %v", found, err)
+	}
+	r.Close()
+	if _, index, found, err := r.Get(rec(15).ID); !found || err != nil || index != 2 {
+		t.Fatalf("a closed reader did not see the record put before its next read: %v, %d, %v", found, index, err)
+	}
+	if _, _, found, err := r.Get("absent"); found || err != nil {
+		t.Fatalf("Reader.Get of an absent ID = %v, %v", found, err)
 	}
 }
 

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"encoding/binary"
-	"errors"
 
 	"github.com/execstore/execstore/fsm/internal/record"
 )
@@ -28,12 +27,10 @@ import (
 // Retired is called by the applying goroutine (Apply, Precheck); an
 // implementation that fails to read must not answer false for an ID it may
 // hold: it answers true with a nil record and keeps the error, and its store
-// stops before the command's effects are answered or logged (see Err).
+// stops before the command's effects are answered or logged.
 type Archive interface {
 	// Retired returns the record archived under id, if any.
 	Retired(id string) (*Retired, bool)
-	// Err returns the first read error met, or nil.
-	Err() error
 }
 
 // ArchivedRecord is a record a retire command removed from the state, for
@@ -43,21 +40,14 @@ type ArchivedRecord struct {
 	Retired
 }
 
-// ErrArchiveRead is what a read of a record that the archive answered without
-// its content returns (see Archive).
-var ErrArchiveRead = errors.New("fsm: the archive could not be read")
-
-// SetArchive makes the state retire into a (see above). It panics if the
-// state holds retired records (MoveRetired them first) or is a copy.
+// SetArchive makes the state retire into a (see above); MoveRetired then
+// hands out the retired records an older state kept. It panics on a copy.
 func (s *State) SetArchive(a Archive) {
 	if s.origin != nil {
 		panic("fsm: SetArchive on a copy")
 	}
 	s.archive = a
 }
-
-// Archiving reports whether the state retires into an archive.
-func (s *State) Archiving() bool { return s.archive != nil }
 
 // MoveRetired removes the records an older state kept in memory as retired
 // (a snapshot written before the archive existed) and returns them, for the
@@ -101,7 +91,7 @@ func (s *State) archivedRecord(id string) *stored {
 
 // failedRead stands for a record the archive could not read: terminal, so
 // that no command changes it.
-var failedRead = Retired{Outcome: &Outcome{Status: StatusFailed, Error: &ErrorInfo{Name: "ArchiveReadError", Message: ErrArchiveRead.Error()}}}
+var failedRead = Retired{Outcome: &Outcome{Status: StatusFailed, Error: &ErrorInfo{Name: "ArchiveReadError", Message: "the archive could not be read"}}}
 
 // ArchiveVersion is the version of an archived record's encoding, its first
 // byte. Part of the archive's format: a reader refuses versions it does not

@@ -29,8 +29,6 @@ func (m *memArchive) Retired(id string) (*Retired, bool) {
 	return &r, true
 }
 
-func (m *memArchive) Err() error { return m.err }
-
 func (m *memArchive) put(res Result) {
 	for _, r := range res.Retired {
 		if _, dup := m.recs[r.ID]; dup {
