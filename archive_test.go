@@ -386,30 +386,6 @@ func TestListArchivedFindsArchivedExecutionsByWorkflowTimeAndStatus(t *testing.T
 	}
 }
 
-// copyFixture copies a committed data directory into a new temporary one.
-func copyFixture(t *testing.T, src string) string {
-	t.Helper()
-	dst := t.TempDir()
-	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o750)
-		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o640)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dst
-}
-
 // archive/testdata/retired-v5 is a data directory the code before the archive wrote
 // (state version 5): 42 executions, 30 of them retired in its snapshot and
 // 10 more by retire commands in the log after it. Opened with the archive,
@@ -418,7 +394,7 @@ func copyFixture(t *testing.T, src string) string {
 func TestADataDirectoryFromBeforeTheArchiveOpensWithAndWithoutIt(t *testing.T) {
 	for _, archive := range []bool{false, true} {
 		t.Run(fmt.Sprintf("archive=%v", archive), func(t *testing.T) {
-			f := &fixture{t: t, dir: copyFixture(t, "archive/testdata/retired-v5"), clock: newClock()}
+			f := &fixture{t: t, dir: copyDir(t, "archive/testdata/retired-v5"), clock: newClock()}
 			f.opts = execstore.Options{NoSync: true, Retention: time.Hour, Archive: archive, SegmentSize: 4096}
 			f.untimed()
 			f.open()
