@@ -139,6 +139,7 @@ func TestOpenRefusesOptionsTheLogCannotHold(t *testing.T) {
 		{"CommitBytes past MaxBatchBytes", Options{MaxBatchBytes: 4 << 20, Limits: Limits{CommitBytes: 5 << 20}}, "commit command"},
 		{"EventBytes", Options{Limits: Limits{EventBytes: 70 << 20}}, "command can encode"},
 		{"GroupWait", Options{GroupWait: GroupWaitMax + 1}, "Options.GroupWait"},
+		{"ArchiveCacheBytes", Options{Archive: true, ArchiveCacheBytes: -1}, "Options.ArchiveCacheBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.NoSync = true

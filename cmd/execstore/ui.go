@@ -289,7 +289,7 @@ func (u *webUI) record(ctx context.Context, r *http.Request) (string, any, error
 	d := recordData{
 		Now: u.store.Now(), Record: rec, Params: prettyJSON(rec.Params), StepCount: det.StepCount,
 		Watches: det.Watches, Children: children.Records, ChildrenMore: children.Cursor != "",
-		Retired: rec.Status.Terminal() && rec.Params == nil && rec.Context == nil,
+		Retired: rec.Archived || (rec.Status.Terminal() && rec.Params == nil && rec.Context == nil),
 	}
 	d.LeaseExpired = rec.Lease != nil && !rec.Lease.ExpiresAt.After(d.Now)
 	if o := rec.Outcome; o != nil {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -106,6 +108,47 @@ func TestTheWebViewEscapesMarkupInEveryValue(t *testing.T) {
 	for _, want := range []string{"outer ", "charge failed ", "gateway said ", "CARD_", "caused by"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("the failed record's page lacks %q of its error chain", want)
+		}
+	}
+}
+
+// An archived execution's page says it was read from the archive.
+func TestTheWebViewMarksAnArchivedRecord(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	store, err := execstore.Open(t.TempDir(), execstore.Options{NoSync: true, Retention: time.Hour, Archive: true,
+		Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ts := httptest.NewServer(newAPI(store, slog.New(slog.DiscardHandler)))
+	defer ts.Close()
+	for _, id := range []string{"archived", "kept"} {
+		if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: id, WorkflowID: "w"}); err != nil {
+			t.Fatal(err)
+		}
+		leases, err := store.ClaimDue(ctx, 1, time.Minute)
+		if err != nil || len(leases) != 1 {
+			t.Fatalf("claim: %v %v", leases, err)
+		}
+		if _, err := store.Acknowledge(ctx, leases[0], execstore.Completed(nil)); err != nil {
+			t.Fatal(err)
+		}
+		if id == "kept" {
+			break
+		}
+		now = now.Add(2 * time.Hour)
+		if err := store.Commit(ctx, execstore.Write{Key: "tick", Value: json.RawMessage(`1`)}); err != nil { // a write: "archived" retires first
+			t.Fatal(err)
+		}
+	}
+	for id, want := range map[string]bool{"archived": true, "kept": false} {
+		resp, body := send(t, "GET", ts.URL+"/ui/f/executions/"+id, "", "")
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", id, resp.StatusCode, body)
+		}
+		if marked := strings.Contains(string(body), "read from the archive"); marked != want {
+			t.Fatalf("%s's page marked archived: %v, want %v:\n%s", id, marked, want, body)
 		}
 	}
 }
