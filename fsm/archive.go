@@ -78,7 +78,7 @@ func (s *State) archivedRecord(id string) *stored {
 		return nil
 	}
 	r, ok := s.archive.Retired(id)
-	if !ok {
+	if !ok || (r != nil && s.forgotten(r)) {
 		return nil
 	}
 	if r == nil {
@@ -121,9 +121,21 @@ func AppendArchived(dst []byte, r *Retired, index uint64) []byte {
 // that does not decode to a terminal record, whole, is an error matching
 // ErrDecode, never a miss.
 func DecodeArchived(b []byte) (r Retired, index uint64, err error) {
+	r, index, rest, err := DecodeArchivedNext(b)
+	if err == nil && len(rest) != 0 {
+		return Retired{}, 0, decodeErr("archive: trailing bytes after a record")
+	}
+	return r, index, err
+}
+
+// DecodeArchivedNext reads one record AppendArchived wrote at the start of
+// b, checks it as DecodeArchived does, and returns the bytes after it: an
+// archive may keep several records of one ID in a value, one after the
+// other (an ID forgotten and admitted again; package archive).
+func DecodeArchivedNext(b []byte) (r Retired, index uint64, rest []byte, err error) {
 	d := NewDecoder(b)
 	if v := d.Byte(); d.err == nil && v != ArchiveVersion {
-		return Retired{}, 0, decodeErr("archive: unknown record version " + itoa(uint64(v)))
+		return Retired{}, 0, nil, decodeErr("archive: unknown record version " + itoa(uint64(v)))
 	}
 	r.WorkflowID = d.Str()
 	var o Outcome
@@ -136,17 +148,15 @@ func DecodeArchived(b []byte) (r Retired, index uint64, err error) {
 	index = d.Uvarint()
 	switch {
 	case d.err != nil:
-		return Retired{}, 0, d.err
-	case d.Remaining() != 0:
-		return Retired{}, 0, decodeErr("archive: trailing bytes after a record")
+		return Retired{}, 0, nil, d.err
 	case r.WorkflowID == "":
-		return Retired{}, 0, decodeErr("archive: record without a workflow")
+		return Retired{}, 0, nil, decodeErr("archive: record without a workflow")
 	}
 	if msg := checkOutcome(&o); msg != "" {
-		return Retired{}, 0, decodeErr("archive: record: " + msg)
+		return Retired{}, 0, nil, decodeErr("archive: record: " + msg)
 	}
 	r.Outcome = internOutcome(&o)
-	return r, index, nil
+	return r, index, b[len(b)-d.Remaining():], nil
 }
 
 // archivedCounts are the archived executions' shares of the counts by status

@@ -56,6 +56,9 @@ func TestAnArchivingStateDecidesAsOneThatKeepsItsRetiredRecords(t *testing.T) {
 		archiving.SetArchive(arch)
 		for i := 0; i < 500; i++ {
 			c := g.next()
+			if c.Kind == KindForget {
+				continue // forgetting is what the two do differently (forget_test.go)
+			}
 			pr, pm := kept.Precheck(&c)
 			ar, am := archiving.Precheck(&c)
 			if pm != am || (!pm && !cmp.Equal(pr, ar, cmpOpts, ignore)) {

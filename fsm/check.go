@@ -57,6 +57,15 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 		func(s *StateSummary) error { return c.execs(s, version) }, c.sides,
 		func(s *StateSummary) error { return c.retired(s, version) },
 		func(s *StateSummary) error { return c.archived(s, version) }, // archive.go
+		func(s *StateSummary) error { // forget.go
+			if version >= 7 {
+				s.Meta.ForgotBefore = c.int()
+				if c.err == nil && s.Meta.ForgotBefore > s.Meta.Now {
+					return decodeErr("state: a forget cutoff after the state's time")
+				}
+			}
+			return c.err
+		},
 	} {
 		if err := step(&sum); err != nil {
 			return StateSummary{}, err

@@ -10,8 +10,9 @@ import (
 // one. Version 2 adds an admission's attempt bound and a release's cause
 // (trailing fields) and the cancel command; a version-1 command decodes with
 // no bound and no cause. Version 3 adds a claim's request key (a trailing
-// field); an older claim decodes with none.
-const CodecVersion = 3
+// field); an older claim decodes with none. Version 4 adds the forget
+// command.
+const CodecVersion = 4
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16

@@ -23,6 +23,9 @@ const (
 	// KindCancel ends a non-terminal execution, and every non-terminal
 	// execution it started (recursively), with StatusCancelled.
 	KindCancel Kind = 13
+	// KindForget forgets the archived executions last updated before a
+	// cutoff (forget.go).
+	KindForget Kind = 14
 )
 
 // Schedules' commands (schedule.go).
@@ -98,6 +101,11 @@ type Command struct {
 	// claim (codec version 3): the request key, "" for none. A repeat with
 	// the key answers the leases the first granted (claimkeys.go).
 	RequestKey string
+
+	// forget (codec version 4): archived executions last updated before At
+	// are forgotten; Forgotten counts those updated at or after the state's
+	// previous cutoff, by workflow and status, sorted, unique.
+	Forgotten []ForgetCount
 }
 
 // Ack is one acknowledgement of an acknowledge-batch command: the fields an
@@ -120,7 +128,7 @@ const (
 	CodeConflict      Code = 1 // admit: the ID was ever used
 	CodeNotFound      Code = 2 // no such execution
 	CodeLeaseLost     Code = 3 // the lease is not current
-	CodeMismatch      Code = 4 // start: a repeat that differs
+	CodeMismatch      Code = 4 // start: a repeat that differs; forget: disagrees with the state
 	CodeLimitExceeded Code = 5 // a per-execution count limit (steps, watches)
 	// CodeLeaseCancelled: the lease is not current, and the execution was
 	// cancelled (CodeLeaseLost with its reason).
@@ -159,7 +167,7 @@ type Result struct {
 	Lease     Lease     // renew
 	Exec      Execution // acknowledge: the record afterwards
 	Woken     []string  // acknowledge (parent), commit (watchers): executions woken, in order
-	Count     int       // retire: executions retired
+	Count     int       // retire: executions retired; forget: forgotten
 	// Retired (retire, a state with an archive): the records it removed,
 	// in the order retired, for the archive. The state keeps none of them.
 	Retired []ArchivedRecord

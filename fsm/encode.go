@@ -22,8 +22,9 @@ import (
 // older record without a bound decodes with tries 1 once it was ever
 // claimed: upgradeTries), and adds the claims' request keys
 // (claimkeys.go). Version 6 counts the executions retired to the archive
-// (archive.go).
-const StateVersion = 6
+// (archive.go). Version 7 adds the cutoff of the forgotten executions
+// (forget.go).
+const StateVersion = 7
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -62,6 +63,7 @@ type Reader interface {
 //	         archive: count:uv, then if it is not 0, by terminal status
 //	         (completed, failed, cancelled) uv each, then count:uv and
 //	         (workflow:str n:uv) in workflow order, n > 0
+//	forgot   (version 7) before:uv, the forget cutoff (forget.go)
 //	schedules (version 3) count:uv, then per schedule in ID order its
 //	         definition as put-schedule encodes it, then next:uv last:uv
 //	         caught-up:uv
@@ -101,7 +103,7 @@ func (s *State) Encode(w Writer) error { return s.encodeAs(w, StateVersion) }
 // tests of older layouts, version 5 (which has no archived section, and so
 // holds no archived execution).
 func (s *State) encodeAs(w Writer, version uint64) error {
-	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) {
+	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) || (version < 7 && s.meta.ForgotBefore > 0) {
 		panic("fsm: encode in version " + itoa(version))
 	}
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
@@ -169,6 +171,9 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 	})
 	if version >= 6 {
 		s.encodeArchived(e) // archive.go
+	}
+	if version >= 7 {
+		e.uv(uint64(s.meta.ForgotBefore)) // forget.go
 	}
 	s.encodeSchedules(e) // schedule_state.go
 	if e.err == nil {
@@ -386,6 +391,12 @@ func DecodeState(r Reader) (*State, error) {
 	if version >= 6 {
 		if err := s.decodeArchived(d); err != nil { // archive.go
 			return nil, err
+		}
+	}
+	if version >= 7 {
+		s.meta.ForgotBefore = d.int() // forget.go
+		if d.err == nil && s.meta.ForgotBefore > s.meta.Now {
+			return nil, decodeErr("state: a forget cutoff after the state's time")
 		}
 	}
 	if version >= 3 {

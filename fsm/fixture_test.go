@@ -29,7 +29,9 @@ import (
 //   - commands-v3.bin, state-v5.bin: codec version 3 (claims' request keys) and state version
 //     5 (the request keys' grants; tries counted without an attempt bound);
 //   - commands-v3.bin, state-v6.bin: the same log's state in version 6 (the count of
-//     executions retired to the archive).
+//     executions retired to the archive);
+//   - commands-v4.bin, state-v7.bin: codec version 4 (the forget command) and state version
+//     7 (the forget cutoff).
 //
 // Each pair is written once, by the code of its version (go test -run Fixture
 // -write-fixtures writes the current version's pair, and refuses to overwrite one), and
@@ -50,6 +52,7 @@ var fixturePairs = []fixturePair{
 	{"testdata/commands-v2.bin", "testdata/state-v4.bin", 2, 4},
 	{"testdata/commands-v3.bin", "testdata/state-v5.bin", 3, 5},
 	{"testdata/commands-v3.bin", "testdata/state-v6.bin", 3, 6},
+	{"testdata/commands-v4.bin", "testdata/state-v7.bin", 4, 7},
 }
 
 func fixtureCommandList() []Command {

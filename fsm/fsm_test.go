@@ -262,6 +262,14 @@ func (g *gen) next() Command {
 		c.Limit = 1 + g.rng.IntN(3)
 	case KindCancel:
 		c.Reason = []string{"", "customer cancelled"}[g.rng.IntN(2)]
+	case KindForget:
+		// Without an archive, a forget moves the cutoff or, with counts
+		// it cannot hold, is refused (forget_test.go has an archive).
+		c.ExecutionID = ""
+		c.At = max(1, g.now-int64(g.rng.IntN(4))*1000)
+		if g.rng.IntN(3) == 0 {
+			c.Forgotten = []ForgetCount{{WorkflowID: "w", Status: StatusCompleted, N: 1}}
+		}
 	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
 		c.ExecutionID = ""
 		g.scheduleCommand(&c) // schedule_test.go

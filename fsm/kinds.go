@@ -165,6 +165,13 @@ var kinds = [...]kindDef{
 		settles: (*BatchView).settlesCancel, note: (*BatchView).noteCancel,
 		notFound: NotFoundExecution, limit: LimitNever,
 	},
+	KindForget: {
+		name: "forget", since: 4,
+		encode: encodeForget, decode: decodeForget, size: sizeForget, bound: boundForget, check: checkForget,
+		apply:   func(s *State, c *Command, now int64, dry bool) Result { return s.forget(c, now, dry) },
+		settles: settlesNever, note: noteNothing,
+		notFound: NotFoundNever, limit: LimitNever,
+	},
 
 	// Schedules (schedule.go, schedule_codec.go). Their fields are the same in
 	// every codec version, so version 1 decodes them too.

@@ -65,6 +65,7 @@ func TestEveryKindsBoundFollowsTheSizesItHolds(t *testing.T) {
 		KindPutSchedule:    {"ID", "Event"},
 		KindDeleteSchedule: {"ID"},
 		KindFireSchedules:  {"ID"},
+		KindForget:         {"ID"},
 	}
 	for _, k := range Kinds() {
 		for _, field := range grows[k] {

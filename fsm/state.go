@@ -147,6 +147,10 @@ type Meta struct {
 	// Archive): counted in Terminal, kept in neither the records nor the
 	// retired records.
 	Archived int
+	// ForgotBefore is the cutoff of the latest forget command (forget.go):
+	// an archived execution last updated before it is forgotten, as if it
+	// had never been admitted. 0: nothing is.
+	ForgotBefore int64
 
 	// ChangeSeq is the position of the latest change of a record's status
 	// (see list.go); it only grows.

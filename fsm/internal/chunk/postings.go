@@ -87,6 +87,16 @@ func (p *Postings) CountRecord(gen uint32) {
 	p.total++
 }
 
+// Uncount counts n fewer records of a workflow (forgotten ones: they were
+// archived, so no number of theirs is live). p must be of generation gen.
+func (p *Postings) Uncount(n int, gen uint32) {
+	p.mine(gen)
+	if n > p.total-p.live {
+		panic("chunk: uncounting records that are live")
+	}
+	p.total -= n
+}
+
 // Add appends an admission number above every other. p must be of
 // generation gen (see Own).
 func (p *Postings) Add(no uint64, gen uint32) {
