@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -60,6 +61,9 @@ type Archive struct {
 
 	mu     sync.RWMutex // held to read while open; Close takes it to close
 	closed bool
+	// wmu orders the writes that read a record before they rewrite it
+	// (PutMerging, TrimAfter, Forget): the writer's and Forget's goroutine.
+	wmu sync.Mutex
 
 	key, val []byte // Put's scratch (the writer's)
 }
@@ -111,6 +115,19 @@ func Open(dir string, o Options) (*Archive, error) {
 // state, with their index entries, in one batch. It does not sync: see Flush.
 // Putting a record again (a replay) writes the same keys and values.
 func (a *Archive) Put(recs []fsm.ArchivedRecord, index uint64) error {
+	return a.put(recs, index, false)
+}
+
+// PutMerging is Put for a store that forgets (fsm.KindForget): an ID it
+// forgot may be admitted again, and its new record is put where the older
+// one still is, until Forget deletes that. The new record goes first in
+// the value, the older ones after it, each with its own index entries, so
+// that TrimAfter can take the new one back out.
+func (a *Archive) PutMerging(recs []fsm.ArchivedRecord, index uint64) error {
+	return a.put(recs, index, true)
+}
+
+func (a *Archive) put(recs []fsm.ArchivedRecord, index uint64, merge bool) error {
 	if len(recs) == 0 {
 		return nil
 	}
@@ -119,6 +136,8 @@ func (a *Archive) Put(recs []fsm.ArchivedRecord, index uint64) error {
 	if a.closed {
 		return ErrClosed
 	}
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
 	b := a.db.NewBatch()
 	defer b.Close()
 	for i := range recs {
@@ -127,17 +146,22 @@ func (a *Archive) Put(recs []fsm.ArchivedRecord, index uint64) error {
 			return fmt.Errorf("archive: put of an invalid record %q", r.ID)
 		}
 		a.val = fsm.AppendArchived(a.val[:0], &r.Retired, index)
+		if merge {
+			older, err := a.incarnations(r.ID)
+			if err != nil {
+				return err
+			}
+			for _, o := range older {
+				if o.index < index { // one at index is this record, put again
+					a.val = append(a.val, o.raw...)
+				}
+			}
+		}
 		a.key = recordKey(a.key[:0], r.ID)
 		if err := b.Set(a.key, a.val, nil); err != nil {
 			return err
 		}
-		// Set copies the key, so one buffer serves the three entries.
-		a.key = workflowKey(a.key[:0], r.WorkflowID, r.UpdatedAt, r.ID)
-		err := b.Set(a.key, nil, nil)
-		a.key = timeKey(a.key[:0], r.UpdatedAt, r.ID)
-		err = errors.Join(err, b.Set(a.key, nil, nil))
-		a.key = indexKey(a.key[:0], index, r.ID)
-		if err := errors.Join(err, b.Set(a.key, nil, nil)); err != nil {
+		if err := setEntries(b, &a.key, r.ID, &r.Retired, index); err != nil {
 			return err
 		}
 	}
@@ -145,6 +169,95 @@ func (a *Archive) Put(recs []fsm.ArchivedRecord, index uint64) error {
 		return fmt.Errorf("archive: write: %w", err)
 	}
 	return nil
+}
+
+// setEntries sets a record's three index entries; key is scratch (Set
+// copies the key, so one buffer serves the three).
+func setEntries(b *pebble.Batch, key *[]byte, id string, r *fsm.Retired, index uint64) error {
+	*key = workflowKey((*key)[:0], r.WorkflowID, r.UpdatedAt, id)
+	err := b.Set(*key, nil, nil)
+	*key = timeKey((*key)[:0], r.UpdatedAt, id)
+	err = errors.Join(err, b.Set(*key, nil, nil))
+	*key = indexKey((*key)[:0], index, id)
+	return errors.Join(err, b.Set(*key, nil, nil))
+}
+
+// deleteEntries deletes a record's three index entries.
+func deleteEntries(b *pebble.Batch, id string, r *fsm.Retired, index uint64) error {
+	return errors.Join(
+		b.Delete(workflowKey(nil, r.WorkflowID, r.UpdatedAt, id), nil),
+		b.Delete(timeKey(nil, r.UpdatedAt, id), nil),
+		b.Delete(indexKey(nil, index, id), nil))
+}
+
+// incarnation is one record of a value: an ID's newest record, or an older
+// one of an ID forgotten and admitted again (PutMerging).
+type incarnation struct {
+	r     fsm.Retired
+	index uint64
+	raw   []byte // its encoding, a slice of the value
+}
+
+// decodeValue splits a record's value into its records, newest first.
+func decodeValue(id string, v []byte) ([]incarnation, error) {
+	var out []incarnation
+	for len(v) > 0 {
+		r, index, rest, err := fsm.DecodeArchivedNext(v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: record %q: %v", ErrCorrupt, id, err)
+		}
+		out = append(out, incarnation{r: r, index: index, raw: v[:len(v)-len(rest)]})
+		v = rest
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: record %q: empty value", ErrCorrupt, id)
+	}
+	return out, nil
+}
+
+// incarnations returns the records the archive holds under id (none if it
+// holds none), their raw bytes copied.
+func (a *Archive) incarnations(id string) ([]incarnation, error) {
+	v, closer, err := a.db.Get(recordKey(nil, id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archive: read %q: %w", id, err)
+	}
+	defer closer.Close()
+	return decodeValue(id, bytes.Clone(v))
+}
+
+// keepOnly rewrites id's value to the records keep accepts, deleting the
+// index entries of the others (the whole value if it accepts none), and
+// returns the records it dropped.
+func (a *Archive) keepOnly(b *pebble.Batch, id string, keep func(*incarnation) bool) ([]incarnation, error) {
+	recs, err := a.incarnations(id)
+	if err != nil || len(recs) == 0 {
+		return nil, err
+	}
+	var val []byte
+	var dropped []incarnation
+	for i := range recs {
+		if keep(&recs[i]) {
+			val = append(val, recs[i].raw...)
+			continue
+		}
+		dropped = append(dropped, recs[i])
+		if err := deleteEntries(b, id, &recs[i].r, recs[i].index); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case len(dropped) == 0:
+		return nil, nil
+	case len(val) == 0:
+		err = b.Delete(recordKey(nil, id), nil)
+	default:
+		err = b.Set(recordKey(nil, id), val, nil)
+	}
+	return dropped, err
 }
 
 // Flush makes every record put so far durable: Pebble writes its memtables
@@ -163,7 +276,7 @@ func (a *Archive) Flush() error {
 
 // TrimAfter removes every record retired by a command after log index
 // index, and returns how many it removed: what a replay from a snapshot at
-// index retires again.
+// index retires again. An older record of the same ID (PutMerging) stays.
 func (a *Archive) TrimAfter(index uint64) (int, error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
@@ -173,6 +286,8 @@ func (a *Archive) TrimAfter(index uint64) (int, error) {
 	if index == ^uint64(0) {
 		return 0, nil
 	}
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
 	lower := indexKey(nil, index+1, "")
 	it, err := a.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{spaceIndex + 1}})
 	if err != nil {
@@ -187,19 +302,11 @@ func (a *Archive) TrimAfter(index uint64) (int, error) {
 			it.Close()
 			return 0, fmt.Errorf("%w: retire index key of %d bytes", ErrCorrupt, len(k))
 		}
-		id := string(k[9:])
-		r, _, found, err := a.get(id)
-		if err != nil {
+		// Each entry of the ID's records after index computes the same
+		// value from the one committed: repeated, the writes agree.
+		if _, err := a.keepOnly(b, string(k[9:]), func(r *incarnation) bool { return r.index <= index }); err != nil {
 			it.Close()
 			return 0, err
-		}
-		if found {
-			for _, key := range [][]byte{recordKey(nil, id), workflowKey(nil, r.WorkflowID, r.UpdatedAt, id), timeKey(nil, r.UpdatedAt, id)} {
-				if err := b.Delete(key, nil); err != nil {
-					it.Close()
-					return 0, err
-				}
-			}
 		}
 		if err := b.Delete(bytes.Clone(k), nil); err != nil {
 			it.Close()
@@ -215,6 +322,60 @@ func (a *Archive) TrimAfter(index uint64) (int, error) {
 	}
 	if err := b.Commit(pebble.NoSync); err != nil {
 		return 0, fmt.Errorf("archive: trim: %w", err)
+	}
+	return n, nil
+}
+
+// forgetChunk is how many index entries Forget handles per batch, holding
+// the writer's Puts off for that long at most.
+const forgetChunk = 1024
+
+// Forget deletes every record last updated before the cutoff, with its
+// index entries, and returns how many it deleted: the records of the
+// executions a store forgot (fsm.KindForget), once no snapshot the store
+// may recover from still holds them as archived. It does not sync: a
+// deletion lost in a crash is made again by the next Forget.
+func (a *Archive) Forget(before int64) (int, error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return 0, ErrClosed
+	}
+	it, err := a.db.NewIter(&pebble.IterOptions{LowerBound: []byte{spaceTime}, UpperBound: timeKey(nil, before, "")})
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	n := 0
+	ok := it.First()
+	for ok {
+		a.wmu.Lock()
+		b := a.db.NewBatch()
+		for i := 0; ok && i < forgetChunk; i, ok = i+1, it.Next() {
+			k := it.Key()
+			if len(k) <= 9 {
+				err = fmt.Errorf("%w: time index key of %d bytes", ErrCorrupt, len(k))
+				break
+			}
+			// Each entry is of one record updated before the cutoff: an
+			// ID's two records forgotten together are found by two
+			// entries, the second finding its record gone already.
+			if _, err = a.keepOnly(b, string(k[9:]), func(r *incarnation) bool { return r.r.UpdatedAt >= before }); err != nil {
+				break
+			}
+			n++
+		}
+		if err == nil {
+			err = b.Commit(pebble.NoSync)
+		}
+		b.Close()
+		a.wmu.Unlock()
+		if err != nil {
+			return n, fmt.Errorf("archive: forget: %w", err)
+		}
+	}
+	if err := it.Error(); err != nil {
+		return n, fmt.Errorf("archive: forget: %w", err)
 	}
 	return n, nil
 }
@@ -242,7 +403,7 @@ func (a *Archive) get(id string) (fsm.Retired, uint64, bool, error) {
 		return fsm.Retired{}, 0, false, fmt.Errorf("archive: read %q: %w", id, err)
 	}
 	defer closer.Close()
-	r, index, err := fsm.DecodeArchived(v)
+	r, index, _, err := fsm.DecodeArchivedNext(v) // the newest; older ones are forgotten
 	if err != nil {
 		return fsm.Retired{}, 0, false, fmt.Errorf("%w: record %q: %v", ErrCorrupt, id, err)
 	}
@@ -319,7 +480,7 @@ func (r *Reader) Get(id string) (fsm.Retired, uint64, bool, error) {
 		r.Close()
 		return fsm.Retired{}, 0, false, fmt.Errorf("archive: read %q: %w", id, err)
 	}
-	rec, index, err := fsm.DecodeArchived(v)
+	rec, index, _, err := fsm.DecodeArchivedNext(v) // the newest; older ones are forgotten
 	if err != nil {
 		return fsm.Retired{}, 0, false, fmt.Errorf("%w: record %q: %v", ErrCorrupt, id, err)
 	}
@@ -389,15 +550,19 @@ func (a *Archive) Scan(q Query) (out []Entry, more bool, last Entry, err error) 
 			return nil, false, Entry{}, fmt.Errorf("%w: index key of %d bytes", ErrCorrupt, len(k))
 		}
 		id := string(k[prefix:])
-		r, _, found, err := a.get(id)
+		at := int64(binary.BigEndian.Uint64(k[prefix-8:prefix]) ^ (1 << 63))
+		recs, err := a.incarnations(id)
 		if err != nil {
 			return nil, false, Entry{}, err
 		}
-		if !found {
+		i := slices.IndexFunc(recs, func(r incarnation) bool {
+			return r.r.UpdatedAt == at && (q.WorkflowID == "" || r.r.WorkflowID == q.WorkflowID)
+		})
+		if i < 0 {
 			return nil, false, Entry{}, fmt.Errorf("%w: index entry for %q, which has no record", ErrCorrupt, id)
 		}
 		scanned++
-		last = Entry{ID: id, Retired: r}
+		last = Entry{ID: id, Retired: recs[i].r}
 		if q.Keep == nil || q.Keep(&last) {
 			out = append(out, last)
 		}
@@ -425,8 +590,9 @@ func (a *Archive) Stats() (Stats, error) {
 // Check reads every record and index entry, and reports the first that is
 // damaged or that disagrees with another: the records' values decode, each
 // index entry has its record, and each record has its three entries.
-// It returns how many records it read.
-func (a *Archive) Check() (int, error) {
+// It returns how many records it holds that were last updated at or after
+// forgotBefore (the store's forget cutoff: those it has not forgotten).
+func (a *Archive) Check(forgotBefore int64) (live int, err error) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a.closed {
@@ -444,34 +610,42 @@ func (a *Archive) Check() (int, error) {
 		case spaceRecord:
 			v, err := it.ValueAndErr()
 			if err != nil {
-				return records, fmt.Errorf("archive: check: %w", err)
-			}
-			r, index, err := fsm.DecodeArchived(v)
-			if err != nil {
-				return records, fmt.Errorf("%w: record %q: %v", ErrCorrupt, k[1:], err)
+				return live, fmt.Errorf("archive: check: %w", err)
 			}
 			id := string(k[1:])
-			for _, key := range [][]byte{workflowKey(nil, r.WorkflowID, r.UpdatedAt, id), timeKey(nil, r.UpdatedAt, id), indexKey(nil, index, id)} {
-				_, closer, err := a.db.Get(key)
-				if err != nil {
-					return records, fmt.Errorf("%w: record %q lacks an index entry: %v", ErrCorrupt, id, err)
-				}
-				closer.Close()
+			recs, err := decodeValue(id, v)
+			if err != nil {
+				return live, err
 			}
-			records++
+			for i, r := range recs {
+				if i > 0 && (r.index >= recs[i-1].index || r.r.UpdatedAt >= recs[i-1].r.UpdatedAt) {
+					return live, fmt.Errorf("%w: record %q: its older records out of order", ErrCorrupt, id)
+				}
+				for _, key := range [][]byte{workflowKey(nil, r.r.WorkflowID, r.r.UpdatedAt, id), timeKey(nil, r.r.UpdatedAt, id), indexKey(nil, r.index, id)} {
+					_, closer, err := a.db.Get(key)
+					if err != nil {
+						return live, fmt.Errorf("%w: record %q lacks an index entry: %v", ErrCorrupt, id, err)
+					}
+					closer.Close()
+				}
+				if r.r.UpdatedAt >= forgotBefore {
+					live++
+				}
+				records++
+			}
 		case spaceWorkflow, spaceTime, spaceIndex:
 			entries++
 		default:
-			return records, fmt.Errorf("%w: key in an unknown space %q", ErrCorrupt, k[0])
+			return live, fmt.Errorf("%w: key in an unknown space %q", ErrCorrupt, k[0])
 		}
 	}
 	if err := it.Error(); err != nil {
-		return records, fmt.Errorf("archive: check: %w", err)
+		return live, fmt.Errorf("archive: check: %w", err)
 	}
 	if entries != 3*records {
-		return records, fmt.Errorf("%w: %d index entries for %d records", ErrCorrupt, entries, records)
+		return live, fmt.Errorf("%w: %d index entries for %d records", ErrCorrupt, entries, records)
 	}
-	return records, nil
+	return live, nil
 }
 
 // Close closes the archive; closing it again does nothing. What was put and

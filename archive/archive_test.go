@@ -95,7 +95,7 @@ func TestAFlushedArchiveKeepsEverythingAcrossAReopen(t *testing.T) {
 			t.Fatalf("after a reopen, Get(%q) = %v, %v", rec(i).ID, found, err)
 		}
 	}
-	if n, err := b.Check(); n != 50 || err != nil {
+	if n, err := b.Check(0); n != 50 || err != nil {
 		t.Fatalf("Check = %d, %v; want 50 records", n, err)
 	}
 }
@@ -117,7 +117,7 @@ func TestTrimAfterRemovesExactlyTheRetirementsAfterAnIndex(t *testing.T) {
 			t.Fatalf("after TrimAfter(102), Get(%q) = found %v, %v", rec(i).ID, found, err)
 		}
 	}
-	if got, err := a.Check(); got != 30 || err != nil {
+	if got, err := a.Check(0); got != 30 || err != nil {
 		t.Fatalf("Check = %d, %v", got, err)
 	}
 	if page, _, _, err := a.Scan(Query{To: 1 << 62, Limit: 100}); len(page) != 30 || err != nil {
@@ -192,7 +192,7 @@ func TestADamagedArchiveIsAnErrorNeverAMiss(t *testing.T) {
 	if _, _, found, err := a.Get(id); !errors.Is(err, ErrCorrupt) || found {
 		t.Fatalf("Get of a damaged record = found %v, %v; want ErrCorrupt", found, err)
 	}
-	if _, err := a.Check(); !errors.Is(err, ErrCorrupt) {
+	if _, err := a.Check(0); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Check of a damaged record = %v", err)
 	}
 	if err := a.db.Delete(recordKey(nil, id), pebble.NoSync); err != nil {
@@ -201,7 +201,7 @@ func TestADamagedArchiveIsAnErrorNeverAMiss(t *testing.T) {
 	if _, _, _, err := a.Scan(Query{To: 1 << 62, Limit: 10}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("a listing through an index entry without its record = %v", err)
 	}
-	if _, err := a.Check(); !errors.Is(err, ErrCorrupt) {
+	if _, err := a.Check(0); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Check with index entries without their record = %v", err)
 	}
 }
@@ -259,4 +259,87 @@ func FuzzDecodeArchived(f *testing.F) {
 			t.Fatalf("a decoded value encodes differently:\n%x\n%x", b, again)
 		}
 	})
+}
+
+// An ID the store forgot and admitted again: its new record goes over the
+// old one (PutMerging), which reads, lists and checks as before; TrimAfter
+// takes the new one back out, leaving the old; putting it again is a
+// replay; Forget deletes the old records, the ID's new one stays.
+func TestAForgottenIDsNewRecordGoesOverItsOldOneUntilForgetDeletesIt(t *testing.T) {
+	a := open(t, t.TempDir())
+	if err := a.Put(recs(0, 10), 5); err != nil {
+		t.Fatal(err)
+	}
+	again := rec(3)
+	again.WorkflowID, again.AdmittedAt, again.UpdatedAt = "w9", 4000, 5000
+	check := func(forgotBefore int64, want int) {
+		t.Helper()
+		if n, err := a.Check(forgotBefore); err != nil || n != want {
+			t.Fatalf("Check(%d) = %d, %v; want %d", forgotBefore, n, err, want)
+		}
+	}
+	get := func(id string, want *fsm.ArchivedRecord, index uint64) {
+		t.Helper()
+		got, i, found, err := a.Get(id)
+		if err != nil || found != (want != nil) || (want != nil && (i != index || !cmp.Equal(got, want.Retired))) {
+			t.Fatalf("Get(%q) = %+v at %d, found %v, %v; want %+v at %d", id, got, i, found, err, want, index)
+		}
+	}
+	listed := func(workflow string) []string {
+		t.Helper()
+		out, _, _, err := a.Scan(Query{WorkflowID: workflow, From: 0, To: 1 << 62, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range out {
+			ids = append(ids, fmt.Sprintf("%s@%d", e.ID, e.UpdatedAt))
+		}
+		return ids
+	}
+	for range 2 { // the second is a replay of the first
+		if err := a.PutMerging([]fsm.ArchivedRecord{again}, 20); err != nil {
+			t.Fatal(err)
+		}
+		get(again.ID, &again, 20)
+		check(0, 11)
+		check(1010, 1)
+		if got := listed("w9"); !cmp.Equal(got, []string{"order-000003@5000"}) {
+			t.Fatalf("w9 lists %v", got)
+		}
+		if got := listed(""); len(got) != 11 || got[3] != "order-000003@1003" || got[10] != "order-000003@5000" {
+			t.Fatalf("the listing by time is %v", got)
+		}
+	}
+
+	if n, err := a.TrimAfter(10); err != nil || n != 1 {
+		t.Fatalf("TrimAfter(10) = %d, %v", n, err)
+	}
+	old := rec(3)
+	get(old.ID, &old, 5)
+	check(0, 10)
+	if got := listed("w9"); got != nil {
+		t.Fatalf("w9 lists %v after the trim", got)
+	}
+
+	if err := a.PutMerging([]fsm.ArchivedRecord{again}, 20); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.Forget(1010); err != nil || n != 10 {
+		t.Fatalf("Forget(1010) = %d, %v; want 10", n, err)
+	}
+	get(again.ID, &again, 20)
+	get(rec(1).ID, nil, 0)
+	check(0, 1)
+	if got := listed(""); !cmp.Equal(got, []string{"order-000003@5000"}) {
+		t.Fatalf("after Forget, the listing is %v", got)
+	}
+	if n, err := a.Forget(1010); err != nil || n != 0 {
+		t.Fatalf("Forget again = %d, %v", n, err)
+	}
+	if n, err := a.TrimAfter(10); err != nil || n != 1 {
+		t.Fatalf("TrimAfter(10) after Forget = %d, %v", n, err)
+	}
+	get(again.ID, nil, 0)
+	check(0, 0)
 }

@@ -11,7 +11,8 @@
 // absent check), a block cache of its own outside the Go heap. Its keys are in
 // four spaces, by their first byte:
 //
-//	r ID                          the record (fsm.AppendArchived)
+//	r ID                          the record (fsm.AppendArchived), then any
+//	                              older ones of the ID (see Forgetting)
 //	w workflow:str updated:8B ID  by workflow, then time (empty value)
 //	t updated:8B ID               by time (empty value)
 //	x index:8B ID                 by the log index of the retire command (empty value)
@@ -33,6 +34,18 @@
 // flushed on its own may hold some): the replay retires them again, in order,
 // so the archive holds exactly what the applied log retired whenever a command
 // is applied, which the state machine's decisions depend on (fsm.Archive).
+//
+// # Forgetting
+//
+// A store that forgets (fsm.KindForget) may admit a forgotten ID again, while
+// the old record is still here: the state machine no longer sees it (it was
+// updated before the forget cutoff), but a replay from a snapshot taken
+// before the forget still would. So PutMerging keeps it: the new record goes
+// first in the ID's value, the older ones after it, each with its own index
+// entries. Reads take the first; TrimAfter takes out the records retired
+// after its index and leaves the older ones; Forget(cutoff) deletes every
+// record updated before the cutoff, once the store holds no snapshot it may
+// recover from that still counts them as archived.
 //
 // # Errors
 //

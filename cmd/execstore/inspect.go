@@ -592,7 +592,7 @@ func checkArchive(dir string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	n, err := a.Check()
+	n, err := a.Check(0)
 	return n, errors.Join(err, a.Close())
 }
 
