@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -140,6 +141,14 @@ func (a *Archive) put(recs []fsm.ArchivedRecord, index uint64, merge bool) error
 	defer a.wmu.Unlock()
 	b := a.db.NewBatch()
 	defer b.Close()
+	var sk *seeker
+	if merge {
+		var err error
+		if sk, err = a.newSeeker(); err != nil {
+			return err
+		}
+		defer sk.close()
+	}
 	for i := range recs {
 		r := &recs[i]
 		if r.ID == "" || r.Outcome == nil || !r.Outcome.Status.Terminal() {
@@ -147,7 +156,7 @@ func (a *Archive) put(recs []fsm.ArchivedRecord, index uint64, merge bool) error
 		}
 		a.val = fsm.AppendArchived(a.val[:0], &r.Retired, index)
 		if merge {
-			older, err := a.incarnations(r.ID)
+			older, err := sk.incarnations(r.ID)
 			if err != nil {
 				return err
 			}
@@ -172,14 +181,22 @@ func (a *Archive) put(recs []fsm.ArchivedRecord, index uint64, merge bool) error
 }
 
 // setEntries sets a record's three index entries; key is scratch (Set
-// copies the key, so one buffer serves the three).
+// copies the key, so one buffer serves the three). The time index entry's
+// value is the record's status and workflow (timeValue), which counting
+// reads without the record.
 func setEntries(b *pebble.Batch, key *[]byte, id string, r *fsm.Retired, index uint64) error {
 	*key = workflowKey((*key)[:0], r.WorkflowID, r.UpdatedAt, id)
 	err := b.Set(*key, nil, nil)
 	*key = timeKey((*key)[:0], r.UpdatedAt, id)
-	err = errors.Join(err, b.Set(*key, nil, nil))
+	err = errors.Join(err, b.Set(*key, timeValue(r), nil))
 	*key = indexKey((*key)[:0], index, id)
 	return errors.Join(err, b.Set(*key, nil, nil))
+}
+
+// timeValue is a time index entry's value: status:1B workflow (an archive
+// written before it has empty values there, which read as unknown).
+func timeValue(r *fsm.Retired) []byte {
+	return append([]byte{byte(r.Outcome.Status)}, r.WorkflowID...)
 }
 
 // deleteEntries deletes a record's three index entries.
@@ -215,25 +232,56 @@ func decodeValue(id string, v []byte) ([]incarnation, error) {
 	return out, nil
 }
 
+// seeker reads records with one iterator, as Reader does (making an
+// iterator costs more than a seek): for the writes that read a record before
+// they rewrite it. It sees the archive as it was when it was made.
+type seeker struct {
+	it  *pebble.Iterator
+	key []byte
+}
+
+func (a *Archive) newSeeker() (*seeker, error) {
+	it, err := a.db.NewIter(&pebble.IterOptions{UseL6Filters: true})
+	if err != nil {
+		return nil, fmt.Errorf("archive: read: %w", err)
+	}
+	return &seeker{it: it}, nil
+}
+
+func (sk *seeker) close() error { return sk.it.Close() }
+
 // incarnations returns the records the archive holds under id (none if it
 // holds none), their raw bytes copied.
-func (a *Archive) incarnations(id string) ([]incarnation, error) {
-	v, closer, err := a.db.Get(recordKey(nil, id))
-	if errors.Is(err, pebble.ErrNotFound) {
+func (sk *seeker) incarnations(id string) ([]incarnation, error) {
+	sk.key = recordKey(sk.key[:0], id)
+	if !sk.it.SeekPrefixGE(sk.key) || !bytes.Equal(sk.it.Key(), sk.key) {
+		if err := sk.it.Error(); err != nil {
+			return nil, fmt.Errorf("archive: read %q: %w", id, err)
+		}
 		return nil, nil
 	}
+	v, err := sk.it.ValueAndErr()
 	if err != nil {
 		return nil, fmt.Errorf("archive: read %q: %w", id, err)
 	}
-	defer closer.Close()
 	return decodeValue(id, bytes.Clone(v))
+}
+
+// incarnations is seeker.incarnations with an iterator of its own.
+func (a *Archive) incarnations(id string) ([]incarnation, error) {
+	sk, err := a.newSeeker()
+	if err != nil {
+		return nil, err
+	}
+	recs, err := sk.incarnations(id)
+	return recs, errors.Join(err, sk.close())
 }
 
 // keepOnly rewrites id's value to the records keep accepts, deleting the
 // index entries of the others (the whole value if it accepts none), and
 // returns the records it dropped.
-func (a *Archive) keepOnly(b *pebble.Batch, id string, keep func(*incarnation) bool) ([]incarnation, error) {
-	recs, err := a.incarnations(id)
+func (a *Archive) keepOnly(b *pebble.Batch, sk *seeker, id string, keep func(*incarnation) bool) ([]incarnation, error) {
+	recs, err := sk.incarnations(id)
 	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
@@ -293,6 +341,12 @@ func (a *Archive) TrimAfter(index uint64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	sk, err := a.newSeeker() // one batch, committed at the end: what it reads stays current
+	if err != nil {
+		it.Close()
+		return 0, err
+	}
+	defer sk.close()
 	b := a.db.NewBatch()
 	defer b.Close()
 	n := 0
@@ -304,7 +358,7 @@ func (a *Archive) TrimAfter(index uint64) (int, error) {
 		}
 		// Each entry of the ID's records after index computes the same
 		// value from the one committed: repeated, the writes agree.
-		if _, err := a.keepOnly(b, string(k[9:]), func(r *incarnation) bool { return r.index <= index }); err != nil {
+		if _, err := a.keepOnly(b, sk, string(k[9:]), func(r *incarnation) bool { return r.index <= index }); err != nil {
 			it.Close()
 			return 0, err
 		}
@@ -324,6 +378,136 @@ func (a *Archive) TrimAfter(index uint64) (int, error) {
 		return 0, fmt.Errorf("archive: trim: %w", err)
 	}
 	return n, nil
+}
+
+// CountUpdated counts the records last updated from from up to before to,
+// by workflow and status, in the order fsm.KindForget wants them: what a
+// forget command with cutoff to forgets when from is the store's cutoff.
+// It stops early, at a time boundary, once counting the next time's records
+// would exceed maxPairs workflow and status pairs or maxScan records; then
+// it returns the counts of the records updated before the returned cutoff,
+// which is less than to (from, if even the first time's records exceed
+// them: nothing is counted).
+func (a *Archive) CountUpdated(from, to int64, maxPairs, maxScan int) (counts []fsm.ForgetCount, before int64, err error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return nil, 0, ErrClosed
+	}
+	it, err := a.db.NewIter(&pebble.IterOptions{LowerBound: timeKey(nil, from, ""), UpperBound: timeKey(nil, to, "")})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	type pair struct {
+		workflow string
+		status   fsm.Status
+	}
+	var sk *seeker          // made if an entry lacks its value
+	done := map[pair]int{}  // counted, through the time before at
+	group := map[pair]int{} // the records of time at
+	at, scanned := from, 0
+	merge := func() bool {
+		n := len(done)
+		for p := range group {
+			if _, ok := done[p]; !ok {
+				n++
+			}
+		}
+		if n > maxPairs || (scanned > maxScan && len(done) > 0) {
+			return false
+		}
+		for p, k := range group {
+			done[p] += k
+		}
+		clear(group)
+		return true
+	}
+	result := func(before int64) ([]fsm.ForgetCount, int64, error) {
+		for p, n := range done {
+			counts = append(counts, fsm.ForgetCount{WorkflowID: p.workflow, Status: p.status, N: n})
+		}
+		slices.SortFunc(counts, func(x, y fsm.ForgetCount) int {
+			if c := strings.Compare(x.WorkflowID, y.WorkflowID); c != 0 {
+				return c
+			}
+			return int(x.Status) - int(y.Status)
+		})
+		return counts, before, nil
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if len(k) <= 9 {
+			return nil, 0, fmt.Errorf("%w: time index key of %d bytes", ErrCorrupt, len(k))
+		}
+		t := int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63))
+		if t != at {
+			if !merge() {
+				return result(at)
+			}
+			at = t
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, 0, fmt.Errorf("archive: count: %w", err)
+		}
+		var p pair
+		if len(v) > 1 {
+			p = pair{string(v[1:]), fsm.Status(v[0])}
+		} else { // an entry written before its value held these: read the record
+			id := string(k[9:])
+			if sk == nil {
+				if sk, err = a.newSeeker(); err != nil {
+					return nil, 0, err
+				}
+				defer sk.close()
+			}
+			recs, err := sk.incarnations(id)
+			if err != nil {
+				return nil, 0, err
+			}
+			i := slices.IndexFunc(recs, func(r incarnation) bool { return r.r.UpdatedAt == t })
+			if i < 0 {
+				return nil, 0, fmt.Errorf("%w: index entry for %q, which has no record", ErrCorrupt, id)
+			}
+			p = pair{recs[i].r.WorkflowID, recs[i].r.Outcome.Status}
+		}
+		if !p.status.Terminal() {
+			return nil, 0, fmt.Errorf("%w: time index entry of %q with status %d", ErrCorrupt, k[9:], p.status)
+		}
+		group[p]++
+		scanned++
+	}
+	if err := it.Error(); err != nil {
+		return nil, 0, fmt.Errorf("archive: count: %w", err)
+	}
+	if !merge() {
+		return result(at)
+	}
+	return result(to)
+}
+
+// FirstUpdated returns the last-update time of the record with the earliest
+// one at or after from, if the archive holds any: nothing before it can be
+// forgotten by a cutoff up to it.
+func (a *Archive) FirstUpdated(from int64) (at int64, ok bool, err error) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return 0, false, ErrClosed
+	}
+	it, err := a.db.NewIter(&pebble.IterOptions{LowerBound: timeKey(nil, from, ""), UpperBound: []byte{spaceTime + 1}})
+	if err != nil {
+		return 0, false, err
+	}
+	if it.First() {
+		if k := it.Key(); len(k) > 9 {
+			at, ok = int64(binary.BigEndian.Uint64(k[1:9])^(1<<63)), true
+		} else {
+			err = fmt.Errorf("%w: time index key of %d bytes", ErrCorrupt, len(k))
+		}
+	}
+	return at, ok, errors.Join(err, it.Error(), it.Close())
 }
 
 // forgetChunk is how many index entries Forget handles per batch, holding
@@ -351,7 +535,9 @@ func (a *Archive) Forget(before int64) (int, error) {
 	for ok {
 		a.wmu.Lock()
 		b := a.db.NewBatch()
-		for i := 0; ok && i < forgetChunk; i, ok = i+1, it.Next() {
+		var sk *seeker
+		sk, err = a.newSeeker() // after the chunks before: it reads what they wrote
+		for i := 0; err == nil && ok && i < forgetChunk; i, ok = i+1, it.Next() {
 			k := it.Key()
 			if len(k) <= 9 {
 				err = fmt.Errorf("%w: time index key of %d bytes", ErrCorrupt, len(k))
@@ -360,10 +546,13 @@ func (a *Archive) Forget(before int64) (int, error) {
 			// Each entry is of one record updated before the cutoff: an
 			// ID's two records forgotten together are found by two
 			// entries, the second finding its record gone already.
-			if _, err = a.keepOnly(b, string(k[9:]), func(r *incarnation) bool { return r.r.UpdatedAt >= before }); err != nil {
+			if _, err = a.keepOnly(b, sk, string(k[9:]), func(r *incarnation) bool { return r.r.UpdatedAt >= before }); err != nil {
 				break
 			}
 			n++
+		}
+		if sk != nil {
+			err = errors.Join(err, sk.close())
 		}
 		if err == nil {
 			err = b.Commit(pebble.NoSync)
@@ -622,11 +811,15 @@ func (a *Archive) Check(forgotBefore int64) (live int, err error) {
 					return live, fmt.Errorf("%w: record %q: its older records out of order", ErrCorrupt, id)
 				}
 				for _, key := range [][]byte{workflowKey(nil, r.r.WorkflowID, r.r.UpdatedAt, id), timeKey(nil, r.r.UpdatedAt, id), indexKey(nil, r.index, id)} {
-					_, closer, err := a.db.Get(key)
+					v, closer, err := a.db.Get(key)
 					if err != nil {
 						return live, fmt.Errorf("%w: record %q lacks an index entry: %v", ErrCorrupt, id, err)
 					}
+					bad := key[0] == spaceTime && len(v) > 0 && !bytes.Equal(v, timeValue(&r.r))
 					closer.Close()
+					if bad {
+						return live, fmt.Errorf("%w: record %q: its time index entry names another status or workflow", ErrCorrupt, id)
+					}
 				}
 				if r.r.UpdatedAt >= forgotBefore {
 					live++

@@ -14,7 +14,9 @@
 //	r ID                          the record (fsm.AppendArchived), then any
 //	                              older ones of the ID (see Forgetting)
 //	w workflow:str updated:8B ID  by workflow, then time (empty value)
-//	t updated:8B ID               by time (empty value)
+//	t updated:8B ID               by time (value: status:1B workflow, for
+//	                              counting without the record; empty in an
+//	                              archive written before, which reads it)
 //	x index:8B ID                 by the log index of the retire command (empty value)
 //
 // Times are big-endian with the sign bit flipped, so that bytes sort as
