@@ -431,7 +431,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 			s.dropWatches(e.ID)
 			r.Exec, _ = s.Get(e.ID) // the watch count changed
 		}
-		if parent := e.Parent; parent != nil && s.requestWake(parent.ExecutionID, now, now) {
+		if parent := e.Parent; parent != nil && s.startedBy(parent, e.ID) && s.requestWake(parent.ExecutionID, now, now) {
 			r.Woken = []string{parent.ExecutionID}
 			r.Became.Due = true
 		}
@@ -709,7 +709,9 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 			if st.Caller != id {
 				return false
 			}
-			stack = append(stack, st.Child)
+			if c := s.lookup(st.Child); c != nil && s.startedBy(c.Parent(), st.Child) {
+				stack = append(stack, st.Child)
+			}
 			return true
 		})
 		if !mutant.CancelTakesLastKeyFirst {
@@ -738,7 +740,7 @@ func (s *State) end(p *stored, out *Outcome, now int64, r *Result) {
 		s.dropWatches(e.ID)
 	}
 	r.Became.Terminal = true
-	if parent := e.Parent; parent != nil && s.requestWake(parent.ExecutionID, now, now) {
+	if parent := e.Parent; parent != nil && s.startedBy(parent, e.ID) && s.requestWake(parent.ExecutionID, now, now) {
 		r.Woken = append(r.Woken, parent.ExecutionID)
 		r.Became.Due = true
 	}

@@ -33,7 +33,7 @@ type ForgetCount struct {
 
 // MaxForgetCounts bounds a forget command's counts (workflow and status
 // pairs).
-const MaxForgetCounts = 4096
+const MaxForgetCounts = 1024
 
 func forgetCountLess(a, b ForgetCount) bool {
 	return a.WorkflowID < b.WorkflowID || (a.WorkflowID == b.WorkflowID && a.Status < b.Status)
@@ -102,18 +102,25 @@ func (s *State) forget(c *Command, now int64, dry bool) Result {
 	return Result{Count: n}
 }
 
-// forgotten reports whether an archived record is forgotten.
-func (s *State) forgotten(r *Retired) bool { return r.UpdatedAt < s.meta.ForgotBefore }
+// ForgotBefore returns the forget cutoff: an archived execution last
+// updated before it is forgotten (Meta.ForgotBefore).
+func (s *State) ForgotBefore() int64 { return s.meta.ForgotBefore }
 
-// forgottenID reports whether the archive holds a record of id that is
-// forgotten.
-func (s *State) forgottenID(id string) bool {
-	if s.archive == nil || s.meta.ForgotBefore == 0 {
+// startedBy reports whether the caller a child's parent link names started
+// it: its start request names the child. Always, unless the caller was
+// retired (its start requests went with it: it is terminal, nothing to
+// wake), or the child or its caller was forgotten and the ID admitted again
+// as another execution, which a wake or a cancel must not reach.
+func (s *State) startedBy(p *Parent, child string) bool {
+	if p == nil {
 		return false
 	}
-	r, ok := s.archive.Retired(id)
-	return ok && r != nil && s.forgotten(r)
+	st, ok := s.starts.Get(startEntry{Caller: p.ExecutionID, Key: p.StepKey})
+	return ok && st.Child == child
 }
+
+// forgotten reports whether an archived record is forgotten.
+func (s *State) forgotten(r *Retired) bool { return r.UpdatedAt < s.meta.ForgotBefore }
 
 // ---- Codec ---------------------------------------------------------------------
 

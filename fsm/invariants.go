@@ -175,6 +175,13 @@ func checkRecord(e *Execution) string {
 // checkLinks verifies the record's parent link and per-execution counts.
 func (s *State) checkLinks(e *Execution) string {
 	if p := e.Parent; p != nil {
+		if s.meta.ForgotBefore > 0 {
+			if pr := s.lookup(p.ExecutionID); pr == nil || pr.AdmittedAt() > e.AdmittedAt {
+				// Its caller was forgotten (forget.go), and its ID may
+				// name another execution since.
+				return ""
+			}
+		}
 		st, ok := s.starts.Get(startEntry{Caller: p.ExecutionID, Key: p.StepKey})
 		_, retired := s.retired.Get(retiredItem{ID: p.ExecutionID})
 		if !retired && s.archive != nil {
@@ -222,8 +229,9 @@ func (s *State) checkSideIndexes() error {
 		return exists(st.ExecutionID) || fail("step of unknown execution "+quote(st.ExecutionID))
 	})
 	s.starts.Scan(func(st startEntry) bool {
-		// A child may be forgotten while its caller runs (forget.go).
-		return (exists(st.Caller) && (exists(st.Child) || s.forgottenID(st.Child))) || fail("start request with unknown caller or child "+quote(st.Child))
+		// A child may be forgotten while its caller runs, and deleted
+		// from the archive since (forget.go).
+		return (exists(st.Caller) && (exists(st.Child) || s.meta.ForgotBefore > 0)) || fail("start request with unknown caller or child "+quote(st.Child))
 	})
 	keys := 0
 	s.watches.Scan(func(w watch) bool {
