@@ -56,6 +56,30 @@ func (f *fixture) retireAll() {
 	f.admit(execstore.AdmitRequest{WorkflowID: "tick"}) // a write: the writer retires all that is due first
 }
 
+// recoverFromTheOlderSnapshot closes the store, removes its newest snapshot
+// and opens it again, from the older one and the log after it; the counts
+// must be those before.
+func (f *fixture) recoverFromTheOlderSnapshot() {
+	f.t.Helper()
+	want := f.stats()
+	newest := f.newestSnapshot()
+	if err := f.s.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+	if err := os.Remove(newest.Path); err != nil {
+		f.t.Fatal(err)
+	}
+	f.open()
+	got := f.stats()
+	if got.SnapshotIndex >= newest.Index {
+		f.t.Fatalf("recovered from index %d: the newer snapshot (%d) was not dropped", got.SnapshotIndex, newest.Index)
+	}
+	if got.Archived != want.Archived || got.Executions != want.Executions || got.Terminal != want.Terminal ||
+		!cmp.Equal(got.ByStatus, want.ByStatus) || !cmp.Equal(got.ByWorkflow, want.ByWorkflow) {
+		f.t.Fatalf("after a recovery from the older snapshot: %+v\nbefore: %+v", got, want)
+	}
+}
+
 func (f *fixture) newestSnapshot() snapshot.Info {
 	f.t.Helper()
 	infos, err := snapshot.List(vfs.Default, filepath.Join(f.dir, "snapshots"))
@@ -176,23 +200,7 @@ func TestARecoveryFromAnOlderSnapshotReplaysArchivedRetirementsExactly(t *testin
 	}
 	f.retireAll()
 	f.snapshotBytes() // the newer snapshot: 90 archived, all flushed
-	want := f.stats()
-	newest := f.newestSnapshot()
-	if err := f.s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Remove(newest.Path); err != nil {
-		t.Fatal(err)
-	}
-	f.open()
-	got := f.stats()
-	if got.SnapshotIndex >= newest.Index {
-		t.Fatalf("recovered from index %d: the newer snapshot (%d) was not dropped", got.SnapshotIndex, newest.Index)
-	}
-	if got.Archived != want.Archived || got.Executions != want.Executions || got.Terminal != want.Terminal ||
-		!cmp.Equal(got.ByStatus, want.ByStatus) || !cmp.Equal(got.ByWorkflow, want.ByWorkflow) {
-		t.Fatalf("after a recovery from the older snapshot: %+v\nbefore: %+v", got, want)
-	}
+	f.recoverFromTheOlderSnapshot()
 	for id, rec := range done {
 		want := rec
 		want.Archived = true

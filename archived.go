@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
+	"math"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -45,6 +47,26 @@ type storeArchive struct {
 	r       *archive.Reader
 	absent  map[string]struct{}
 	batches int
+
+	// forgotBefore is the state's forget cutoff (fsm.KindForget), for the
+	// reads that do not hold the state: an archived record updated before
+	// it is forgotten. Set by the writer after each command.
+	forgotBefore atomic.Int64
+	// forgotKept is the forget cutoff of the older of the two snapshots the
+	// store keeps, once this process wrote both: what no recovery may need
+	// any more. The snapshot goroutine's.
+	forgotKept int64
+
+	lookups atomic.Uint64 // Stats.ArchiveLookups
+
+	// The writer's view of what forgetting may find, so that it reads the
+	// archive only when a forget command is due (forgetting): nothing is
+	// forgettable before min(next, putMin), next being the earliest
+	// last-update time the archive held at or after the state's cutoff
+	// when the writer last looked (math.MaxInt64 if none; 0 if it never
+	// looked), putMin the earliest of the records put since. Writer
+	// goroutine only.
+	next, putMin int64
 }
 
 // readerBatches is how many batches the state machine's reader of the
@@ -68,7 +90,7 @@ func (s *Store) openArchive() error {
 	if err != nil {
 		return fmt.Errorf("execstore: open %s: %w", s.dir, err)
 	}
-	s.archive = &storeArchive{a: a, r: a.NewReader(), absent: map[string]struct{}{}}
+	s.archive = &storeArchive{a: a, r: a.NewReader(), absent: map[string]struct{}{}, putMin: math.MaxInt64}
 	return nil
 }
 
@@ -76,6 +98,7 @@ func (s *Store) openArchive() error {
 // answered as a record that exists, so that nothing is admitted under the
 // ID; the writer stops the store before it answers or logs (check).
 func (sa *storeArchive) Retired(id string) (*fsm.Retired, bool) {
+	sa.lookups.Add(1)
 	sa.mu.Lock()
 	if _, ok := sa.absent[id]; ok {
 		sa.mu.Unlock()
@@ -108,16 +131,28 @@ func (sa *storeArchive) check() error {
 	return nil
 }
 
-// put writes what a command at index retired.
-func (sa *storeArchive) put(res *fsm.Result, index uint64) error {
+// put writes what a command at index retired; st is the state it was
+// applied to.
+func (sa *storeArchive) put(res *fsm.Result, index uint64, st *fsm.State) error {
+	forgot := st.ForgotBefore()
+	sa.forgotBefore.Store(forgot)
 	if len(res.Retired) == 0 {
 		return nil
+	}
+	for i := range res.Retired {
+		sa.putMin = min(sa.putMin, res.Retired[i].UpdatedAt)
 	}
 	if mutant.ArchiveWriteDropped {
 		res.Retired = nil
 		return nil
 	}
-	err := sa.a.Put(res.Retired, index)
+	var err error
+	if forgot > 0 {
+		// A forgotten ID admitted again: its old record may still be there.
+		err = sa.a.PutMerging(res.Retired, index)
+	} else {
+		err = sa.a.Put(res.Retired, index)
+	}
 	res.Retired = nil // the archive has them; the answer need not hold them
 	sa.release()
 	if err != nil {
@@ -172,6 +207,7 @@ func (sa *storeArchive) recover(st *fsm.State, index uint64) error {
 		return fmt.Errorf("execstore: recover the archive: %w", err)
 	}
 	st.SetArchive(sa)
+	sa.forgotBefore.Store(st.ForgotBefore())
 	if moved := st.MoveRetired(); len(moved) > 0 {
 		// Retired at or before the snapshot: a replay from it never trims
 		// them. The next snapshot, which no longer holds them, flushes them
@@ -194,7 +230,13 @@ func (s *Store) closeArchive() error {
 		return nil
 	}
 	s.archive.release()
-	return s.archive.a.Close()
+	// What was put is in the log too; what Forget deleted is in no log:
+	// flushed, a clean close keeps it deleted.
+	var err error
+	if s.failed() == nil {
+		err = s.archive.a.Flush()
+	}
+	return errors.Join(err, s.archive.a.Close())
 }
 
 // getRecord returns an execution's record from the state, or from the
@@ -207,12 +249,13 @@ func (s *Store) getRecord(st *fsm.State, id string) (e fsm.Execution, archived, 
 	if s.archive == nil {
 		return fsm.Execution{}, false, false, nil
 	}
+	s.archive.lookups.Add(1)
 	r, _, found, err := s.archive.a.Get(id)
 	if err != nil {
 		return fsm.Execution{}, false, false, s.archive.readFailed(err)
 	}
-	if !found {
-		return fsm.Execution{}, false, false, nil
+	if !found || r.UpdatedAt < st.ForgotBefore() {
+		return fsm.Execution{}, false, false, nil // never archived, or forgotten
 	}
 	return r.Execution(id), true, true, nil
 }
@@ -276,6 +319,11 @@ func (s *Store) ListArchived(ctx context.Context, q ArchiveQuery) (ListPage, err
 		return ListPage{}, ErrClosed
 	}
 	if s.archive == nil {
+		return ListPage{}, nil
+	}
+	// The forgotten executions: still on disk until the archive deletes
+	// them, never listed.
+	if aq.From = max(aq.From, s.archive.forgotBefore.Load()); aq.From >= aq.To {
 		return ListPage{}, nil
 	}
 	entries, more, last, err := s.archive.a.Scan(aq)
@@ -347,4 +395,107 @@ func decodeArchiveCursor(q *ArchiveQuery) (int64, string, bool) {
 		return 0, "", false
 	}
 	return at, id, true
+}
+
+// forgetScanMax bounds the archived records one forget command counts, so
+// that counting never holds the writer long: past it, the command's cutoff
+// is the end time of the last record counted (all of that time's records
+// are counted together), and the next command goes on from there.
+const forgetScanMax = 1 << 16
+
+// forgetting makes a forget command when archived executions have passed
+// Options.ForgetAfter: its cutoff is the batch's time less ForgetAfter, but
+// never past a terminal execution not yet archived (fsm.KindForget), and
+// its counts are the archive's records updated from the state's cutoff to
+// the new one, read at the batch's time from the archive, which holds
+// exactly what the applied log retired.
+func (w *writer) forgetting() (*request, func() bool) {
+	s := w.s
+	if s.opts.ForgetAfter <= 0 || s.archive == nil {
+		return nil, nil
+	}
+	cutoff := func(now int64, st *fsm.State) int64 {
+		at := now - int64(s.opts.ForgetAfter)
+		if oldest, ok := st.NextRetirable(); ok {
+			at = min(at, oldest)
+		}
+		return at
+	}
+	due := false
+	clock, _ := nanosFromTime(s.opts.Now())
+	sa := s.archive
+	w.c.view(func(st *fsm.State) {
+		at := cutoff(max(clock, w.last), st)
+		due = at > st.ForgotBefore() && at > min(sa.next, sa.putMin)
+	})
+	if !due {
+		return nil, nil
+	}
+	r := newRequest()
+	r.cmd = fsm.Command{Kind: fsm.KindForget}
+	more := false
+	r.fill = func(c *fsm.Command, st *fsm.State) bool {
+		from, to := st.ForgotBefore(), cutoff(c.Now, st)
+		if to <= from {
+			return false
+		}
+		counts, before, err := s.archive.a.CountUpdated(from, to, fsm.MaxForgetCounts, forgetScanMax)
+		if err != nil {
+			// Nothing is decided on it: forgetting waits, the store goes on.
+			s.archive.readFailed(err)
+			s.logger.Error("execstore: forgetting: read the archive", "err", err)
+			return false
+		}
+		if before == to {
+			// Everything up to the cutoff is counted: nothing more is
+			// forgettable until a cutoff reaches the next record.
+			next, ok, err := s.archive.a.FirstUpdated(to)
+			switch {
+			case err != nil:
+				s.archive.readFailed(err)
+				s.logger.Error("execstore: forgetting: read the archive", "err", err)
+				return false
+			case !ok:
+				next = math.MaxInt64
+			}
+			sa.next, sa.putMin = next, math.MaxInt64
+		}
+		if len(counts) == 0 && before == to {
+			// Nothing archived in the range: no command (the next looks
+			// again from the same cutoff).
+			return false
+		}
+		if before <= from {
+			s.logger.Error("execstore: forgetting stalls: more workflows ended at one time than one forget command counts",
+				"at", timeFromNanos(from), "most", fsm.MaxForgetCounts)
+			return false
+		}
+		c.At, c.Forgotten, more = before, counts, before < to
+		return true
+	}
+	return r, func() bool { return r.err == nil && r.res.Code == fsm.CodeOK && more }
+}
+
+// forgetKept deletes from the archive the records no snapshot the store
+// keeps counts as archived any more, after a snapshot with forget cutoff
+// forgot was written: those the older of the two kept (the previous
+// snapshot this process wrote) forgot. A replay from either never asks for
+// them. A failed deletion is logged and made again after the next
+// snapshot; nothing depends on it but disk space. Snapshot goroutine only.
+func (sa *storeArchive) forgetKept(logger *slog.Logger, forgot int64) {
+	kept := sa.forgotKept
+	sa.forgotKept = forgot
+	if kept <= 0 {
+		return
+	}
+	start := time.Now()
+	n, err := sa.a.Forget(kept)
+	if err != nil {
+		logger.Error("execstore: delete forgotten executions from the archive; the next snapshot retries", "err", err)
+		return
+	}
+	if n > 0 {
+		logger.Info("execstore: forgotten executions deleted from the archive", "records", n,
+			"updated_before", timeFromNanos(kept), "took", time.Since(start))
+	}
 }

@@ -29,6 +29,14 @@ func checkOptions(o *Options, l *Limits) (maxCommand int, err error) {
 		return 0, invalidArg("Options.GroupWait %v is more than GroupWaitMax, %v", o.GroupWait, GroupWaitMax)
 	case o.ArchiveCacheBytes < 0:
 		return 0, invalidArg("Options.ArchiveCacheBytes %d is negative", o.ArchiveCacheBytes)
+	case o.ForgetAfter < 0:
+		return 0, invalidArg("Options.ForgetAfter %v is negative", o.ForgetAfter)
+	case o.ForgetAfter > 0 && !o.Archive:
+		return 0, invalidArg("Options.ForgetAfter needs Options.Archive: only archived executions are forgotten")
+	case o.ForgetAfter > 0 && o.ForgetAfter <= o.Retention:
+		return 0, invalidArg("Options.ForgetAfter %v must exceed Options.Retention %v: an execution is archived first, then forgotten", o.ForgetAfter, o.Retention)
+	case o.ForgetAfter > 0 && o.Retention <= 0:
+		return 0, invalidArg("Options.ForgetAfter needs Options.Retention: only archived executions are forgotten")
 	}
 	maxCommand = min(o.MaxBatchBytes, wal.MaxPayloadBytes)
 	b := bounds(l)

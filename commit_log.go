@@ -88,7 +88,7 @@ func openLog(s *Store) (*logCommitter, error) {
 		res := state.Apply(&cmd)
 		replayed++
 		if s.archive != nil {
-			if err := s.archive.put(&res, index); err != nil {
+			if err := s.archive.put(&res, index, state); err != nil {
 				return err
 			}
 			return s.archive.check()
@@ -227,7 +227,7 @@ func (c *logCommitter) apply(p *plan) {
 			became.Terminal = became.Terminal || r.res.Became.Terminal
 			if s.archive != nil && archiveErr == nil {
 				// Before the next command, which may ask the archive.
-				archiveErr = s.archive.put(&r.res, c.applyFirst+uint64(k))
+				archiveErr = s.archive.put(&r.res, c.applyFirst+uint64(k), s.state)
 			}
 			continue
 		}

@@ -117,6 +117,18 @@ type Options struct {
 	// where its index and filter blocks stay, so that admission's check of
 	// an ID reads no disk. Default 64 MiB (archive.DefaultCacheBytes).
 	ArchiveCacheBytes int64
+	// ForgetAfter: an archived execution last updated longer ago than this
+	// is forgotten, as if it had never been admitted, and its record is
+	// deleted from the archive, so that disk is bounded too. Its ID may
+	// then be admitted again as a new execution, Get and Await answer
+	// ErrNotFound, a parent's Await of it answers ErrNotFound, and Stats
+	// no longer counts it. Forgetting is a logged command with the cutoff
+	// and the counts it forgets in it, made by the writer when it checks
+	// retention; the archive deletes the records once no snapshot the store
+	// may recover from still holds them. Zero (the default) forgets
+	// nothing. It needs Archive, and must exceed Retention (Open refuses
+	// otherwise, with ErrInvalidArgument).
+	ForgetAfter time.Duration
 
 	// ScheduleGrace is how late the store may reach a schedule's occurrence
 	// and still count it on time; one reached later was missed (the store was

@@ -197,6 +197,9 @@ func (c *logCommitter) writeSnapshot(st *fsm.State, hdr snapshot.Header) {
 			out.walFirstBefore = c.wal.FirstIndex()
 			out.walFirstAfter, out.walErr = c.wal.CompactTo(kept[1].Index + 1)
 		}
+		if out.err == nil && s.archive != nil {
+			s.archive.forgetKept(s.logger, st.ForgotBefore())
+		}
 	}
 	out.took = time.Since(start)
 	c.snaps.done <- out

@@ -17,6 +17,15 @@ type Stats struct {
 	// (Options.Archive), and ArchiveBytes is the archive's size on disk.
 	Archived     int
 	ArchiveBytes uint64
+	// ForgottenBefore is the forget cutoff (Options.ForgetAfter): the
+	// archived executions that ended before it are forgotten, and counted
+	// nowhere. Zero if nothing was ever forgotten.
+	ForgottenBefore time.Time
+	// ArchiveLookups counts the reads of the archive since Open: IDs not in
+	// memory that the state machine checked (an admission's conflict, a
+	// wake or an acknowledgement of an ended execution) and reads of
+	// callers that fell through to it.
+	ArchiveLookups uint64
 	// ArchiveErr is the first error a read of the archive met since Open
 	// (damaged data, or the engine's error), or nil. The read that met it
 	// returned it; the store goes on, and /healthz says it is degraded.
@@ -101,6 +110,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		st.Terminal = m.Terminal
 		st.Retired = m.Retired + m.Archived
 		st.Archived = m.Archived
+		if m.ForgotBefore > 0 {
+			st.ForgottenBefore = timeFromNanos(m.ForgotBefore)
+		}
 		st.Pending = state.DueLen()
 		if at, ok := state.NextDue(); ok {
 			st.NextDue = timeFromNanos(at)
@@ -128,6 +140,7 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 		if as, aerr := s.archive.a.Stats(); aerr == nil {
 			st.ArchiveBytes = as.DiskBytes
 		}
+		st.ArchiveLookups = s.archive.lookups.Load()
 		if p := s.archive.readErr.Load(); p != nil {
 			st.ArchiveErr = *p
 		}

@@ -95,6 +95,8 @@ func (w *writer) run() {
 func (w *writer) ownCommands() {
 	for w.own(w.retirement) {
 	}
+	for w.own(w.forgetting) { // archived.go
+	}
 	w.own(w.scheduleFires)
 }
 
