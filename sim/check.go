@@ -102,8 +102,15 @@ func (w *world) settle(o *op, clock int64, got result, before *execstore.Stats) 
 func (w *world) compare(o *op, clock int64, got result) error {
 	w.model.touched = nil
 	w.model.quiet, w.model.writerLogs, w.model.cancelled = false, false, 0
+	w.model.forgot, w.model.readmitted = 0, false
 	exp := o.apply(w.model, clock, generatedID(o, got))
 	w.coverResult(o, got)
+	if w.model.forgot > 0 {
+		w.cover("forget", "archived executions forgotten")
+	}
+	if w.model.readmitted && got.Code == "" {
+		w.cover("forget", "a forgotten ID admitted again")
+	}
 	w.coverCancel()
 	if diff := diffResults(exp, got); diff != "" {
 		return violationf("%s: result differs from the model (-model +store):\n%s", o.describe(w.tr), diff)
@@ -119,6 +126,13 @@ func generatedID(o *op, got result) string {
 	return ""
 }
 
+// issuedMax is the highest token handed out for an execution, and when the
+// execution it was handed out for was admitted.
+type issuedMax struct {
+	token    uint64
+	admitted int64
+}
+
 // noteLeases remembers issued leases for stale use later, and checks that a
 // token is never handed out twice, across restarts too: only the repeat of
 // the keyed claim that handed it out (same request key) answers it again.
@@ -128,12 +142,18 @@ func (w *world) noteLeases(o *op, got result) error {
 		if o.kind == opClaim && o.key != "" && w.grantedBy[issued] == o.key {
 			continue // a repeat's answer
 		}
-		if l.Token <= w.maxToken[l.ExecutionID] {
+		// An ID forgotten and admitted again (Options.ForgetAfter) is a
+		// new execution: its tokens start again.
+		var admitted int64
+		if e := w.model.execs[l.ExecutionID]; e != nil {
+			admitted = e.admittedAt
+		}
+		if prev, ok := w.maxToken[l.ExecutionID]; ok && prev.admitted == admitted && l.Token <= prev.token {
 			return violationf("claim of %s issued token %d; token %d was handed out before",
-				w.tr.alias(l.ExecutionID), l.Token, w.maxToken[l.ExecutionID])
+				w.tr.alias(l.ExecutionID), l.Token, prev.token)
 		}
 		w.leases = append(w.leases, l)
-		w.maxToken[l.ExecutionID] = l.Token
+		w.maxToken[l.ExecutionID] = issuedMax{token: l.Token, admitted: admitted}
 		if o.kind == opClaim && o.key != "" {
 			w.grantedBy[issued] = o.key
 		}
@@ -199,7 +219,7 @@ func (w *world) checkRecord(s *execstore.Store, id string) error {
 		return nil
 	}
 	first, seen := w.terminal[id]
-	if !seen {
+	if !seen || !first.AdmittedAt.Equal(got.Record.AdmittedAt) { // new, or forgotten and admitted again
 		w.terminal[id] = *got.Record
 		return nil
 	}

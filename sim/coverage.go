@@ -205,4 +205,8 @@ var RequiredCells = []string{
 	"retention/retired records compared after recovery",
 	"retention/retired records compared after a clean restart",
 	"retention/retired records compared on a second replay of the recovered log",
+	// Forgetting (Options.ForgetAfter): archived executions forgotten, and
+	// a forgotten ID admitted again as a new execution.
+	"forget/archived executions forgotten",
+	"forget/a forgotten ID admitted again",
 }

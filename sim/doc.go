@@ -97,6 +97,18 @@
 // keeps its retired records, so such a seed's trace is the other's but for
 // the offsets where snapshot damage is drawn (its snapshots are smaller).
 //
+// Half of the archiving seeds forget too (Options.ForgetAfter of three times
+// their retention, drawn from a generator of their own). The model forgets
+// when it stamps a write, after it retires, as the writer does: an archived
+// execution last updated before the store's time less ForgetAfter leaves the
+// model as if it had never been admitted, so its ID may be admitted again as
+// a new execution (whose tokens start again, and whose first terminal record
+// is the one kept from then on), a parent's start request names a child
+// forgotten since, and neither a child's end nor a cancel reaches an
+// execution that took a forgotten caller's or child's ID. The archive's
+// files keep forgotten records until both kept snapshots hold the cutoff,
+// through every crash image.
+//
 // # Batches of several commands
 //
 // The other steps make one call at a time, so the writer's batches hold one

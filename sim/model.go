@@ -44,6 +44,14 @@ type model struct {
 
 	retention time.Duration // Options.Retention; 0: off (retire.go)
 	archive   bool          // Options.Archive: retired records are read back Archived
+	// forgetAfter is Options.ForgetAfter; 0: off (retire.go). forgotten
+	// holds every ID forgotten (coverage: one admitted again), forgot how
+	// many the latest operation's stamp forgot, readmitted whether it
+	// admitted a forgotten ID again.
+	forgetAfter time.Duration
+	forgotten   map[string]bool
+	forgot      int
+	readmitted  bool
 
 	// grants: what each keyed claim leased, by request key, kept for its
 	// lease duration (ClaimRequest.RequestKey). Expired ones stay here, as
@@ -130,6 +138,7 @@ func (m *model) clone() *model {
 		c.execs[id] = &ce
 	}
 	c.order = slices.Clone(m.order)
+	c.forgotten = maps.Clone(m.forgotten)
 	c.kv = maps.Clone(m.kv)
 	c.watches = slices.Clone(m.watches)
 	c.touched = nil
@@ -151,8 +160,9 @@ func (m *model) clone() *model {
 func (m *model) stamp(clock int64) int64 {
 	m.last = max(m.last, clock)
 	retired := m.retire(m.last)
+	forgot := m.forget(m.last)
 	reached := m.reachOccurrences(m.last)
-	m.writerLogs = m.writerLogs || retired || reached
+	m.writerLogs = m.writerLogs || retired || forgot || reached
 	return m.last
 }
 
@@ -291,6 +301,7 @@ func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	} else if m.execs[id] != nil {
 		return m.nothing(fail(codeConflict))
 	}
+	m.readmitted = m.readmitted || m.forgotten[id]
 	m.create(&mexec{
 		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
 		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now, maxAttempts: a.maxAttempts,
@@ -442,6 +453,20 @@ func exhaustedOutcome(cause *execstore.WorkflowError) *execstore.Outcome {
 
 // end records a terminal outcome no acknowledgement gave (a cancellation,
 // exhausted attempts): no lease, no wake, no watch; the parent is woken.
+// startedBy returns the caller a child's parent link names if it started
+// the child (its start request under the link's key names it), else nil: a
+// caller retired (its starts dropped) or forgotten, its ID admitted again
+// as another execution (Options.ForgetAfter), started no child.
+func (m *model) startedBy(parent *execstore.Parent, child string) *mexec {
+	if parent == nil {
+		return nil
+	}
+	if p := m.execs[parent.ExecutionID]; p != nil && p.starts[parent.StepKey].child == child {
+		return p
+	}
+	return nil
+}
+
 func (m *model) end(e *mexec, out *execstore.Outcome, now int64) {
 	e.status, e.outcome = out.Status, out
 	e.due, e.covered, e.token, e.expires = 0, 0, 0, 0
@@ -450,7 +475,7 @@ func (m *model) end(e *mexec, out *execstore.Outcome, now int64) {
 	m.touch(e.id)
 	m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
 	if e.parent != nil {
-		if p := m.execs[e.parent.ExecutionID]; p != nil && !p.terminal() {
+		if p := m.startedBy(e.parent, e.id); p != nil && !p.terminal() {
 			p.wakeAt(now, now)
 			m.touch(p.id)
 		}
@@ -482,7 +507,11 @@ func (m *model) cancel(id, reason string, clock int64) result {
 			m.cancelled++
 			m.end(e, out, now)
 			for _, key := range slices.Sorted(maps.Keys(e.starts)) {
-				tree(m.execs[e.starts[key].child])
+				// A child forgotten and its ID admitted again is
+				// another execution (Options.ForgetAfter).
+				if c := m.execs[e.starts[key].child]; c != nil && m.startedBy(c.parent, c.id) == e {
+					tree(c)
+				}
 			}
 		}
 		tree(e)
@@ -601,7 +630,7 @@ func (m *model) acknowledge(l execstore.Lease, o outcome, clock int64) result {
 		m.changeAt(e, now)
 		m.watches = slices.DeleteFunc(m.watches, func(w *mwatch) bool { return w.exec == e.id })
 		if e.parent != nil {
-			if p := m.execs[e.parent.ExecutionID]; p != nil && !p.terminal() {
+			if p := m.startedBy(e.parent, e.id); p != nil && !p.terminal() {
 				p.wakeAt(now, now)
 				m.touch(p.id)
 			}

@@ -47,6 +47,34 @@ func (m *model) retire(now int64) bool {
 	return retired
 }
 
+// forget is what the writer does after it retires: every retired (so
+// archived) execution last updated before now less ForgetAfter is forgotten,
+// as if it had never been admitted. It reports whether it forgot any (the
+// writer then logs forget commands).
+func (m *model) forget(now int64) bool {
+	if m.forgetAfter <= 0 {
+		return false
+	}
+	cutoff := now - int64(m.forgetAfter)
+	kept := m.order[:0]
+	for _, id := range m.order {
+		if e := m.execs[id]; e.retired && e.updatedAt < cutoff {
+			delete(m.execs, id)
+			if m.forgotten == nil {
+				m.forgotten = map[string]bool{}
+			}
+			m.forgotten[id] = true
+			m.forgot++
+			continue
+		}
+		kept = append(kept, id)
+	}
+	forgot := len(kept) < len(m.order)
+	clear(m.order[len(kept):])
+	m.order = kept
+	return forgot
+}
+
 // retentionEdge moves the clock to exactly where a terminal execution's
 // retention ends (not yet retired: the cutoff is exclusive) or a nanosecond
 // past it (retired), makes a write that changes nothing (a wake of the
@@ -97,4 +125,14 @@ func retentionOf(seed uint64) time.Duration {
 // records read back say Archived.
 func archiveOf(seed uint64) bool {
 	return rand.New(rand.NewPCG(seed, 0xa4c1)).IntN(2) == 0
+}
+
+// forgetOf chooses whether a seed that archives forgets too
+// (Options.ForgetAfter), and after how long: half of them, three times
+// their retention, drawn from a generator of its own.
+func forgetOf(seed uint64, retention time.Duration) time.Duration {
+	if rand.New(rand.NewPCG(seed, 0xf06e)).IntN(2) != 0 {
+		return 0
+	}
+	return 3 * retention
 }

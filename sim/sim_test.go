@@ -263,3 +263,30 @@ func TestCrashImagesKeepEveryDurableByte(t *testing.T) {
 		t.Fatalf("images: %d whole, %d cut; want both", cuts[true], cuts[false])
 	}
 }
+
+// The seeds that forget (Options.ForgetAfter) hold every guarantee, forget
+// archived executions and admit a forgotten ID again: the first six of them.
+func TestSeedsThatForgetHoldEveryGuarantee(t *testing.T) {
+	var seeds []uint64
+	for s := uint64(1); len(seeds) < 6; s++ {
+		if r := retentionOf(s); r > 0 && archiveOf(s) && forgetOf(s, r) > 0 {
+			seeds = append(seeds, s)
+		}
+	}
+	forgot, readmitted := 0, 0
+	for _, seed := range seeds {
+		s, err := Run(context.Background(), Config{FirstSeed: seed, Seeds: 1, Ops: 600, CheckEvery: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range s.Failed {
+			t.Errorf("seed %d: %v\nreplay: go run ./cmd/execstore sim -seed %d -seeds 1 -ops 600 -check-every 5 -lin 0 -v",
+				f.Seed, f.Violation, f.Seed)
+		}
+		forgot += s.Coverage["forget/archived executions forgotten"]
+		readmitted += s.Coverage["forget/a forgotten ID admitted again"]
+	}
+	if forgot == 0 || readmitted == 0 {
+		t.Fatalf("seeds %v forgot %d times and admitted a forgotten ID %d times: they check nothing of forgetting", seeds, forgot, readmitted)
+	}
+}

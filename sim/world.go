@@ -73,7 +73,7 @@ type world struct {
 	// numbers the request keys.
 	lastClaim *op
 	claimKeys int
-	maxToken  map[string]uint64           // the highest token handed out, per execution
+	maxToken  map[string]issuedMax        // the highest token handed out, per execution
 	grantedBy map[tokenOf]string          // the request key of the keyed claim that handed a token out
 	terminal  map[string]execstore.Record // the first terminal record seen, per execution
 	millis    map[int64]bool              // milliseconds used for generated IDs
@@ -102,7 +102,7 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 		base:      base,
 		model:     newModel(simLimits()),
 		tr:        newTrace(seed, cfg.Trace),
-		maxToken:  map[string]uint64{},
+		maxToken:  map[string]issuedMax{},
 		grantedBy: map[tokenOf]string{},
 		terminal:  map[string]execstore.Record{},
 		millis:    map[int64]bool{},
@@ -137,6 +137,8 @@ func newWorld(seed uint64, cfg Config, base string) *world {
 	if w.opts.Retention > 0 && archiveOf(seed) {
 		w.opts.Archive = true
 		w.model.archive = true
+		w.opts.ForgetAfter = forgetOf(seed, w.opts.Retention)
+		w.model.forgetAfter = w.opts.ForgetAfter
 	}
 	for i := range 6 + w.rng.IntN(30) {
 		w.userIDs = append(w.userIDs, fmt.Sprintf("x-%02d", i))
