@@ -119,14 +119,20 @@ func (m *Metrics) Snapshot(bytes int64, took time.Duration, err error) {
 
 // ---- prometheus.Collector --------------------------------------------------
 
-// gauge describes one gauge read from Store.Gauges.
+// gauge describes one gauge (or counter) read from Store.Gauges.
 type gauge struct {
 	desc  *prometheus.Desc
 	value func(m *Metrics, g *execstore.Gauges) float64
+	kind  prometheus.ValueType
 }
 
 func newGauge(name, help string, value func(m *Metrics, g *execstore.Gauges) float64) gauge {
-	return gauge{desc: prometheus.NewDesc(name, help, nil, nil), value: value}
+	return gauge{desc: prometheus.NewDesc(name, help, nil, nil), value: value, kind: prometheus.GaugeValue}
+}
+
+// newCounter is a counter the store keeps, read from Store.Gauges.
+func newCounter(name, help string, value func(m *Metrics, g *execstore.Gauges) float64) gauge {
+	return gauge{desc: prometheus.NewDesc(name, help, nil, nil), value: value, kind: prometheus.CounterValue}
 }
 
 var (
@@ -142,6 +148,15 @@ var (
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Archived) }),
 		newGauge("execstore_archive_size_bytes", "The archive's files on disk (Options.Archive).",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.ArchiveBytes) }),
+		newCounter("execstore_archive_lookups_total", "Reads of the archive since the store opened: IDs not in memory that the state machine checked (admissions, wakes, acknowledgements) and reads that fell through to the archive.",
+			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.ArchiveLookups) }),
+		newGauge("execstore_archive_forgotten_before_seconds", "The forget cutoff (Options.ForgetAfter), in Unix seconds: archived executions that ended before it are forgotten; 0 if none ever was.",
+			func(_ *Metrics, g *execstore.Gauges) float64 {
+				if g.ForgottenBefore.IsZero() {
+					return 0
+				}
+				return float64(g.ForgottenBefore.UnixNano()) / 1e9
+			}),
 		newGauge("execstore_executions_waiting", "Executions waiting for a wake, due now or later, without a current lease.",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Waiting) }),
 		newGauge("execstore_due_executions", "The due backlog: executions a claim now would take (a wake due, no current lease).",
@@ -234,7 +249,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(executionsDesc, prometheus.GaugeValue, float64(g.ByStatus[st]), string(st))
 	}
 	for _, gg := range gauges {
-		ch <- prometheus.MustNewConstMetric(gg.desc, prometheus.GaugeValue, gg.value(m, &g))
+		ch <- prometheus.MustNewConstMetric(gg.desc, gg.kind, gg.value(m, &g))
 	}
 	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaits), "callers")
 	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaitsMissed), "bound")

@@ -100,6 +100,7 @@ execstore_snapshots_total{result="ok"} 1
 		"execstore_snapshot_age_seconds", "execstore_snapshot_size_bytes", "execstore_snapshot_duration_seconds",
 		"execstore_wal_size_bytes", "execstore_executions_retired", "execstore_fallback_damaged",
 		"execstore_snapshot_running_seconds", "execstore_executions_archived", "execstore_archive_size_bytes",
+		"execstore_archive_lookups_total", "execstore_archive_forgotten_before_seconds",
 	} {
 		if !got[name] {
 			t.Errorf("no %s", name)

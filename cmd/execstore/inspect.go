@@ -176,29 +176,32 @@ type snapshotSummary struct {
 }
 
 type summaryJSON struct {
-	Data          string                   `json:"data"`
-	Executions    int                      `json:"executions"`
-	Terminal      int                      `json:"terminal"`
-	Retired       int                      `json:"retired"`
-	Archived      int                      `json:"archived"`
-	ArchiveBytes  uint64                   `json:"archiveBytes"`
-	Pending       int                      `json:"pending"`
-	ByStatus      map[execstore.Status]int `json:"byStatus"`
-	ByWorkflow    map[string]int           `json:"byWorkflow"`
-	Now           time.Time                `json:"now"`
-	NextDue       *time.Time               `json:"nextDue,omitempty"`
-	OldestDueMs   int64                    `json:"oldestDueMs"`
-	Waiting       int                      `json:"waiting"`
-	DueNow        int                      `json:"dueNow"`
-	Upcoming      []upcomingJSON           `json:"upcoming"`
-	Leases        int                      `json:"leases"`
-	LeasesExpired int                      `json:"leasesExpired"`
-	Schedules     int                      `json:"schedules"`
-	WALFirstIndex uint64                   `json:"walFirstIndex"`
-	WALLastIndex  uint64                   `json:"walLastIndex"`
-	WALSegments   int                      `json:"walSegments"`
-	WALBytes      int64                    `json:"walBytes"`
-	Snapshots     []snapshotSummary        `json:"snapshots"`
+	Data         string `json:"data"`
+	Executions   int    `json:"executions"`
+	Terminal     int    `json:"terminal"`
+	Retired      int    `json:"retired"`
+	Archived     int    `json:"archived"`
+	ArchiveBytes uint64 `json:"archiveBytes"`
+	// ArchiveBytesPerExecution is ArchiveBytes over Archived (0 with none).
+	ArchiveBytesPerExecution float64                  `json:"archiveBytesPerExecution"`
+	ForgottenBefore          *time.Time               `json:"forgottenBefore,omitempty"`
+	Pending                  int                      `json:"pending"`
+	ByStatus                 map[execstore.Status]int `json:"byStatus"`
+	ByWorkflow               map[string]int           `json:"byWorkflow"`
+	Now                      time.Time                `json:"now"`
+	NextDue                  *time.Time               `json:"nextDue,omitempty"`
+	OldestDueMs              int64                    `json:"oldestDueMs"`
+	Waiting                  int                      `json:"waiting"`
+	DueNow                   int                      `json:"dueNow"`
+	Upcoming                 []upcomingJSON           `json:"upcoming"`
+	Leases                   int                      `json:"leases"`
+	LeasesExpired            int                      `json:"leasesExpired"`
+	Schedules                int                      `json:"schedules"`
+	WALFirstIndex            uint64                   `json:"walFirstIndex"`
+	WALLastIndex             uint64                   `json:"walLastIndex"`
+	WALSegments              int                      `json:"walSegments"`
+	WALBytes                 int64                    `json:"walBytes"`
+	Snapshots                []snapshotSummary        `json:"snapshots"`
 }
 
 // upcomingJSON is one of the next claimable executions.
@@ -230,6 +233,12 @@ func (in *inspector) summary() error {
 	if !g.NextDue.IsZero() {
 		out.NextDue = &g.NextDue
 	}
+	if g.Archived > 0 {
+		out.ArchiveBytesPerExecution = float64(g.ArchiveBytes) / float64(g.Archived)
+	}
+	if !g.ForgottenBefore.IsZero() {
+		out.ForgottenBefore = &g.ForgottenBefore
+	}
 	for _, u := range g.Upcoming {
 		out.Upcoming = append(out.Upcoming, upcomingJSON{ExecutionID: u.ExecutionID, At: u.At, Leased: u.Leased})
 	}
@@ -251,7 +260,10 @@ func (in *inspector) summary() error {
 	fmt.Fprintf(w, "data:\t%s\n", in.data)
 	fmt.Fprintf(w, "executions:\t%d (%d terminal, %d retired, %d pending)\n", g.Executions, g.Terminal, g.Retired, g.Pending)
 	if g.Archived > 0 || g.ArchiveBytes > 0 {
-		fmt.Fprintf(w, "archive:\t%d executions, %d bytes on disk\n", g.Archived, g.ArchiveBytes)
+		fmt.Fprintf(w, "archive:\t%d executions, %d bytes on disk (%.1f per execution)\n", g.Archived, g.ArchiveBytes, out.ArchiveBytesPerExecution)
+	}
+	if !g.ForgottenBefore.IsZero() {
+		fmt.Fprintf(w, "forgotten:\tthe archived executions that ended before %s\n", g.ForgottenBefore.Format(time.RFC3339Nano))
 	}
 	for _, st := range uiStatuses {
 		fmt.Fprintf(w, "  %s\t%d\n", st, g.ByStatus[st])
@@ -568,7 +580,7 @@ func (in *inspector) verify() error {
 		// The archive, if there is one: every record decodes and has its
 		// index entries, and it holds as many as the state counts.
 		if dir := filepath.Join(in.copy, "archive"); serr == nil && dirExists(dir) {
-			n, err := checkArchive(dir)
+			n, err := checkArchive(dir, st.ForgottenBefore)
 			if err == nil && n != st.Archived {
 				err = fmt.Errorf("%d archived executions, the state counts %d", n, st.Archived)
 			}
@@ -586,13 +598,19 @@ func dirExists(dir string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// checkArchive reads the whole archive in dir (archive.Archive.Check).
-func checkArchive(dir string) (int, error) {
+// checkArchive reads the whole archive in dir (archive.Archive.Check) and
+// returns how many records it holds that ended at or after forgottenBefore
+// (the store's forget cutoff; zero: every record).
+func checkArchive(dir string, forgottenBefore time.Time) (int, error) {
 	a, err := archive.Open(dir, archive.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return 0, err
 	}
-	n, err := a.Check(0)
+	var cutoff int64
+	if !forgottenBefore.IsZero() {
+		cutoff = forgottenBefore.UnixNano()
+	}
+	n, err := a.Check(cutoff)
 	return n, errors.Join(err, a.Close())
 }
 

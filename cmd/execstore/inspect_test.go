@@ -343,3 +343,52 @@ func TestInspectReadsAndChecksTheArchive(t *testing.T) {
 		t.Fatalf("/healthz after a failed read of the archive: %v", health)
 	}
 }
+
+// A store that forgot archived executions: summary says so and counts only
+// those it has not forgotten, and verify matches the archive's records
+// against that count, though the forgotten ones are still on disk.
+func TestInspectCountsTheArchivedExecutionsNotForgotten(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	opts := execstore.Options{NoSync: true, Retention: time.Hour, Archive: true, ForgetAfter: 3 * time.Hour,
+		Now: func() time.Time { return now }}
+	store, err := execstore.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	complete := func(prefix string, n int) {
+		for i := range n {
+			if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("%s-%d", prefix, i), WorkflowID: "w"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		leases, err := store.ClaimDue(ctx, n, time.Minute)
+		if err != nil || len(leases) != n {
+			t.Fatalf("claimed %d of %d: %v", len(leases), n, err)
+		}
+		for _, l := range leases {
+			if _, err := store.Acknowledge(ctx, l, execstore.Completed(nil)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	complete("old", 200)
+	now = now.Add(2 * time.Hour)
+	complete("new", 50)
+	now = now.Add(2 * time.Hour)                                                   // "old" ended 4 hours ago, "new" 2
+	store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "live", WorkflowID: "w"}) // retires the 250, forgets the 200
+	if err := store.Snapshot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	var out, errOut bytes.Buffer
+	if err := run([]string{"inspect", "--data", dir}, &out, &errOut); err != nil || !strings.Contains(out.String(), "archive:") ||
+		!strings.Contains(out.String(), " 50 executions") || !strings.Contains(out.String(), "forgotten:") {
+		t.Fatalf("inspect summary: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	out.Reset()
+	if err := run([]string{"inspect", "verify", "--data", dir}, &out, &errOut); err != nil || !regexp.MustCompile(`(?m)^archive +ok$`).MatchString(out.String()) {
+		t.Fatalf("inspect verify: %v\n%s%s", err, out.String(), errOut.String())
+	}
+}

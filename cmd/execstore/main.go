@@ -105,6 +105,7 @@ func serve(args []string, stderr io.Writer) error {
 	logLevel := fs.String("log-level", "info", "the least level logged (JSON lines on stderr): debug, info, warn or error")
 	retention := fs.Duration("retention", 0, "retire a terminal execution this long after it ended: its params, context and steps are dropped, its ID, status and outcome kept; 0 keeps everything")
 	archive := fs.Bool("archive", false, "with --retention, move retired executions out of memory to an archive on disk (the data directory's archive/), so memory and restarts follow the live set; not for a node of a cluster")
+	forgetAfter := fs.Duration("forget-after", 0, "with --archive, forget an archived execution this long after it ended, and delete it from the archive: its ID may then be admitted again; 0 keeps every archived execution forever")
 	var rf replicaFlags
 	rf.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -119,7 +120,7 @@ func serve(args []string, stderr io.Writer) error {
 	if *groupWait > execstore.GroupWaitMax {
 		return fmt.Errorf("serve: --group-wait %v is more than %v", *groupWait, execstore.GroupWaitMax)
 	}
-	if err := checkRetention(*retention, *archive, rf.nodeID != ""); err != nil {
+	if err := checkRetention(*retention, *archive, *forgetAfter, rf.nodeID != ""); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	if *tlsCert != "" {
@@ -145,7 +146,7 @@ func serve(args []string, stderr io.Writer) error {
 	}
 	m := metrics.New()
 	opts := execstore.Options{NoSync: *noSync, GroupWait: *groupWait, Logger: logger, Metrics: m,
-		Retention: *retention, Archive: *archive}
+		Retention: *retention, Archive: *archive, ForgetAfter: *forgetAfter}
 	var store *execstore.Store
 	if rf.nodeID != "" {
 		scheme := "http"
@@ -174,12 +175,18 @@ func serve(args []string, stderr io.Writer) error {
 		metrics: newRegistry(m), staleReads: rf.stale})
 }
 
-// checkRetention checks serve's --retention and --archive before anything
-// is opened.
-func checkRetention(retention time.Duration, archive, clustered bool) error {
+// checkRetention checks serve's --retention, --archive and --forget-after
+// before anything is opened.
+func checkRetention(retention time.Duration, archive bool, forgetAfter time.Duration, clustered bool) error {
 	switch {
 	case retention < 0:
 		return fmt.Errorf("--retention %v is negative", retention)
+	case forgetAfter < 0:
+		return fmt.Errorf("--forget-after %v is negative", forgetAfter)
+	case forgetAfter > 0 && !archive:
+		return errors.New("--forget-after forgets archived executions: give --archive too")
+	case forgetAfter > 0 && forgetAfter <= retention:
+		return fmt.Errorf("--forget-after %v must exceed --retention %v: an execution is archived first, then forgotten", forgetAfter, retention)
 	case archive && retention == 0:
 		return errors.New("--archive keeps the executions --retention retires: give --retention too")
 	case archive && clustered:

@@ -135,6 +135,23 @@ func (p *servedProcess) post(path, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// completeOne admits id (workflow w), claims it and acknowledges it
+// completed, over HTTP.
+func (p *servedProcess) completeOne(t *testing.T, id string) {
+	t.Helper()
+	if code, body := p.post("/v1/executions", `{"executionId":"`+id+`","workflowId":"w"}`); code != http.StatusCreated {
+		t.Fatalf("admit: %d %s", code, body)
+	}
+	code, body := p.post("/v1/claims", `{"limit":1,"leaseDurationMs":60000}`)
+	token := regexp.MustCompile(`"token":(\d+)`).FindStringSubmatch(body)
+	if code != http.StatusOK || token == nil {
+		t.Fatalf("claim: %d %s", code, body)
+	}
+	if code, body := p.post("/v1/leases/acknowledge", `{"lease":{"executionId":"`+id+`","token":`+token[1]+`},"outcome":{"status":"completed"}}`); code != http.StatusOK {
+		t.Fatalf("acknowledge: %d %s", code, body)
+	}
+}
+
 // `execstore serve` runs until SIGINT or SIGTERM, then exits cleanly having
 // closed the store: the directory opens again with what was written.
 func TestServeStopsOnASignalAndClosesTheStore(t *testing.T) {
@@ -171,12 +188,13 @@ func TestServeRetiresToTheArchiveWithItsFlags(t *testing.T) {
 	if err := run([]string{"serve", "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("serve -h: %v", err)
 	}
-	for _, want := range []string{"-retention duration", "-archive"} {
+	for _, want := range []string{"-retention duration", "-archive", "-forget-after duration"} {
 		if !strings.Contains(errOut.String(), want) {
 			t.Errorf("serve -h does not list %s:\n%s", want, errOut.String())
 		}
 	}
-	for _, args := range [][]string{{"--archive"}, {"--retention", "-1s"}} {
+	for _, args := range [][]string{{"--archive"}, {"--retention", "-1s"}, {"--retention", "1h", "--forget-after", "1h"},
+		{"--retention", "1h", "--archive", "--forget-after", "1h"}, {"--retention", "1h", "--archive", "--forget-after", "-1h"}} {
 		data := filepath.Join(t.TempDir(), "data")
 		err := run(append([]string{"serve", "--data", data, "--addr", "127.0.0.1:0"}, args...), &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), "--") {
@@ -186,23 +204,13 @@ func TestServeRetiresToTheArchiveWithItsFlags(t *testing.T) {
 			t.Errorf("the refused serve %v made its data directory (%v)", args, err)
 		}
 	}
-	if err := checkRetention(time.Hour, true, true); err == nil {
+	if err := checkRetention(time.Hour, true, 0, true); err == nil {
 		t.Error("--archive on a node of a cluster was accepted")
 	}
 
 	dir := t.TempDir()
 	p := startServe(t, dir, "--retention", "1ms", "--archive")
-	if code, body := p.post("/v1/executions", `{"executionId":"e","workflowId":"w"}`); code != http.StatusCreated {
-		t.Fatalf("admit: %d %s", code, body)
-	}
-	code, body := p.post("/v1/claims", `{"limit":1,"leaseDurationMs":60000}`)
-	token := regexp.MustCompile(`"token":(\d+)`).FindStringSubmatch(body)
-	if code != http.StatusOK || token == nil {
-		t.Fatalf("claim: %d %s", code, body)
-	}
-	if code, body := p.post("/v1/leases/acknowledge", `{"lease":{"executionId":"e","token":`+token[1]+`},"outcome":{"status":"completed"}}`); code != http.StatusOK {
-		t.Fatalf("acknowledge: %d %s", code, body)
-	}
+	p.completeOne(t, "e")
 	archived := func(addr string) bool {
 		resp, err := http.Get("http://" + addr + "/v1/executions/e")
 		if err != nil {
@@ -239,6 +247,32 @@ func TestServeRetiresToTheArchiveWithItsFlags(t *testing.T) {
 		}
 	}
 	again.stop(syscall.SIGTERM)
+}
+
+// With --forget-after, an archived execution is forgotten once it ended
+// that long ago: its GET answers 404, and its ID is admitted again.
+func TestServeForgetsArchivedExecutionsWithItsFlag(t *testing.T) {
+	p := startServe(t, t.TempDir(), "--retention", "1ms", "--archive", "--forget-after", "20ms")
+	p.completeOne(t, "e")
+	status := func() int {
+		resp, err := http.Get("http://" + p.addr + "/v1/executions/e")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(patience)
+	for status() != http.StatusNotFound { // the retention check runs every second
+		if time.Now().After(deadline) {
+			t.Fatalf("the execution was not forgotten within %v:\n%s", patience, p.output())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := p.post("/v1/executions", `{"executionId":"e","workflowId":"w2"}`); code != http.StatusCreated {
+		t.Fatalf("admission of a forgotten ID: %d %s", code, body)
+	}
+	p.stop(syscall.SIGTERM)
 }
 
 // watchedListener tells when it is closed (serveUntil's shutdown has

@@ -8,6 +8,7 @@
 //
 //	go run ./cmd/soak -n 2000000 -step 500000             # with the archive
 //	go run ./cmd/soak -n 2000000 -step 500000 -archive=false
+//	go run ./cmd/soak -n 2000000 -step 500000 -forget 2s   # disk bounded too
 package main
 
 import (
@@ -35,6 +36,7 @@ func main() {
 	dir := flag.String("dir", "", "data directory (default a new temporary one, removed at the end)")
 	noSync := flag.Bool("nosync", true, "Options.NoSync: measure the store, not the disk's fsync")
 	retention := flag.Duration("retention", time.Millisecond, "Options.Retention")
+	forget := flag.Duration("forget", 0, "Options.ForgetAfter (with the archive): forget archived executions this long after they ended; 0: never")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	verbose := flag.Bool("v", false, "log the store's snapshots, compactions and warnings on stderr")
 	flag.Parse()
@@ -51,7 +53,7 @@ func main() {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	if err := run(*n, *step, *archive, *dir, *noSync, *retention); err != nil {
+	if err := run(*n, *step, *archive, *dir, *noSync, *retention, *forget); err != nil {
 		pprof.StopCPUProfile()
 		log.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func main() {
 // logger is the store's; nil (nothing logged) unless -v.
 var logger *slog.Logger
 
-func run(n, step int, archive bool, dir string, noSync bool, retention time.Duration) error {
+func run(n, step int, archive bool, dir string, noSync bool, retention, forget time.Duration) error {
 	if n < 64 || step < 64 {
 		return errors.New("soak: -n and -step must be at least 64")
 	}
@@ -72,13 +74,14 @@ func run(n, step int, archive bool, dir string, noSync bool, retention time.Dura
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
-	opts := execstore.Options{NoSync: noSync, Retention: retention, RetentionCheck: 50 * time.Millisecond, Archive: archive, Logger: logger}
+	opts := execstore.Options{NoSync: noSync, Retention: retention, RetentionCheck: 50 * time.Millisecond, Archive: archive,
+		ForgetAfter: forget, Logger: logger}
 	s, err := execstore.Open(dir, opts)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
-	fmt.Printf("soak: %d executions, archive %v, retention %v, nosync %v, %s\n\n", n, archive, retention, noSync, dir)
+	fmt.Printf("soak: %d executions, archive %v, retention %v, forget after %v, nosync %v, %s\n\n", n, archive, retention, forget, noSync, dir)
 	fmt.Println("| completed | exec/s (step) | live heap | snapshots | archive | WAL | archived | in memory (retired) |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- |")
 	params := json.RawMessage(`{"customer":"c-42","amount":1999}`)
@@ -124,8 +127,9 @@ func run(n, step int, archive bool, dir string, noSync bool, retention time.Dura
 			stepStart = time.Now()
 		}
 	}
-	// Let the retention pass for the last ones, then a clean close.
-	time.Sleep(retention + 200*time.Millisecond)
+	// Let the retention (and the forgetting) pass for the last ones, then
+	// a clean close.
+	time.Sleep(max(retention, forget) + 200*time.Millisecond)
 	if _, err := s.Admit(ctx, execstore.AdmitRequest{WorkflowID: "tick"}); err != nil {
 		return err
 	}
@@ -144,10 +148,20 @@ func run(n, step int, archive bool, dir string, noSync bool, retention time.Dura
 	defer s.Close()
 	start = time.Now()
 	rec, err := s.Get(ctx, "order-000000000000")
+	get := time.Since(start)
+	if forget > 0 {
+		// Forgotten: not found, and admitted again.
+		_, readmit := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-000000000000", WorkflowID: "charge"})
+		fmt.Printf("\nreopen %v; Get of the first execution %v (%v); its re-admission: %v\n",
+			reopen.Round(time.Millisecond), get.Round(time.Microsecond), err, readmit)
+		if !errors.Is(err, execstore.ErrExecutionNotFound) || readmit != nil {
+			return errors.New("soak: the first execution was not forgotten")
+		}
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	get := time.Since(start)
 	_, conflict := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-000000000000", WorkflowID: "charge"})
 	fmt.Printf("\nreopen %v; Get of the first execution %v (status %s, archived %v); its re-admission: %v\n",
 		reopen.Round(time.Millisecond), get.Round(time.Microsecond), rec.Status, rec.Archived, conflict)
