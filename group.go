@@ -29,6 +29,9 @@ type groupCommit struct {
 
 	waited atomic.Uint64 // waits that ended with the expected calls queued (Stats)
 	missed atomic.Uint64 // waits that ended at their bound (Stats)
+	// looks counts the times a wait looked at the queue and went on
+	// waiting: a test queues its calls once the wait has begun.
+	looks atomic.Uint64
 }
 
 // groupWaitMax bounds a batch's wait for its callers when Options.GroupWait
@@ -91,6 +94,7 @@ func (w *writer) awaitGroup() {
 			}
 			return
 		}
+		g.looks.Add(1)
 		runtime.Gosched()
 	}
 }

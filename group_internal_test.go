@@ -1,6 +1,7 @@
 package execstore
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -51,6 +52,11 @@ func TestGroupWaitEndsWhenTheExpectedCallsHaveQueued(t *testing.T) {
 	s := groupStore(time.Hour, 3, 1)
 	s.group.misses = 2
 	go func() {
+		// Once the wait has begun: queued before it, the calls would be
+		// there already, and there would be nothing to wait for.
+		for s.group.looks.Load() == 0 {
+			runtime.Gosched()
+		}
 		for range 2 {
 			s.s.in.mu.Lock()
 			s.s.in.reqs = append(s.s.in.reqs, &request{lead: true})
