@@ -7,9 +7,10 @@
 //
 // The archive is a Pebble database (github.com/cockroachdb/pebble/v2), chosen
 // over bbolt by the measurement in docs/design/archive-engine.md: zstd block
-// compression, bloom filters on every level (read on L6 too, for admission's
-// absent check), a block cache of its own outside the Go heap. Its keys are in
-// four spaces, by their first byte:
+// compression, bloom filters on every level over the records' keys alone
+// (read on L6 too, for admission's absent check; the index entries are only
+// scanned), a block cache of its own outside the Go heap. Its keys are in four
+// spaces, by their first byte:
 //
 //	r ID                          the record (fsm.AppendArchived), then any
 //	                              older ones of the ID (see Forgetting)
