@@ -20,10 +20,12 @@ import (
 	"io/fs"
 	"log"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"time"
 
 	"github.com/execstore/execstore"
@@ -81,6 +83,12 @@ func run(n, step int, archive bool, dir string, noSync bool, retention, forget t
 		return err
 	}
 	ctx := context.Background()
+	// Admission of new caller-chosen IDs on the empty store, to compare
+	// with the same after the run (the archive checks each ID).
+	admitEmpty, err := probeAdmissions(s, "first")
+	if err != nil {
+		return err
+	}
 	fmt.Printf("soak: %d executions, archive %v, retention %v, forget after %v, nosync %v, %s\n\n", n, archive, retention, forget, noSync, dir)
 	fmt.Println("| completed | exec/s (step) | live heap | snapshots | archive | WAL | archived | in memory (retired) |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -146,6 +154,19 @@ func run(n, step int, archive bool, dir string, noSync bool, retention, forget t
 	}
 	reopen := time.Since(start)
 	defer s.Close()
+	admitFull, err := probeAdmissions(s, "last")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nadmission of a new caller-chosen ID, %d one at a time: empty store %s; after the run %s\n",
+		probeN, admitEmpty, admitFull)
+	if forget == 0 {
+		gets, err := probeGets(s, done)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("Get of an archived execution, %d random IDs one at a time: %s\n", probeN, gets)
+	}
 	start = time.Now()
 	rec, err := s.Get(ctx, "order-000000000000")
 	get := time.Since(start)
@@ -169,6 +190,71 @@ func run(n, step int, archive bool, dir string, noSync bool, retention, forget t
 		return errors.New("soak: the first execution's ID was admitted again")
 	}
 	return nil
+}
+
+// probeN is how many calls a probe times.
+const probeN = 10_000
+
+// latencies summarises timed calls.
+type latencies []time.Duration
+
+func (l latencies) String() string {
+	slices.Sort(l)
+	q := func(f float64) time.Duration { return l[int(f*float64(len(l)-1))].Round(100 * time.Nanosecond) }
+	return fmt.Sprintf("p50 %v, p99 %v, p99.9 %v", q(0.5), q(0.99), q(0.999))
+}
+
+// probeAdmissions times probeN admissions of new caller-chosen IDs, one at a
+// time, then completes them so that they leave the live set.
+func probeAdmissions(s *execstore.Store, label string) (latencies, error) {
+	ctx := context.Background()
+	out := make(latencies, 0, probeN)
+	for i := range probeN {
+		start := time.Now()
+		if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("probe-%s-%06d", label, i), WorkflowID: "probe"}); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+	}
+	for left := probeN; left > 0; {
+		leases, err := s.ClaimDue(ctx, min(left, 1024), time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		if len(leases) == 0 {
+			return nil, errors.New("soak: the probe's executions are not due")
+		}
+		acks := make([]execstore.Ack, len(leases))
+		for i, l := range leases {
+			acks[i] = execstore.Ack{Lease: l, Outcome: execstore.Completed(nil)}
+		}
+		if _, err := s.AcknowledgeBatch(ctx, acks); err != nil {
+			return nil, err
+		}
+		left -= len(leases)
+	}
+	return out, nil
+}
+
+// probeGets times probeN Gets of archived executions chosen at random among
+// the first done, one at a time.
+func probeGets(s *execstore.Store, done int) (latencies, error) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	out := make(latencies, 0, probeN)
+	for range probeN {
+		id := fmt.Sprintf("order-%012d", rng.IntN(done))
+		start := time.Now()
+		rec, err := s.Get(ctx, id)
+		out = append(out, time.Since(start))
+		if err != nil {
+			return nil, err
+		}
+		if !rec.Archived {
+			return nil, fmt.Errorf("soak: %s is not archived", id)
+		}
+	}
+	return out, nil
 }
 
 func report(s *execstore.Store, dir string, done int, rate float64) error {
