@@ -65,8 +65,10 @@ type storeArchive struct {
 	// last-update time the archive held at or after the state's cutoff
 	// when the writer last looked (math.MaxInt64 if none; 0 if it never
 	// looked), putMin the earliest of the records put since. Writer
-	// goroutine only.
-	next, putMin int64
+	// goroutine only. forgetStopped: a forget command could not be made
+	// (forgetting), and the writer makes no more until Open.
+	next, putMin  int64
+	forgetStopped bool
 }
 
 // readerBatches is how many batches the state machine's reader of the
@@ -426,7 +428,7 @@ func (w *writer) forgetting() (*request, func() bool) {
 	sa := s.archive
 	w.c.view(func(st *fsm.State) {
 		at := cutoff(max(clock, w.last), st)
-		due = at > st.ForgotBefore() && at > min(sa.next, sa.putMin)
+		due = !sa.forgetStopped && at > st.ForgotBefore() && at > min(sa.next, sa.putMin)
 	})
 	if !due {
 		return nil, nil
@@ -434,28 +436,29 @@ func (w *writer) forgetting() (*request, func() bool) {
 	r := newRequest()
 	r.cmd = fsm.Command{Kind: fsm.KindForget}
 	more := false
+	// A failed read decides nothing: forgetting waits, the store goes on.
+	readFailed := func(err error) bool {
+		sa.readFailed(err)
+		s.logger.Error("execstore: forgetting: read the archive", "err", err)
+		return false
+	}
 	r.fill = func(c *fsm.Command, st *fsm.State) bool {
 		from, to := st.ForgotBefore(), cutoff(c.Now, st)
 		if to <= from {
 			return false
 		}
-		counts, before, err := s.archive.a.CountUpdated(from, to, fsm.MaxForgetCounts, forgetScanMax)
+		counts, before, err := sa.a.CountUpdated(from, to, fsm.MaxForgetCounts, forgetScanMax)
 		if err != nil {
-			// Nothing is decided on it: forgetting waits, the store goes on.
-			s.archive.readFailed(err)
-			s.logger.Error("execstore: forgetting: read the archive", "err", err)
-			return false
+			return readFailed(err)
 		}
 		if before == to {
 			// Everything up to the cutoff is counted: nothing more is
 			// forgettable until a cutoff reaches the next record.
-			next, ok, err := s.archive.a.FirstUpdated(to)
-			switch {
-			case err != nil:
-				s.archive.readFailed(err)
-				s.logger.Error("execstore: forgetting: read the archive", "err", err)
-				return false
-			case !ok:
+			next, ok, err := sa.a.FirstUpdated(to)
+			if err != nil {
+				return readFailed(err)
+			}
+			if !ok {
 				next = math.MaxInt64
 			}
 			sa.next, sa.putMin = next, math.MaxInt64
@@ -466,7 +469,9 @@ func (w *writer) forgetting() (*request, func() bool) {
 			return false
 		}
 		if before <= from {
-			s.logger.Error("execstore: forgetting stalls: more workflows ended at one time than one forget command counts",
+			// Said once: forgetting stops until the store is opened again.
+			sa.forgetStopped = true
+			s.logger.Error("execstore: forgetting stops: more workflows ended at one time than one forget command counts",
 				"at", timeFromNanos(from), "most", fsm.MaxForgetCounts)
 			return false
 		}
