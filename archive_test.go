@@ -104,8 +104,14 @@ func (f *fixture) snapshotBytes() int64 {
 // retentionFixture is a store that retires an hour after the end, with or
 // without an archive, on a clock whose timers never fire.
 func retentionFixture(t *testing.T, archive bool) *fixture {
+	return untimedFixture(t, execstore.Options{NoSync: true, Retention: time.Hour, Archive: archive})
+}
+
+// untimedFixture is a store opened with opts on a clock whose timers never
+// fire, closed at the test's end.
+func untimedFixture(t *testing.T, opts execstore.Options) *fixture {
 	f := &fixture{t: t, dir: t.TempDir(), clock: newClock()}
-	f.opts = execstore.Options{NoSync: true, Retention: time.Hour, Archive: archive}
+	f.opts = opts
 	f.untimed()
 	f.open()
 	t.Cleanup(func() {

@@ -15,16 +15,7 @@ import (
 // forgetFixture is retentionFixture (retire an hour after the end, timers
 // that never fire) that forgets a day after the end.
 func forgetFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, dir: t.TempDir(), clock: newClock()}
-	f.opts = execstore.Options{NoSync: true, Retention: time.Hour, Archive: true, ForgetAfter: 24 * time.Hour}
-	f.untimed()
-	f.open()
-	t.Cleanup(func() {
-		if f.s != nil {
-			f.s.Close()
-		}
-	})
-	return f
+	return untimedFixture(t, execstore.Options{NoSync: true, Retention: time.Hour, Archive: true, ForgetAfter: 24 * time.Hour})
 }
 
 // onDisk closes the store and counts the records its archive's files hold,
