@@ -132,6 +132,7 @@ func (s *State) admit(c *Command, now int64, dry bool) Result {
 
 		MaxAttempts: uint16(c.MaxAttempts),
 	}
+	e.Queue = ownQueue(c.Queue, c.WorkflowID)
 	s.put(nil, &e)
 	return Result{ID: id, Became: Transitions{Due: true}}
 }
@@ -191,14 +192,23 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 			return s.replayGrant(g, c, dry) // claimkeys.go
 		}
 	}
-	first, ok := s.nextClaimable()
+	sel := s.selectQueues(c.Queues)
+	if mutant.ClaimServesEveryQueue {
+		sel = s.queueList
+	}
+	first, ok := firstIn(sel)
 	if !ok || first.At > now || c.Limit <= 0 {
 		return Result{}
 	}
 	if dry {
 		return mutates
 	}
-	taken := s.takeClaimable(c.Limit, now)
+	var taken []claimKey
+	if len(sel) == 1 {
+		taken = s.takeClaimable(sel[0], c.Limit, now)
+	} else {
+		taken = s.takeClaimableFrom(sel, c.Limit, now)
+	}
 	leases := s.leaseBuf(len(taken))
 	expires := addSaturating(now, c.Duration)
 	failing := false
@@ -225,7 +235,7 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		stored := s.putRecord(p, &e)
 		// Lease expiries mostly come last in their index: Load appends
 		// without a search when the key is greater than every other.
-		s.leases.Load(claimKey{At: expires, e: stored})
+		s.queueNamed(e.QueueName()).leases.Load(claimKey{At: expires, e: stored})
 		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: expires})
 	}
 	r := Result{Leases: leases}
@@ -250,13 +260,13 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 }
 
 // takeClaimable removes and returns the earliest entries claimable at now
-// from the two claimable indexes together, in (time, ID) order: at most limit
+// from a queue's two claimable indexes together, in (time, ID) order: at most limit
 // to lease and, among them, at most FailLimit(limit) expired leases of a last
 // allowed attempt (exhausted), which the claim fails instead; it stops at
 // whichever bound it reaches first. The entries taken from each index are a
 // prefix of it, so each is cut with one bulk deletion instead of one search
 // per entry.
-func (s *State) takeClaimable(limit int, now int64) []claimKey {
+func (s *State) takeClaimable(q *queue, limit int, now int64) []claimKey {
 	failLimit := FailLimit(limit)
 	// Only a current lease can be exhausted: the due index's entries are not
 	// asked, which would read each record before the claim needs it.
@@ -276,8 +286,8 @@ func (s *State) takeClaimable(limit int, now int64) []claimKey {
 		})
 		return buf
 	}
-	due := prefix(s.due, s.claimScratch[0][:0], false)
-	leased := prefix(s.leases, s.claimScratch[1][:0], true)
+	due := prefix(q.due, s.claimScratch[0][:0], false)
+	leased := prefix(q.leases, s.claimScratch[1][:0], true)
 	taken := s.claimScratch[2][:0]
 	i, j := 0, 0
 	for leasable, failing := 0, 0; leasable < limit && failing < failLimit && (i < len(due) || j < len(leased)); {
@@ -295,20 +305,8 @@ func (s *State) takeClaimable(limit int, now int64) []claimKey {
 			j++
 		}
 	}
-	cut := func(t *btree.BTreeG[claimKey], n int) {
-		if n == 0 {
-			return
-		}
-		t.DeleteAscend(claimKey{}, func(claimKey) btree.Action {
-			if n == 0 {
-				return btree.Stop
-			}
-			n--
-			return btree.Delete
-		})
-	}
-	cut(s.due, i)
-	cut(s.leases, j)
+	cutPrefix(q.due, i)
+	cutPrefix(q.leases, j)
 	clear(due)
 	clear(leased)
 	s.claimScratch = [3][]claimKey{due[:0], leased[:0], taken[:0]}
@@ -534,6 +532,9 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 		DueAt:      now,
 
 		MaxAttempts: caller.MaxAttempts(), // a child runs under its parent's bound
+		// A child is in its own workflow's queue, as an admission is, unless
+		// the start names one: its parent's workers may not run it.
+		Queue: ownQueue(c.Queue, c.WorkflowID),
 	}
 	s.put(nil, &child)
 	s.starts.Set(startEntry{

@@ -135,7 +135,7 @@ func (v *BatchView) noteClaim(c *Command, st *State) {
 		v.claimKeys[c.RequestKey] = struct{}{}
 	}
 	clear(v.wakes)
-	st.ExpiredLeases(c.Now, c.Limit, func(id string, token uint64) {
+	st.ExpiredLeasesIn(c.Queues, c.Now, c.Limit, func(id string, token uint64) {
 		if v.superseded == nil {
 			v.superseded = make(map[string]uint64)
 		}

@@ -318,7 +318,8 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 	for i := 0; i < n && c.err == nil; i++ {
 		var e Execution
 		id := c.str(&c.key[0])
-		e.ID, e.WorkflowID = nonEmpty(len(id) > 0), nonEmpty(c.skipStr())
+		wf := c.str(&c.key[1])
+		e.ID, e.WorkflowID = nonEmpty(len(id) > 0), nonEmpty(len(wf) > 0)
 		e.HasParams = c.opt()
 		if m := c.Uvarint(); m > 0 && c.err == nil {
 			sorted := true
@@ -346,6 +347,14 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 			e.MaxAttempts, e.Tries = c.u16(), c.u16()
 		}
 		upgradeTries(&e, version)
+		if version >= 8 {
+			if q := c.str(&c.seq[0]); len(q) > 0 {
+				if bytes.Equal(q, wf) {
+					return decodeErr("state: record " + quote(string(id)) + ": names its default queue")
+				}
+				e.Queue = "q" // checkRecord needs only to know it is named
+			}
+		}
 		if c.err != nil {
 			break
 		}

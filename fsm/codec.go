@@ -11,8 +11,10 @@ import (
 // (trailing fields) and the cancel command; a version-1 command decodes with
 // no bound and no cause. Version 3 adds a claim's request key (a trailing
 // field); an older claim decodes with none. Version 4 adds the forget
-// command.
-const CodecVersion = 4
+// command. Version 5 adds queues (trailing fields): an admission's and a
+// child start's queue, and the queues a claim serves; an older command
+// decodes with the default queue and a claim of every queue.
+const CodecVersion = 5
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16

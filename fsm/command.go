@@ -106,6 +106,13 @@ type Command struct {
 	// are forgotten; Forgotten counts those updated at or after the state's
 	// previous cutoff, by workflow and status, sorted, unique.
 	Forgotten []ForgetCount
+
+	// Queues (codec version 5, queues.go). Queue (admit, start): the new
+	// execution's queue; "" or the workflow ID: the default queue, named
+	// after the workflow ID. Queues (claim): the queues the claim serves,
+	// sorted, unique, not empty, at most MaxClaimQueues; none: every queue.
+	Queue  string
+	Queues []string
 }
 
 // Ack is one acknowledgement of an acknowledge-batch command: the fields an

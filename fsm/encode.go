@@ -22,9 +22,10 @@ import (
 // older record without a bound decodes with tries 1 once it was ever
 // claimed: upgradeTries), and adds the claims' request keys
 // (claimkeys.go). Version 6 counts the executions retired to the archive
-// (archive.go). Version 7 adds the cutoff of the forgotten executions
+// (archive.go). Version 8 keeps each record's queue (queues.go).
+// Version 7 adds the cutoff of the forgotten executions
 // (forget.go).
-const StateVersion = 7
+const StateVersion = 8
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -49,6 +50,7 @@ type Reader interface {
 //	         lease-token:uv last-token:uv steps:uv watches:uv
 //	         max-attempts:uv tries:uv  (version 3; before: both 0; before
 //	         version 5, tries without a bound: see upgradeTries)
+//	         queue:str  (version 8; before, and "": the default queue)
 //	steps    count:uv, then (execution:str key:str value:str) in order
 //	starts   count:uv, then (caller:str key:str child:str workflow:str
 //	         sum:32B has-params:1B) in order
@@ -103,7 +105,8 @@ func (s *State) Encode(w Writer) error { return s.encodeAs(w, StateVersion) }
 // tests of older layouts, version 5 (which has no archived section, and so
 // holds no archived execution).
 func (s *State) encodeAs(w Writer, version uint64) error {
-	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) || (version < 7 && s.meta.ForgotBefore > 0) {
+	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) || (version < 7 && s.meta.ForgotBefore > 0) ||
+		(version < 8 && s.namesQueues()) {
 		panic("fsm: encode in version " + itoa(version))
 	}
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
@@ -123,7 +126,7 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 			return true
 		}
 		v := s.rec(it).Value()
-		e.buf = appendExecution(e.buf, &v)
+		e.buf = appendExecution(e.buf, &v, version)
 		e.flush(false)
 		return e.err == nil
 	})
@@ -193,7 +196,7 @@ func appendParent(dst []byte, p *Parent) []byte {
 	return appendStr(appendStr(append(dst, 1), p.ExecutionID), p.StepKey)
 }
 
-func appendExecution(dst []byte, e *Execution) []byte {
+func appendExecution(dst []byte, e *Execution, version uint64) []byte {
 	dst = appendStr(dst, e.ID)
 	dst = appendStr(dst, e.WorkflowID)
 	dst = appendOpt(dst, e.Params, e.HasParams)
@@ -207,6 +210,9 @@ func appendExecution(dst []byte, e *Execution) []byte {
 		uint64(e.LeaseExpiresAt), e.LeaseToken, e.LastToken, uint64(e.StepCount), uint64(e.WatchCount),
 		uint64(e.MaxAttempts), uint64(e.Tries)} {
 		dst = binary.AppendUvarint(dst, v)
+	}
+	if version >= 8 {
+		dst = appendStr(dst, e.Queue)
 	}
 	return dst
 }
@@ -435,8 +441,9 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*stored, error)
 	n := d.count(maxCount)
 	recs := make([]*stored, 0, min(n, 1<<20))
 	workflows := map[string]string{} // interned: most records share a few
-	due := make([]claimKey, 0, min(n, 1<<20))
-	var leases []claimKey
+	// Each queue's entries, in ID order.
+	type entries struct{ due, leases []claimKey }
+	byQueue := map[*queue]*entries{}
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
 		var e Execution
@@ -453,17 +460,29 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*stored, error)
 		prev = e.ID
 		st := record.New(&e, s.gen)
 		recs = append(recs, st)
+		if e.Terminal() {
+			continue
+		}
+		q := s.queueNamed(e.QueueName())
+		q.live++
+		en := byQueue[q]
+		if en == nil {
+			en = &entries{}
+			byQueue[q] = en
+		}
 		if at, ok := e.ClaimableAt(); ok && e.Leased() {
-			leases = append(leases, claimKey{At: at, e: st})
+			en.leases = append(en.leases, claimKey{At: at, e: st})
 		} else if ok {
-			due = append(due, claimKey{At: at, e: st})
+			en.due = append(en.due, claimKey{At: at, e: st})
 		}
 	}
 	if d.err != nil {
 		return nil, d.err
 	}
-	loadByTime(s.due, due)
-	loadByTime(s.leases, leases)
+	for q, en := range byQueue {
+		loadByTime(q.due, en.due)
+		loadByTime(q.leases, en.leases)
+	}
 	return recs, nil
 }
 
@@ -492,6 +511,9 @@ func (d *streamDecoder) execution(e *Execution, workflows map[string]string, ver
 		e.MaxAttempts, e.Tries = d.u16(), d.u16()
 	}
 	upgradeTries(e, version)
+	if version >= 8 {
+		e.Queue = intern(workflows, d.Str())
+	}
 }
 
 // upgradeTries gives a record of a state version before 5 the try count

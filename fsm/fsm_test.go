@@ -19,8 +19,7 @@ import (
 type dump struct {
 	Meta    Meta
 	Execs   []Execution
-	Due     []claimKey
-	Leases  []claimKey
+	Queues  []queueDump
 	Steps   []stepEntry
 	Starts  []startEntry
 	KV      []kvEntry
@@ -89,6 +88,24 @@ func listDumpOf(s *State) listDump {
 	return d
 }
 
+// queueDump is one queue by value: its name, live count and the entries
+// of its two claimable indexes.
+type queueDump struct {
+	Name        string
+	Live        int
+	Due, Leases []claimKey
+}
+
+// queuesOf returns the state's queues in name order.
+func queuesOf(s *State) []queueDump {
+	var out []queueDump
+	for _, q := range s.queueList {
+		out = append(out, queueDump{Name: q.name, Live: q.live, Due: collect[claimKey](q.due), Leases: collect[claimKey](q.leases)})
+	}
+	slices.SortFunc(out, func(a, b queueDump) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
 func collect[T any](tr interface{ Scan(func(T) bool) }) []T {
 	var out []T
 	tr.Scan(func(v T) bool { out = append(out, v); return true })
@@ -122,8 +139,7 @@ func dumpOf(s *State) dump {
 	return dump{
 		Meta:    s.meta,
 		Execs:   records(s),
-		Due:     collect[claimKey](s.due),
-		Leases:  collect[claimKey](s.leases),
+		Queues:  queuesOf(s),
 		Steps:   collect[stepEntry](s.steps),
 		Starts:  collect[startEntry](s.starts),
 		KV:      collect[kvEntry](s.kv),
@@ -172,6 +188,28 @@ func (g *gen) token() uint64 {
 	return g.tokens[g.rng.IntN(len(g.tokens))]
 }
 
+// queue is an admission's or a child start's queue: mostly the default, at
+// times one of two named queues or the workflow's own name (the default by
+// another spelling).
+func (g *gen) queue() string {
+	return []string{"", "", "", "q1", "q2", "w"}[g.rng.IntN(6)]
+}
+
+// claimQueues is a claim's selection: mostly every queue, at times a sorted
+// subset of the queues the generator uses and one it never does.
+func (g *gen) claimQueues() []string {
+	if g.rng.IntN(2) == 0 {
+		return nil
+	}
+	var sel []string
+	for _, q := range []string{"child", "none", "q1", "q2", "w"} {
+		if g.rng.IntN(2) == 0 {
+			sel = append(sel, q)
+		}
+	}
+	return sel
+}
+
 func (g *gen) outcome() Outcome {
 	switch g.rng.IntN(4) {
 	case 0:
@@ -203,6 +241,7 @@ func (g *gen) next() Command {
 		if g.rng.IntN(3) == 0 {
 			c.MaxAttempts = 1 + g.rng.IntN(3)
 		}
+		c.Queue = g.queue()
 	case KindWake:
 		c.At = g.now + int64(g.rng.IntN(5)-2)*1000
 		if c.At <= 0 {
@@ -220,6 +259,7 @@ func (g *gen) next() Command {
 				c.Limit, c.Duration = 1+k, int64(1+k)*1000
 			}
 		}
+		c.Queues = g.claimQueues()
 	case KindRenew, KindRelease:
 		c.Token = g.token()
 		c.Duration = int64(g.rng.IntN(3)) * 1000
@@ -245,6 +285,7 @@ func (g *gen) next() Command {
 		if g.rng.IntN(2) == 0 {
 			c.Params, c.HasParams = []string{`{"a":1,"b":2}`, `{"b":2, "a":1}`, `{"a":2}`}[g.rng.IntN(3)], true
 		}
+		c.Queue = g.queue()
 	case KindCommit:
 		c.ExecutionID = ""
 		for i := g.rng.IntN(3); i > 0; i-- {
@@ -412,12 +453,21 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		return s
 	}
 	breaks := map[string]func(s *State){
-		"due entry missing": func(s *State) { s.due.Delete(claimKey{At: 10, e: s.lookup("a")}) },
-		"stale due entry":   func(s *State) { s.due.Set(claimKey{At: 99, e: s.lookup("a")}) },
+		"due entry missing": func(s *State) { s.queues["w"].due.Delete(claimKey{At: 10, e: s.lookup("a")}) },
+		"stale due entry":   func(s *State) { s.queues["w"].due.Set(claimKey{At: 99, e: s.lookup("a")}) },
 		"due entry points elsewhere": func(s *State) {
 			e := s.lookup("a").Value()
-			s.due.Set(claimKey{At: 10, e: record.New(&e, s.gen)})
+			s.queues["w"].due.Set(claimKey{At: 10, e: record.New(&e, s.gen)})
 		},
+		"due entry in another queue": func(s *State) {
+			q := s.queueNamed("other")
+			q.live++
+			k := claimKey{At: 10, e: s.lookup("a")}
+			s.queues["w"].due.Delete(k)
+			q.due.Set(k)
+		},
+		"queue counts a live execution too many": func(s *State) { s.queues["w"].live++ },
+		"queue without live executions":          func(s *State) { s.queueNamed("empty") },
 		"terminal with wake": func(s *State) {
 			rewrite(s.lookup("a"), func(e *Execution) {
 				e.Status = StatusCompleted

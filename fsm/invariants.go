@@ -12,7 +12,8 @@ func (s *State) CheckInvariants() error {
 		err = errors.New("fsm: invariant violated: execution " + quote(id) + ": " + msg)
 		return false
 	}
-	terminal, dueWant, leaseWant := 0, 0, 0
+	terminal := 0
+	dueWant, leaseWant, liveWant := map[string]int{}, map[string]int{}, map[string]int{}
 	s.execs.Scan(func(it execItem) bool {
 		st := s.rec(it)
 		if st == nil {
@@ -31,12 +32,19 @@ func (s *State) CheckInvariants() error {
 		if msg := checkRecord(&e); msg != "" {
 			return fail(e.ID, msg)
 		}
+		if !e.Terminal() {
+			liveWant[e.QueueName()]++
+		}
 		if at, ok := e.ClaimableAt(); ok {
-			t, _ := s.claimIndex(e.Leased())
+			q := s.queues[e.QueueName()]
+			if q == nil {
+				return fail(e.ID, "claimable in queue "+quote(e.QueueName())+", which the state does not have")
+			}
+			t, _ := q.index(e.Leased())
 			if e.Leased() {
-				leaseWant++
+				leaseWant[q.name]++
 			} else {
-				dueWant++
+				dueWant[q.name]++
 			}
 			if _, in := t.Get(claimKey{At: at, e: st}); !in {
 				return fail(e.ID, "missing from the "+indexName(e.Leased())+" index at "+itoa(uint64(at)))
@@ -80,17 +88,62 @@ func (s *State) CheckInvariants() error {
 		return errors.New("fsm: invariant violated: terminal count " + itoa(uint64(s.meta.Terminal)) +
 			" but " + itoa(uint64(terminal)) + " terminal records")
 	}
-	// Every entry belongs to a record that wants exactly that entry in that
-	// index; with the counts equal, each such record is indexed exactly once.
+	if err := s.checkQueues(liveWant); err != nil {
+		return err
+	}
+	// Every entry belongs to a record of its queue that wants exactly that
+	// entry in that index; with the counts equal, each such record is
+	// indexed exactly once.
+	for _, q := range s.queueList {
+		if err := s.checkQueueIndexes(q, dueWant[q.name], leaseWant[q.name]); err != nil {
+			return err
+		}
+	}
+	if err := s.checkSideIndexes(); err != nil {
+		return err
+	}
+	if err := s.checkList(); err != nil {
+		return err
+	}
+	if err := s.checkSchedules(); err != nil { // schedule_state.go
+		return err
+	}
+	return s.checkGrants() // claimkeys.go
+}
+
+// checkQueues verifies the queues against the live executions each holds:
+// a queue exists exactly while it holds one, and counts them.
+func (s *State) checkQueues(live map[string]int) error {
+	if len(s.queues) != len(s.queueList) || len(s.queues) != len(live) {
+		return errors.New("fsm: invariant violated: " + itoa(uint64(len(s.queues))) + " queues by name, " +
+			itoa(uint64(len(s.queueList))) + " listed, " + itoa(uint64(len(live))) + " with live executions")
+	}
+	for _, q := range s.queueList {
+		if s.queues[q.name] != q || q.live != live[q.name] {
+			return errors.New("fsm: invariant violated: queue " + quote(q.name) + " counts " + itoa(uint64(q.live)) +
+				" live executions, records say " + itoa(uint64(live[q.name])))
+		}
+	}
+	return nil
+}
+
+// checkQueueIndexes verifies a queue's two claimable indexes against the
+// numbers of entries its records want.
+func (s *State) checkQueueIndexes(q *queue, dueWant, leaseWant int) error {
+	var err error
+	fail := func(id, msg string) bool {
+		err = errors.New("fsm: invariant violated: execution " + quote(id) + ": " + msg)
+		return false
+	}
 	for _, leased := range []bool{false, true} {
-		t, _ := s.claimIndex(leased)
+		t, _ := q.index(leased)
 		want := dueWant
 		if leased {
 			want = leaseWant
 		}
 		if t.Len() != want {
-			return errors.New("fsm: invariant violated: " + indexName(leased) + " index has " + itoa(uint64(t.Len())) +
-				" entries, records want " + itoa(uint64(want)))
+			return errors.New("fsm: invariant violated: queue " + quote(q.name) + ": " + indexName(leased) + " index has " +
+				itoa(uint64(t.Len())) + " entries, records want " + itoa(uint64(want)))
 		}
 		t.Scan(func(k claimKey) bool {
 			if k.e == nil {
@@ -107,22 +160,16 @@ func (s *State) CheckInvariants() error {
 			if at, ok := e.ClaimableAt(); !ok || at != k.At || e.Leased() != leased {
 				return fail(k.e.ID(), "stale "+indexName(leased)+" entry at "+itoa(uint64(k.At)))
 			}
+			if e.QueueName() != q.name {
+				return fail(k.e.ID(), "indexed in queue "+quote(q.name)+" but in queue "+quote(e.QueueName()))
+			}
 			return true
 		})
 		if err != nil {
 			return err
 		}
 	}
-	if err := s.checkSideIndexes(); err != nil {
-		return err
-	}
-	if err := s.checkList(); err != nil {
-		return err
-	}
-	if err := s.checkSchedules(); err != nil { // schedule_state.go
-		return err
-	}
-	return s.checkGrants() // claimkeys.go
+	return nil
 }
 
 // checkOutcome verifies a recorded outcome. It returns "" when it holds.
@@ -146,6 +193,8 @@ func checkRecord(e *Execution) string {
 	switch {
 	case !e.Status.Valid():
 		return "invalid status"
+	case e.Queue != "" && e.Queue == e.WorkflowID:
+		return "names its default queue"
 	case e.Terminal() != (e.Outcome != nil):
 		return "outcome present exactly when terminal violated"
 	case e.Outcome != nil && e.Outcome.Status != e.Status:
@@ -209,7 +258,9 @@ func (s *State) checkLinks(e *Execution) string {
 			if st.Caller != e.ID {
 				return false
 			}
-			if c := s.find(st.Child, nil); c != nil && !c.Terminal() {
+			// A child forgotten and admitted again under its ID is not this
+			// start's child.
+			if c := s.find(st.Child, nil); c != nil && !c.Terminal() && s.startedBy(c.Parent(), st.Child) {
 				msg = "cancelled, but its child " + quote(st.Child) + " is not terminal"
 			}
 			return msg == ""

@@ -311,6 +311,9 @@ func encodeAdmit(dst []byte, c *Command, version byte) []byte {
 	if version >= 2 {
 		dst = binary.AppendUvarint(dst, uint64(c.MaxAttempts))
 	}
+	if version >= 5 {
+		dst = appendStr(dst, c.Queue)
+	}
 	return dst
 }
 
@@ -323,17 +326,20 @@ func decodeAdmit(d *Decoder, c *Command, version byte) {
 	if version >= 2 {
 		c.MaxAttempts = int(d.Int())
 	}
+	if version >= 5 {
+		c.Queue = d.Str()
+	}
 }
 
 func sizeAdmit(c *Command) int {
 	return strLen(c.ExecutionID) + 1 + strLen(c.WorkflowID) + optLen(c.Params, c.HasParams) + contextLen(c.Context) +
-		uvarintLen(uint64(c.MaxAttempts))
+		uvarintLen(uint64(c.MaxAttempts)) + strLen(c.Queue)
 }
 
 // boundAdmit: params and context share Event; each context entry adds two
-// lengths; the attempt bound last.
+// lengths; the attempt bound, then the queue, last.
 func boundAdmit(b *Bounds) int {
-	return b.id() + 1 + b.id() + boundNum + boundNum + b.Event + b.ContextEntries*2*boundNum + boundNum
+	return b.id() + 1 + b.id() + boundNum + boundNum + b.Event + b.ContextEntries*2*boundNum + boundNum + b.id()
 }
 
 func checkAdmit(c *Command) string {
@@ -376,12 +382,19 @@ func checkWake(c *Command) string {
 // ---- Claim ----------------------------------------------------------------------
 
 //	claim  limit:uv duration:uv key:str (version 3; empty: none)
+//	       queues:(count:uv, name:str...) (version 5; none: every queue)
 
 func encodeClaim(dst []byte, c *Command, version byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(c.Limit))
 	dst = binary.AppendUvarint(dst, uint64(c.Duration))
 	if version >= 3 {
 		dst = appendStr(dst, c.RequestKey)
+	}
+	if version >= 5 {
+		dst = binary.AppendUvarint(dst, uint64(len(c.Queues)))
+		for _, q := range c.Queues {
+			dst = appendStr(dst, q)
+		}
 	}
 	return dst
 }
@@ -392,13 +405,27 @@ func decodeClaim(d *Decoder, c *Command, version byte) {
 	if version >= 3 {
 		c.RequestKey = d.Str()
 	}
+	if version >= 5 {
+		if n := d.Count(1); n > 0 {
+			c.Queues = make([]string, n)
+			for i := range c.Queues {
+				c.Queues[i] = d.Str()
+			}
+		}
+	}
 }
 
 func sizeClaim(c *Command) int {
-	return uvarintLen(uint64(c.Limit)) + uvarintLen(uint64(c.Duration)) + strLen(c.RequestKey)
+	n := uvarintLen(uint64(c.Limit)) + uvarintLen(uint64(c.Duration)) + strLen(c.RequestKey) + uvarintLen(uint64(len(c.Queues)))
+	for _, q := range c.Queues {
+		n += strLen(q)
+	}
+	return n
 }
 
-func boundClaim(*Bounds) int { return 2*boundNum + boundNum + MaxRequestKeyLen }
+func boundClaim(b *Bounds) int {
+	return 2*boundNum + boundNum + MaxRequestKeyLen + boundNum + MaxClaimQueues*b.id()
+}
 
 func checkClaim(c *Command) string {
 	switch {
@@ -406,6 +433,13 @@ func checkClaim(c *Command) string {
 		return "non-positive limit or duration"
 	case len(c.RequestKey) > MaxRequestKeyLen:
 		return "request key longer than " + itoa(MaxRequestKeyLen) + " bytes"
+	case len(c.Queues) > MaxClaimQueues:
+		return "more than " + itoa(MaxClaimQueues) + " queues"
+	}
+	for i, q := range c.Queues {
+		if q == "" || (i > 0 && q <= c.Queues[i-1]) {
+			return "queue names empty, or not sorted and unique"
+		}
 	}
 	return ""
 }
@@ -576,31 +610,38 @@ func checkSaveStep(c *Command) string {
 
 //	start  id:str token:uv key:str workflow:str params:opt child:str
 
-func encodeStart(dst []byte, c *Command, _ byte) []byte {
+func encodeStart(dst []byte, c *Command, version byte) []byte {
 	dst = appendStr(dst, c.ExecutionID)
 	dst = binary.AppendUvarint(dst, c.Token)
 	dst = appendStr(dst, c.Key)
 	dst = appendStr(dst, c.WorkflowID)
 	dst = appendOpt(dst, c.Params, c.HasParams)
-	return appendStr(dst, c.ChildID)
+	dst = appendStr(dst, c.ChildID)
+	if version >= 5 {
+		dst = appendStr(dst, c.Queue)
+	}
+	return dst
 }
 
-func decodeStart(d *Decoder, c *Command, _ byte) {
+func decodeStart(d *Decoder, c *Command, version byte) {
 	c.ExecutionID = d.Str()
 	c.Token = d.Uvarint()
 	c.Key = d.Str()
 	c.WorkflowID = d.Str()
 	c.Params, c.HasParams = d.Opt()
 	c.ChildID = d.Str()
+	if version >= 5 {
+		c.Queue = d.Str()
+	}
 }
 
 func sizeStart(c *Command) int {
 	return strLen(c.ExecutionID) + uvarintLen(c.Token) + strLen(c.Key) + strLen(c.WorkflowID) +
-		optLen(c.Params, c.HasParams) + strLen(c.ChildID)
+		optLen(c.Params, c.HasParams) + strLen(c.ChildID) + strLen(c.Queue)
 }
 
 func boundStart(b *Bounds) int {
-	return b.id() + boundNum + b.str(b.Key) + b.id() + boundNum + b.Event + b.id()
+	return b.id() + boundNum + b.str(b.Key) + b.id() + boundNum + b.Event + b.id() + b.id()
 }
 
 func checkStart(c *Command) string {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash"
+	"slices"
 	"sync"
 
 	"github.com/execstore/execstore/fsm/internal/chunk"
@@ -42,7 +43,16 @@ func (s *State) print(marks bool) [32]byte {
 		panic("fsm: fingerprint: " + err.Error())
 	}
 	var b []byte
-	for _, n := range []int{s.due.Len(), s.leases.Len(), s.wkeys.Len(), s.wexecs.Len(), s.ended.Len(),
+	names := make([]string, 0, len(s.queueList))
+	for _, q := range s.queueList {
+		names = append(names, q.name)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		q := s.queues[n]
+		b = fmt.Appendf(b, "%q %d %d %d ", n, q.due.Len(), q.leases.Len(), q.live)
+	}
+	for _, n := range []int{s.wkeys.Len(), s.wexecs.Len(), s.ended.Len(),
 		s.schedDue.Len(), s.list.workflows.Len(), s.list.parents.Len(), s.list.feed.n, s.grantExp.Len(), s.grantLeases} {
 		b = binary.AppendUvarint(b, uint64(n))
 	}

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -169,8 +170,6 @@ type Meta struct {
 // keeps applying (the btrees are copy-on-write).
 type State struct {
 	execs   *btree.BTreeG[execItem]
-	due     *btree.BTreeG[claimKey] // (DueAt, ID) of executions without a current lease
-	leases  *btree.BTreeG[claimKey] // (LeaseExpiresAt, ID) of executions with one
 	steps   *btree.BTreeG[stepEntry]
 	starts  *btree.BTreeG[startEntry]
 	kv      *btree.BTreeG[kvEntry]
@@ -180,6 +179,11 @@ type State struct {
 	retired *btree.BTreeG[retiredItem]
 	ended   *btree.BTreeG[dueKey] // (UpdatedAt, ID) of terminal records not yet retired, while trackEnded
 	meta    Meta
+
+	// queues: each queue's claimable indexes, by name and in the order
+	// they were made (queues.go).
+	queues    map[string]*queue
+	queueList []*queue
 
 	// list: the secondary indexes for listing and the change log (list.go).
 	list      listIndexes
@@ -214,11 +218,13 @@ type State struct {
 	origin *State
 
 	// Scratch reused by Apply; never part of the state's value.
-	execHint     btree.PathHint
-	execCursor   execCursor
-	dueHint      [2]indexHints // due, leases
-	claimScratch [3][]claimKey // claim's buffers (due prefix, lease prefix, taken)
-	buf          *Buffers      // ApplyWith's buffers, during the call
+	execHint      btree.PathHint
+	execCursor    execCursor
+	lastQueue     *queue        // the latest queue looked up (queueNamed)
+	queueScratch  []*queue      // a claim's selected queues
+	sourceScratch []claimSource // a claim of several queues' indexes
+	claimScratch  [3][]claimKey // claim's buffers (due prefix, lease prefix, taken)
+	buf           *Buffers      // ApplyWith's buffers, during the call
 }
 
 // indexHints are the search hints of one claimable index: deletions and
@@ -234,8 +240,6 @@ func newTree[T any](less func(a, b T) bool) *btree.BTreeG[T] {
 func New() *State {
 	return &State{
 		execs:   newTree(execLess),
-		due:     newTree(claimLess),
-		leases:  newTree(claimLess),
 		steps:   newTree(stepLess),
 		starts:  newTree(startLess),
 		kv:      newTree(kvLess),
@@ -246,6 +250,7 @@ func New() *State {
 		ended:   newTree(dueLess),
 		meta:    Meta{NextWatchID: 1},
 		gen:     1,
+		queues:  map[string]*queue{},
 
 		list:      newListIndexes(),
 		schedules: newTree(scheduleLess),
@@ -255,7 +260,7 @@ func New() *State {
 	}
 }
 
-// Copy returns a point-in-time copy of the state in O(1). The copy and the
+// Copy returns a point-in-time copy of the state in O(queues). The copy and the
 // original share btree nodes and records until either changes them: the
 // trees copy a node on its first change, and a shared record is replaced by
 // a new one rather than changed (see gen). The copy may be read by another
@@ -270,8 +275,6 @@ func (s *State) Copy() *State {
 		gen:     s.gen - 1,
 		origin:  s,
 		execs:   s.execs.Copy(),
-		due:     s.due.Copy(),
-		leases:  s.leases.Copy(),
 		steps:   s.steps.Copy(),
 		starts:  s.starts.Copy(),
 		kv:      s.kv.Copy(),
@@ -292,6 +295,13 @@ func (s *State) Copy() *State {
 
 		trackEnded: s.trackEnded,
 		archive:    s.archive,
+	}
+	c.queues = make(map[string]*queue, len(s.queueList))
+	c.queueList = make([]*queue, len(s.queueList))
+	for i, q := range s.queueList {
+		cq := &queue{name: q.name, due: q.due.Copy(), leases: q.leases.Copy(), live: q.live}
+		c.queues[q.name] = cq
+		c.queueList[i] = cq
 	}
 	c.shared()
 	return c
@@ -432,20 +442,19 @@ func (s *State) NextDue() (int64, bool) {
 	return k.At, ok
 }
 
-// nextClaimable returns the first entry of the two claimable indexes in
-// (time, ID) order.
-func (s *State) nextClaimable() (claimKey, bool) {
-	d, dok := s.due.Min()
-	l, lok := s.leases.Min()
-	if lok && (!dok || claimLess(l, d)) {
-		return l, true
-	}
-	return d, dok
-}
+// nextClaimable returns the first entry of every queue's claimable indexes
+// in (time, ID) order.
+func (s *State) nextClaimable() (claimKey, bool) { return firstIn(s.queueList) }
 
 // DueLen returns the number of executions that are claimable now or later:
 // those with a pending wake or a current lease.
-func (s *State) DueLen() int { return s.due.Len() + s.leases.Len() }
+func (s *State) DueLen() int {
+	n := 0
+	for _, q := range s.queueList {
+		n += q.due.Len() + q.leases.Len()
+	}
+	return n
+}
 
 // Backlog counts, at time now, the executions due (a pending wake at or
 // before now, no current lease), the current leases, and those of them
@@ -453,7 +462,12 @@ func (s *State) DueLen() int { return s.due.Len() + s.leases.Len() }
 // nodes, so each count is a binary search over positions: O(log² n), not
 // a walk. Like Get, Backlog may run in several goroutines at once.
 func (s *State) Backlog(now int64) (due, leases, expired int) {
-	return countAtOrBefore(s.due, now), s.leases.Len(), countAtOrBefore(s.leases, now)
+	for _, q := range s.queueList {
+		due += countAtOrBefore(q.due, now)
+		leases += q.leases.Len()
+		expired += countAtOrBefore(q.leases, now)
+	}
+	return due, leases, expired
 }
 
 // countAtOrBefore returns how many entries of a claimable index are at or
@@ -470,20 +484,27 @@ func countAtOrBefore(tr *btree.BTreeG[claimKey], now int64) int {
 // most limit of them, until fn returns false. It may run in several
 // goroutines at once.
 func (s *State) Upcoming(limit int, fn func(at int64, id string, leased bool) bool) {
-	var due, leased []claimKey
-	s.due.Scan(func(k claimKey) bool { due = append(due, k); return len(due) < limit })
-	s.leases.Scan(func(k claimKey) bool { leased = append(leased, k); return len(leased) < limit })
-	for n, i, j := 0, 0, 0; n < limit && (i < len(due) || j < len(leased)); n++ {
-		if j == len(leased) || (i < len(due) && claimLess(due[i], leased[j])) {
-			if !fn(due[i].At, due[i].e.ID(), false) {
-				return
-			}
-			i++
-		} else {
-			if !fn(leased[j].At, leased[j].e.ID(), true) {
-				return
-			}
-			j++
+	type entry struct {
+		k      claimKey
+		leased bool
+	}
+	var all []entry
+	for _, q := range s.queueList {
+		for _, leased := range [2]bool{false, true} {
+			t, _ := q.index(leased)
+			n := 0
+			t.Scan(func(k claimKey) bool { all = append(all, entry{k, leased}); n++; return n < limit })
+		}
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		if claimLess(a.k, b.k) {
+			return -1
+		}
+		return 1 // (time, ID) is unique: no two entries are equal
+	})
+	for i := 0; i < len(all) && i < limit; i++ {
+		if !fn(all[i].k.At, all[i].k.e.ID(), all[i].leased) {
+			return
 		}
 	}
 }
@@ -555,31 +576,35 @@ func (s *State) put(old *stored, e *Execution) {
 		oldLeased = old.Leased()
 	}
 	newAt, newOK := e.ClaimableAt()
+	ends := old != nil && !old.Terminal() && e.Terminal() // before old may change in place
 	stored := s.putRecord(old, e)
+	if !oldOK && !newOK && !ends && old != nil {
+		return // in no index before or after, and not ending
+	}
+	q := s.queueNamed(e.QueueName())
+	if old == nil {
+		q.live++
+	}
 	if oldOK && newOK && oldAt == newAt && oldLeased == e.Leased() {
 		if stored != old { // same place in the index, new record
-			t, h := s.claimIndex(oldLeased)
+			t, h := q.index(oldLeased)
 			t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 		}
 		return
 	}
 	if oldOK {
-		t, h := s.claimIndex(oldLeased)
+		t, h := q.index(oldLeased)
 		t.DeleteHint(claimKey{At: oldAt, e: stored}, &h.del)
 	}
 	if newOK {
-		t, h := s.claimIndex(e.Leased())
+		t, h := q.index(e.Leased())
 		t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 	}
-}
-
-// claimIndex returns the claimable index an execution with or without a
-// current lease belongs in, and its search hints.
-func (s *State) claimIndex(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
-	if leased {
-		return s.leases, &s.dueHint[1]
+	if ends {
+		if q.live--; q.live == 0 {
+			s.dropQueue(q)
+		}
 	}
-	return s.due, &s.dueHint[0]
 }
 
 // putRecord stores e as the record for e.ID, leaving the claimable indexes
@@ -626,13 +651,23 @@ func (s *State) putRecord(old *stored, e *Execution) *stored {
 // (expiry, ID) order, at most limit of them: the leases a claim at now may
 // supersede.
 func (s *State) ExpiredLeases(now int64, limit int, fn func(id string, token uint64)) {
-	n := 0
-	s.leases.Scan(func(k claimKey) bool {
-		if k.At > now || n == limit {
-			return false
-		}
-		fn(k.e.ID(), k.e.LeaseToken())
-		n++
-		return true
-	})
+	s.ExpiredLeasesIn(nil, now, limit, fn)
+}
+
+// ExpiredLeasesIn is ExpiredLeases for the leases of the named queues (every
+// queue when names is empty): the leases a claim of those queues at now may
+// supersede. With several queues it calls fn for each queue's first limit,
+// which holds the claim's.
+func (s *State) ExpiredLeasesIn(names []string, now int64, limit int, fn func(id string, token uint64)) {
+	for _, q := range s.selectQueues(names) {
+		n := 0
+		q.leases.Scan(func(k claimKey) bool {
+			if k.At > now || n == limit {
+				return false
+			}
+			fn(k.e.ID(), k.e.LeaseToken())
+			n++
+			return true
+		})
+	}
 }

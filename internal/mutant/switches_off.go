@@ -18,6 +18,9 @@ const (
 	// KeepCoveredWakes makes Acknowledge forget to clear the wakes its lease
 	// covered: a suspended execution stays due at its old wake.
 	KeepCoveredWakes = false
+	// ClaimServesEveryQueue makes a claim that names its queues lease from
+	// every queue.
+	ClaimServesEveryQueue = false
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken = false

@@ -11,6 +11,7 @@ var (
 	SkipFsync                      bool
 	KeepCoveredWakes               bool
 	ReuseToken                     bool
+	ClaimServesEveryQueue          bool
 	EncodeSkipsLastRecord          bool
 	SkipTailRewrite                bool
 	CompactPastKeep                bool
@@ -66,6 +67,7 @@ var All = map[string]*bool{
 	"SkipFsync":                      &SkipFsync,
 	"KeepCoveredWakes":               &KeepCoveredWakes,
 	"ReuseToken":                     &ReuseToken,
+	"ClaimServesEveryQueue":          &ClaimServesEveryQueue,
 	"EncodeSkipsLastRecord":          &EncodeSkipsLastRecord,
 	"SkipTailRewrite":                &SkipTailRewrite,
 	"CompactPastKeep":                &CompactPastKeep,

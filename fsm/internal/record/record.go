@@ -76,6 +76,9 @@ type Execution struct {
 	Context    *[]KV  // nil: no context; otherwise sorted by key, possibly empty
 	Parent     *Parent
 	Outcome    *Outcome
+	// Queue is the queue the execution is claimed from; "" means the
+	// default queue, named after WorkflowID (QueueName).
+	Queue string
 
 	AdmittedAt int64 // nanoseconds since the Unix epoch, as every time here
 	UpdatedAt  int64
@@ -129,6 +132,15 @@ func (e Execution) WithoutPositions() Execution {
 
 // Terminal reports whether the execution has a recorded outcome.
 func (e *Execution) Terminal() bool { return e.Status.Terminal() }
+
+// QueueName is the name of the execution's queue: Queue, or WorkflowID when
+// Queue is "" (the default queue).
+func (e *Execution) QueueName() string {
+	if e.Queue != "" {
+		return e.Queue
+	}
+	return e.WorkflowID
+}
 
 // Leased reports whether a lease is current.
 func (e *Execution) Leased() bool { return e.LeaseToken != 0 }
@@ -224,6 +236,7 @@ func (s *Stored) WatchCount() uint16         { return s.e.WatchCount }
 func (s *Stored) StepCount() uint32          { return s.e.StepCount }
 func (s *Stored) MaxAttempts() uint16        { return s.e.MaxAttempts }
 func (s *Stored) Context() *[]KV             { return s.e.Context }
+func (s *Stored) QueueName() string          { return s.e.QueueName() }
 
 // SetPositions sets the record's admission number and change position, for
 // a state that decodes its records and numbers them afterwards (0 leaves

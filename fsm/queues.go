@@ -1,0 +1,286 @@
+package fsm
+
+import (
+	"slices"
+
+	"github.com/tidwall/btree"
+)
+
+// Queues. Every execution is claimed from one queue, named when it is
+// admitted (Command.Queue) or, by default, after its workflow ID: a worker
+// that claims the queues of the workflows it runs never leases another
+// workflow's execution unless someone put it in one of those queues by
+// name. A claim names the queues it serves (Command.Queues); none means
+// every queue.
+//
+// Each queue has its own two claimable indexes: due wakes by (time, ID) and
+// current leases by (expiry, ID). A claim takes the earliest entries of the
+// indexes of the queues it serves, merged in (time, ID) order, so the order
+// in which queues are kept never shows: a claim of every queue takes exactly
+// what a single index of every execution would give. A queue exists while it
+// holds an execution that is not terminal (queue.live); it is made by the
+// first admission to it and dropped when its last execution ends, so the
+// queues kept are bounded by the live executions.
+
+// MaxClaimQueues bounds the queues one claim names.
+const MaxClaimQueues = 64
+
+// ownQueue is what a record keeps of the queue a command names: "" for the
+// default queue (none named, or the workflow's own name).
+func ownQueue(named, workflowID string) string {
+	if named == workflowID {
+		return ""
+	}
+	return named
+}
+
+// namesQueues reports whether a record names its queue, which an encoding
+// before state version 8 cannot keep.
+func (s *State) namesQueues() bool {
+	named := false
+	s.execs.Scan(func(it execItem) bool {
+		named = s.rec(it).Value().Queue != ""
+		return !named
+	})
+	return named
+}
+
+// queue is one queue's claimable indexes.
+type queue struct {
+	name   string
+	due    *btree.BTreeG[claimKey] // (DueAt, ID) of executions without a current lease
+	leases *btree.BTreeG[claimKey] // (LeaseExpiresAt, ID) of executions with one
+	hints  [2]indexHints           // due, leases
+	live   int                     // executions of the queue that are not terminal
+}
+
+func newQueue(name string) *queue {
+	return &queue{name: name, due: newTree(claimLess), leases: newTree(claimLess)}
+}
+
+// index returns the claimable index an execution with or without a current
+// lease belongs in, and its search hints.
+func (q *queue) index(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
+	if leased {
+		return q.leases, &q.hints[1]
+	}
+	return q.due, &q.hints[0]
+}
+
+// first returns the queue's first entry in (time, ID) order.
+func (q *queue) first() (claimKey, bool) {
+	d, dok := q.due.Min()
+	l, lok := q.leases.Min()
+	if lok && (!dok || claimLess(l, d)) {
+		return l, true
+	}
+	return d, dok
+}
+
+// queueNamed returns the queue of that name, made if it does not exist.
+// The latest queue found is remembered: a run of commands on one queue
+// looks it up without hashing its name.
+func (s *State) queueNamed(name string) *queue {
+	if q := s.lastQueue; q != nil && q.name == name {
+		return q
+	}
+	q, ok := s.queues[name]
+	if !ok {
+		q = newQueue(name)
+		s.queues[name] = q
+		s.queueList = append(s.queueList, q)
+	}
+	s.lastQueue = q
+	return q
+}
+
+// dropQueue forgets a queue that holds no execution that is not terminal
+// (and so no index entry).
+func (s *State) dropQueue(q *queue) {
+	delete(s.queues, q.name)
+	if i := slices.Index(s.queueList, q); i >= 0 {
+		last := len(s.queueList) - 1
+		s.queueList[i] = s.queueList[last]
+		s.queueList[last] = nil
+		s.queueList = s.queueList[:last]
+	}
+	if s.lastQueue == q {
+		s.lastQueue = nil
+	}
+}
+
+// selectQueues returns the queues a claim of names serves that exist (every
+// queue when names is empty), in a buffer of the state's that the next call
+// reuses. A name no execution is in selects nothing: a worker may start
+// before anything is admitted to its queue.
+func (s *State) selectQueues(names []string) []*queue {
+	if len(names) == 0 {
+		return s.queueList
+	}
+	sel := s.queueScratch[:0]
+	for _, n := range names {
+		if q, ok := s.queues[n]; ok {
+			sel = append(sel, q)
+		}
+	}
+	s.queueScratch = sel
+	return sel
+}
+
+// firstIn returns the first claimable entry of the selected queues in (time,
+// ID) order.
+func firstIn(sel []*queue) (claimKey, bool) {
+	var best claimKey
+	found := false
+	for _, q := range sel {
+		if k, ok := q.first(); ok && (!found || claimLess(k, best)) {
+			best, found = k, true
+		}
+	}
+	return best, found
+}
+
+// NextDueIn is NextDue for the executions of the named queues (every queue
+// when names is empty).
+func (s *State) NextDueIn(names []string) (int64, bool) {
+	if len(names) == 0 {
+		return s.NextDue()
+	}
+	var at int64
+	found := false
+	for _, n := range names {
+		if q, ok := s.queues[n]; ok {
+			if k, ok := q.first(); ok && (!found || k.At < at) {
+				at, found = k.At, true
+			}
+		}
+	}
+	return at, found
+}
+
+// QueueStats is one queue's counts at a time.
+type QueueStats struct {
+	Name string
+	// Live counts the queue's executions that are not terminal; Due, those
+	// claimable at the time (a pending wake at or before it, no current
+	// lease); Leased, the current leases, and Expired, those of them that
+	// have expired by the time, which a claim would supersede.
+	Live, Due, Leased, Expired int
+}
+
+// Queues calls fn with the counts of each queue at time now, in name order,
+// at most limit of them from the first name after `after`, until fn returns
+// false. It may run in several goroutines at once.
+func (s *State) Queues(now int64, after string, limit int, fn func(QueueStats) bool) {
+	names := make([]string, 0, len(s.queueList))
+	for _, q := range s.queueList {
+		if q.name > after {
+			names = append(names, q.name)
+		}
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		if i == limit {
+			return
+		}
+		q := s.queues[n]
+		st := QueueStats{Name: n, Live: q.live, Due: countAtOrBefore(q.due, now),
+			Leased: q.leases.Len(), Expired: countAtOrBefore(q.leases, now)}
+		if !fn(st) {
+			return
+		}
+	}
+}
+
+// QueueCount returns the number of queues that hold an execution that is
+// not terminal.
+func (s *State) QueueCount() int { return len(s.queueList) }
+
+// claimSource is one claimable index of a queue, as a claim of several
+// queues merges them: the prefix it may take, and how much of it it took.
+type claimSource struct {
+	t      *btree.BTreeG[claimKey]
+	leased bool
+	keys   []claimKey
+	next   int
+}
+
+// takeClaimableFrom is takeClaimable for a claim that serves several queues
+// (or every queue, when several exist): each index's prefix up to the
+// claim's bounds, merged in (time, ID) order until the bounds are reached,
+// then each index cut by what was taken from it.
+func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey {
+	failLimit := FailLimit(limit)
+	srcs := s.sourceScratch[:0]
+	for _, q := range sel {
+		for _, leased := range [2]bool{false, true} {
+			t, _ := q.index(leased)
+			if k, ok := t.Min(); !ok || k.At > now {
+				continue
+			}
+			var buf []claimKey
+			if n := len(srcs); n < cap(srcs) {
+				buf = srcs[:n+1][n].keys[:0] // reuse the buffer a former claim left
+			}
+			leasable, failing := 0, 0
+			t.Scan(func(k claimKey) bool {
+				if k.At > now || leasable == limit || failing == failLimit {
+					return false
+				}
+				if leased && k.e.Exhausted() {
+					failing++
+				} else {
+					leasable++
+				}
+				buf = append(buf, k)
+				return true
+			})
+			srcs = append(srcs, claimSource{t: t, leased: leased, keys: buf})
+		}
+	}
+	taken := s.claimScratch[2][:0]
+	for leasable, failing := 0, 0; leasable < limit && failing < failLimit; {
+		best := -1
+		for i := range srcs {
+			if src := &srcs[i]; src.next < len(src.keys) && (best < 0 || claimLess(src.keys[src.next], srcs[best].keys[srcs[best].next])) {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		src := &srcs[best]
+		k := src.keys[src.next]
+		src.next++
+		taken = append(taken, k)
+		if src.leased && k.e.Exhausted() {
+			failing++
+		} else {
+			leasable++
+		}
+	}
+	for i := range srcs {
+		src := &srcs[i]
+		cutPrefix(src.t, src.next)
+		clear(src.keys)
+		src.keys, src.t = src.keys[:0], nil
+	}
+	s.sourceScratch = srcs[:0]
+	s.claimScratch[2] = taken[:0]
+	return taken
+}
+
+// cutPrefix deletes the first n entries of a claimable index with one bulk
+// deletion instead of one search per entry.
+func cutPrefix(t *btree.BTreeG[claimKey], n int) {
+	if n == 0 {
+		return
+	}
+	t.DeleteAscend(claimKey{}, func(claimKey) btree.Action {
+		if n == 0 {
+			return btree.Stop
+		}
+		n--
+		return btree.Delete
+	})
+}
