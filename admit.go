@@ -24,6 +24,14 @@ type AdmitRequest struct {
 	// no bound; at most MaxAttemptsLimit. A child started by Start runs under
 	// its parent's bound.
 	MaxAttempts int
+
+	// Queue is the queue the execution is claimed from (see
+	// ClaimRequest.Queues): "" (the default) is the queue named after
+	// WorkflowID, so that a worker claiming the queues of the workflows it
+	// runs is never handed another workflow's execution. Name a queue to
+	// share one between workflows. A queue name follows the rules of an
+	// ID: 1 to 200 bytes of UTF-8 without control characters.
+	Queue string
 }
 
 // MaxAttemptsLimit is the largest AdmitRequest.MaxAttempts. It is part of the

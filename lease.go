@@ -3,6 +3,7 @@ package execstore
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -88,7 +89,20 @@ type ClaimRequest struct {
 	// without a key would. Make keys unique per claim (a random ID per
 	// round): whoever repeats a key gets its leases.
 	RequestKey string
+	// Queues names the queues the claim serves, at most MaxClaimQueues;
+	// none (the default) serves every queue. A claim takes the executions
+	// due in these queues in the order of their due time (a lease's expiry
+	// for a redelivery), then ID, as if they were one queue; an execution
+	// of any other queue is never leased. A name nothing was ever admitted
+	// to is not an error: it serves nothing until something is. An
+	// execution's queue is AdmitRequest.Queue, by default its workflow ID,
+	// so naming the workflows a worker runs serves exactly their
+	// executions.
+	Queues []string
 }
+
+// MaxClaimQueues bounds ClaimRequest.Queues.
+const MaxClaimQueues = fsm.MaxClaimQueues
 
 // MaxRequestKeyLen bounds ClaimRequest.RequestKey, in bytes.
 const MaxRequestKeyLen = fsm.MaxRequestKeyLen
@@ -123,7 +137,34 @@ func (s *Store) claimCommand(req ClaimRequest) (fsm.Command, error) {
 	if err := checkDuration("lease duration", leaseDuration, true, s.limits.LeaseDuration); err != nil {
 		return fsm.Command{}, err
 	}
-	return fsm.Command{Kind: fsm.KindClaim, Limit: limit, Duration: int64(leaseDuration), RequestKey: req.RequestKey}, nil
+	queues, err := claimQueues(req.Queues)
+	if err != nil {
+		return fsm.Command{}, err
+	}
+	return fsm.Command{Kind: fsm.KindClaim, Limit: limit, Duration: int64(leaseDuration), RequestKey: req.RequestKey, Queues: queues}, nil
+}
+
+// claimQueues validates a claim's queue names and returns them sorted and
+// without repeats, as the claim command holds them (a copy: the caller's
+// slice is left as it was).
+func claimQueues(names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	if len(names) > MaxClaimQueues {
+		return nil, overLimit(ErrInvalidArgument, "%d queues, more than the limit of %d", len(names), MaxClaimQueues)
+	}
+	for _, n := range names {
+		if err := idError(ErrInvalidArgument, "queue", n); err != nil {
+			return nil, err
+		}
+	}
+	if slices.IsSorted(names) && len(slices.Compact(slices.Clone(names))) == len(names) {
+		return names, nil
+	}
+	out := slices.Clone(names)
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // claimAnswer reads a claim request's leases (before the request is freed:

@@ -26,6 +26,10 @@ type Record struct {
 	// without an outcome (see AdmitRequest.MaxAttempts); 0: none, and 0
 	// once the record is retired.
 	MaxAttempts int
+	// Queue is the queue the execution was admitted to by name
+	// (AdmitRequest.Queue, StartRequest.Queue); "" for the default queue,
+	// which is named after WorkflowID, and once the record is retired.
+	Queue string
 	// Archived: the execution was retired to the archive (Options.Archive)
 	// and this record was read from there. It has what a retired record
 	// has: no params, context, steps, lease or wake.
@@ -128,6 +132,7 @@ func recordInto(e *fsm.Execution, out *Outcome) Record {
 		DueAt:       timeFromNanos(e.DueAt),
 		Attempts:    int(e.LastToken),
 		MaxAttempts: int(e.MaxAttempts),
+		Queue:       e.Queue,
 	}
 	if e.HasParams {
 		r.Params = json.RawMessage(e.Params)

@@ -84,6 +84,19 @@ type Stats struct {
 // distinct workflow IDs does not make every Stats call large.
 const StatsWorkflowsMax = 1000
 
+// NextDueIn is NextDue for the executions of the named queues (every queue
+// when none is named): when a claim of those queues (ClaimRequest.Queues)
+// may next lease something.
+func (s *Store) NextDueIn(ctx context.Context, queues []string) (time.Time, error) {
+	var next time.Time
+	err := s.readLocal(ctx, func(state *fsm.State) {
+		if at, ok := state.NextDueIn(queues); ok {
+			next = timeFromNanos(at)
+		}
+	})
+	return next, err
+}
+
 // NextDue returns the earliest time at which an execution can be claimed (a
 // pending wake or a current lease's expiry), or the zero time if none is
 // pending: Stats.NextDue without the rest of Stats, for a dispatcher that

@@ -144,10 +144,31 @@ func (s *Store) Step(ctx context.Context, executionID, stepKey string) (json.Raw
 // insignificant whitespace do not matter) returns the same child ID and
 // admits nothing; a repeat that differs returns ErrStartRequestMismatch.
 // The child gets a new generated ID, exactly the params bytes given here, the
-// caller's Context, Parent{caller, stepKey}, and is due now.
+// caller's Context, Parent{caller, stepKey}, and is due now. It is in its own
+// workflow's queue, as an admission without a queue is (not its parent's:
+// the parent's workers may not run it); StartWith names another.
 // ErrLeaseLost (nothing admitted) if the lease is not current;
 // ErrInvalidExecutionEvent for a workflow ID or params admission would refuse.
 func (s *Store) Start(ctx context.Context, lease Lease, stepKey, workflowID string, params json.RawMessage) (string, error) {
+	return s.StartWith(ctx, lease, StartRequest{StepKey: stepKey, WorkflowID: workflowID, Params: params})
+}
+
+// StartRequest is a child start's arguments, for StartWith.
+type StartRequest struct {
+	StepKey    string          // required: the caller's step that starts the child
+	WorkflowID string          // required: the child's workflow
+	Params     json.RawMessage // optional JSON object
+	// Queue is the child's queue, as AdmitRequest.Queue is an admission's:
+	// "" (the default) is the queue named after WorkflowID. A repeat is
+	// recognised by its step key, workflow and params; its queue is the
+	// first start's.
+	Queue string
+}
+
+// StartWith is Start with its arguments in a StartRequest, which may name
+// the child's queue.
+func (s *Store) StartWith(ctx context.Context, lease Lease, req StartRequest) (string, error) {
+	stepKey, workflowID, params := req.StepKey, req.WorkflowID, req.Params
 	if err := checkLease(lease); err != nil {
 		return "", err
 	}
@@ -156,6 +177,13 @@ func (s *Store) Start(ctx context.Context, lease Lease, stepKey, workflowID stri
 	}
 	if err := idError(ErrInvalidExecutionEvent, "workflow ID", workflowID); err != nil {
 		return "", err
+	}
+	queue := ""
+	if req.Queue != "" && req.Queue != workflowID {
+		if err := idError(ErrInvalidExecutionEvent, "queue", req.Queue); err != nil {
+			return "", err
+		}
+		queue = req.Queue
 	}
 	if len(params) > s.limits.EventBytes {
 		return "", overLimit(ErrInvalidExecutionEvent, "params are %d bytes, more than the limit of %d", len(params), s.limits.EventBytes)
@@ -170,6 +198,7 @@ func (s *Store) Start(ctx context.Context, lease Lease, stepKey, workflowID stri
 		Key:         stepKey,
 		WorkflowID:  workflowID,
 		ChildID:     newID(s.idTime(), s.opts.IDRand),
+		Queue:       queue,
 	}
 	if params != nil {
 		c.Params, c.HasParams = string(params), true

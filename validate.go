@@ -75,6 +75,14 @@ func admitCommand(req *AdmitRequest, lim *Limits, genID string) (fsm.Command, er
 		return c, overLimit(ErrInvalidExecutionEvent, "max attempts %d is outside 0..%d", req.MaxAttempts, MaxAttemptsLimit)
 	}
 	c.MaxAttempts = req.MaxAttempts
+	if req.Queue != "" {
+		if err := idError(ErrInvalidExecutionEvent, "queue", req.Queue); err != nil {
+			return c, err
+		}
+		if req.Queue != req.WorkflowID {
+			c.Queue = req.Queue
+		}
+	}
 	size := len(req.Params)
 	for k, v := range req.Context {
 		size += len(k) + len(v)

@@ -193,7 +193,12 @@ func (d *Dispatcher) writeRound(ac AckClaimer, round []*ackWait, stop chan struc
 	if closed(stop) {
 		results, err = d.store.AcknowledgeBatch(context.Background(), acks)
 	} else {
-		results, leases, err = ac.AcknowledgeAndClaim(context.Background(), acks, len(acks), d.opts.LeaseDuration)
+		if d.queues != nil {
+			req := execstore.ClaimRequest{Limit: len(acks), LeaseDuration: d.opts.LeaseDuration, Queues: d.opts.Queues}
+			results, leases, err = d.queues.AcknowledgeAndClaimWith(context.Background(), acks, req)
+		} else {
+			results, leases, err = ac.AcknowledgeAndClaim(context.Background(), acks, len(acks), d.opts.LeaseDuration)
+		}
 	}
 	if len(round) > 1 && results == nil && leases == nil &&
 		(errors.Is(err, execstore.ErrInvalidArgument) || errors.Is(err, execstore.ErrLimitExceeded)) {

@@ -13,9 +13,10 @@ import (
 // Invoker under a lease it renews, then acknowledges the outcome or releases
 // the lease. See the package documentation for the rules it follows.
 type Dispatcher struct {
-	store Store
-	inv   Invoker
-	opts  resolved
+	store  Store
+	inv    Invoker
+	opts   resolved
+	queues QueueClaimer // the store, when the dispatcher claims from named queues
 
 	mu       sync.Mutex
 	running  bool
@@ -44,7 +45,15 @@ func New(store Store, inv Invoker, opts Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dispatcher{store: store, inv: inv, opts: r, slotFreed: make(chan struct{}, 1), next: make(chan execstore.Lease)}, nil
+	d := &Dispatcher{store: store, inv: inv, opts: r, slotFreed: make(chan struct{}, 1), next: make(chan execstore.Lease)}
+	if len(r.Queues) > 0 {
+		qc, ok := store.(QueueClaimer)
+		if !ok {
+			return nil, invalid("queues %q need a store that is a QueueClaimer; %T is not", r.Queues, store)
+		}
+		d.queues = qc
+	}
+	return d, nil
 }
 
 // Start starts claiming and delivering. Calling Start on a running
@@ -203,7 +212,13 @@ func (d *Dispatcher) loop(stop, done chan struct{}) {
 
 // claim leases up to limit due executions and starts delivering them.
 func (d *Dispatcher) claim(limit int, stop chan struct{}) (int, error) {
-	leases, err := d.store.ClaimDue(context.Background(), limit, d.opts.LeaseDuration)
+	var leases []execstore.Lease
+	var err error
+	if d.queues != nil {
+		leases, err = d.queues.Claim(context.Background(), execstore.ClaimRequest{Limit: limit, LeaseDuration: d.opts.LeaseDuration, Queues: d.opts.Queues})
+	} else {
+		leases, err = d.store.ClaimDue(context.Background(), limit, d.opts.LeaseDuration)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -250,6 +265,13 @@ func (d *Dispatcher) deliverFrom(l execstore.Lease, stop chan struct{}) {
 // or a lease expiry), or the zero time if nothing is pending or the store
 // cannot say.
 func (d *Dispatcher) nextDue() time.Time {
+	if d.queues != nil {
+		next, err := d.queues.NextDueIn(context.Background(), d.opts.Queues)
+		if err != nil {
+			return time.Time{}
+		}
+		return next
+	}
 	if nd, ok := d.store.(NextDuer); ok {
 		next, err := nd.NextDue(context.Background())
 		if err != nil {

@@ -120,3 +120,16 @@ type AckClaimer interface {
 }
 
 var _ AckClaimer = (*execstore.Store)(nil)
+
+// QueueClaimer is what a Store must offer for a dispatcher that claims from
+// named queues (Options.Queues): a claim, a claim after acknowledgements and
+// the next due time, each for those queues (*execstore.Store does). A
+// wrapper of a store that overrides ClaimDue, AcknowledgeAndClaim or
+// NextDue should override these too.
+type QueueClaimer interface {
+	Claim(ctx context.Context, req execstore.ClaimRequest) ([]execstore.Lease, error)
+	AcknowledgeAndClaimWith(ctx context.Context, acks []execstore.Ack, req execstore.ClaimRequest) ([]execstore.AckResult, []execstore.Lease, error)
+	NextDueIn(ctx context.Context, queues []string) (time.Time, error)
+}
+
+var _ QueueClaimer = (*execstore.Store)(nil)

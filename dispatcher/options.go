@@ -70,6 +70,12 @@ type Options struct {
 	// return quickly. Nil means no
 	// hook.
 	OnOutcome func(execstore.Record)
+	// Queues names the queues the dispatcher claims from
+	// (execstore.ClaimRequest.Queues): at most execstore.MaxClaimQueues;
+	// none (the default) claims from every queue. An execution's queue is
+	// by default its workflow ID, so a dispatcher for a workflow.Worker
+	// passes the worker's Queues. The store must be a QueueClaimer.
+	Queues []string
 }
 
 // resolved is Options with every default applied.
@@ -130,6 +136,8 @@ func (o *Options) check() error {
 		return invalid("retry base delay %v must be positive", o.RetryBaseDelay)
 	case o.RetryMaxDelay < o.RetryBaseDelay:
 		return invalid("retry max delay %v must not be below the base delay %v", o.RetryMaxDelay, o.RetryBaseDelay)
+	case len(o.Queues) > execstore.MaxClaimQueues:
+		return invalid("%d queues, more than the limit of %d", len(o.Queues), execstore.MaxClaimQueues)
 	}
 	return nil
 }

@@ -14,8 +14,16 @@ import (
 // gets execstore.ErrStartRequestMismatch. The child gets the parent's context
 // (EventContext) and is due at once; when it ends, the store wakes the parent.
 //
-// params is encoded like TriggerRequest.Params.
+// params is encoded like TriggerRequest.Params. The child is in its own
+// workflow's queue, which the workers that registered that workflow serve;
+// StartIn names another.
 func (x *Execution) Start(key, workflowID string, params any) (string, error) {
+	return x.StartIn(key, "", workflowID, params)
+}
+
+// StartIn is Start with the child's queue named (execstore.StartRequest.Queue):
+// "" is the child workflow's own.
+func (x *Execution) StartIn(key, queue, workflowID string, params any) (string, error) {
 	if err := x.begin("Start", key); err != nil {
 		return "", err
 	}
@@ -23,7 +31,7 @@ func (x *Execution) Start(key, workflowID string, params any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	id, err := x.store().Start(x.ctx, x.d.Lease, key, workflowID, raw)
+	id, err := x.store().StartWith(x.ctx, x.d.Lease, execstore.StartRequest{StepKey: key, WorkflowID: workflowID, Params: raw, Queue: queue})
 	switch {
 	case err == nil:
 		return id, nil

@@ -30,6 +30,10 @@ type TriggerRequest struct {
 	Params any
 	// Context is stored with the execution and handed to its children.
 	Context map[string]string
+	// Queue is the execution's queue (execstore.AdmitRequest.Queue): ""
+	// is the workflow's own, which a worker that registered the workflow
+	// serves (Worker.Queues).
+	Queue string
 }
 
 // Trigger admits an execution and returns its ID once the admission is
@@ -46,6 +50,7 @@ func (c *Client) Trigger(ctx context.Context, req TriggerRequest) (string, error
 		WorkflowID:  req.WorkflowID,
 		Params:      raw,
 		Context:     req.Context,
+		Queue:       req.Queue,
 	})
 }
 

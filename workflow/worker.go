@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +28,11 @@ type Options struct {
 	// Logger receives the worker's logs (panics with their stacks,
 	// unregistered workflows). Nil discards them.
 	Logger *slog.Logger
+	// Queues are queues the worker serves beside its workflows' own (see
+	// Worker.Queues): name those that executions of its workflows are
+	// admitted to by name (execstore.AdmitRequest.Queue,
+	// TriggerRequest.Queue).
+	Queues []string
 }
 
 // Worker runs registered workflows. It is a dispatcher.Invoker: give it to
@@ -36,6 +43,21 @@ type Worker struct {
 
 	mu        sync.RWMutex
 	workflows map[string]runFunc
+	extra     []string // Options.Queues
+}
+
+// Queues returns the queues the worker serves, sorted: each registered
+// workflow's own queue (the queue named after its ID, which executions
+// admitted without a queue are in) and Options.Queues. Give them to the
+// dispatcher (dispatcher.Options.Queues) so that it claims only what this
+// worker can run: another worker's workflows, in their own queues, never
+// reach it. Call it after registering.
+func (w *Worker) Queues() []string {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	out := slices.AppendSeq(slices.Clone(w.extra), maps.Keys(w.workflows))
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // runFunc runs a workflow function with JSON params and returns its JSON
@@ -46,7 +68,7 @@ var _ dispatcher.Invoker = (*Worker)(nil)
 
 // NewWorker returns a worker with no workflows, writing to store.
 func NewWorker(store *execstore.Store, opts Options) *Worker {
-	w := &Worker{store: store, logger: opts.Logger, workflows: make(map[string]runFunc)}
+	w := &Worker{store: store, logger: opts.Logger, workflows: make(map[string]runFunc), extra: slices.Clone(opts.Queues)}
 	if w.logger == nil {
 		w.logger = slog.New(slog.DiscardHandler)
 	}

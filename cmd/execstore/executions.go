@@ -25,6 +25,7 @@ type admitBody struct {
 	Params      json.RawMessage   `json:"params,omitempty"`
 	Context     map[string]string `json:"context,omitempty"`
 	MaxAttempts int               `json:"maxAttempts,omitempty"`
+	Queue       string            `json:"queue,omitempty"`
 }
 
 func (a *api) admit(w http.ResponseWriter, r *http.Request) {
@@ -42,7 +43,7 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
 		ExecutionID: given, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
-		MaxAttempts: body.MaxAttempts,
+		MaxAttempts: body.MaxAttempts, Queue: body.Queue,
 	})
 	if err != nil {
 		a.failAdmission(w, r, &body, err)
@@ -92,9 +93,13 @@ func (a *api) failAdmission(w http.ResponseWriter, r *http.Request, body *admitB
 
 // sameEvent reports whether rec was admitted with body's workflow, params
 // (in canonical form: key order and insignificant whitespace aside),
-// context (none and an empty one alike) and attempt bound.
+// context (none and an empty one alike), attempt bound and queue.
 func sameEvent(rec *execstore.Record, body *admitBody) bool {
-	if rec.WorkflowID != body.WorkflowID || rec.MaxAttempts != body.MaxAttempts || !maps.Equal(rec.Context, body.Context) {
+	queue := body.Queue
+	if queue == body.WorkflowID {
+		queue = "" // the workflow's own: the default
+	}
+	if rec.WorkflowID != body.WorkflowID || rec.MaxAttempts != body.MaxAttempts || rec.Queue != queue || !maps.Equal(rec.Context, body.Context) {
 		return false
 	}
 	if rec.Params == nil || body.Params == nil {
@@ -273,6 +278,7 @@ type recordJSON struct {
 	Lease       *leaseJSON        `json:"lease,omitempty"`
 	Attempts    int               `json:"attempts"`
 	MaxAttempts int               `json:"maxAttempts"`
+	Queue       string            `json:"queue,omitempty"`
 	Archived    bool              `json:"archived,omitempty"`
 }
 
@@ -288,6 +294,7 @@ func recordOut(r execstore.Record) recordJSON {
 		Attempts:    r.Attempts,
 		MaxAttempts: r.MaxAttempts,
 		Archived:    r.Archived,
+		Queue:       r.Queue,
 	}
 	if o := r.Outcome; o != nil {
 		out.Outcome = &outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}

@@ -50,11 +50,14 @@ type claimBody struct {
 	// RequestKey makes a retry answer the same leases
 	// (execstore.ClaimRequest.RequestKey); absent: none, "" is refused.
 	RequestKey *string `json:"requestKey,omitempty"`
+	// Queues names the queues the claim serves
+	// (execstore.ClaimRequest.Queues); absent or empty: every queue.
+	Queues []string `json:"queues,omitempty"`
 }
 
 // claimRequest is the store's claim request for a body's arguments.
-func claimRequest(limit int, leaseDuration millis, key *string) execstore.ClaimRequest {
-	req := execstore.ClaimRequest{Limit: limit, LeaseDuration: leaseDuration.duration()}
+func claimRequest(limit int, leaseDuration millis, key *string, queues []string) execstore.ClaimRequest {
+	req := execstore.ClaimRequest{Limit: limit, LeaseDuration: leaseDuration.duration(), Queues: queues}
 	if key != nil {
 		req.RequestKey = *key
 	}
@@ -79,11 +82,11 @@ func (a *api) claim(w http.ResponseWriter, r *http.Request) {
 	if !a.checkWait(w, body.WaitMs) || !a.checkRequestKey(w, body.RequestKey) {
 		return
 	}
-	req := claimRequest(body.Limit, body.LeaseDurationMs, body.RequestKey)
+	req := claimRequest(body.Limit, body.LeaseDurationMs, body.RequestKey, body.Queues)
 	claim := func() ([]execstore.Lease, error) {
 		return a.store.Claim(r.Context(), req)
 	}
-	leases, err := a.claimWaiting(r.Context(), claim, claim, body.WaitMs.duration())
+	leases, err := a.claimWaiting(r.Context(), claim, claim, body.WaitMs.duration(), req.Queues)
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -238,6 +241,7 @@ type acknowledgeAndClaimBody struct {
 	WithExecutions   bool              `json:"withExecutions,omitempty"` // as claimBody's
 	WaitMs           millis            `json:"waitMs,omitempty"`         // as claimBody's
 	RequestKey       *string           `json:"requestKey,omitempty"`     // as claimBody's
+	Queues           []string          `json:"queues,omitempty"`         // as claimBody's
 }
 
 // acknowledgeAndClaim acknowledges deliveries and claims more in one batch
@@ -253,7 +257,7 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	acks, merge := batchAcks(body.Acknowledgements)
-	req := claimRequest(body.Limit, body.LeaseDurationMs, body.RequestKey)
+	req := claimRequest(body.Limit, body.LeaseDurationMs, body.RequestKey, body.Queues)
 	var results []execstore.AckResult
 	acked := false
 	first := func() (leases []execstore.Lease, err error) {
@@ -264,7 +268,7 @@ func (a *api) acknowledgeAndClaim(w http.ResponseWriter, r *http.Request) {
 	again := func() ([]execstore.Lease, error) {
 		return a.store.Claim(r.Context(), req)
 	}
-	leases, err := a.claimWaiting(r.Context(), first, again, body.WaitMs.duration())
+	leases, err := a.claimWaiting(r.Context(), first, again, body.WaitMs.duration(), req.Queues)
 	if err != nil && !acked {
 		a.fail(w, err)
 		return
@@ -313,6 +317,7 @@ type startBody struct {
 	StepKey    string          `json:"stepKey"`
 	WorkflowID string          `json:"workflowId"`
 	Params     json.RawMessage `json:"params,omitempty"`
+	Queue      string          `json:"queue,omitempty"` // the child's (execstore.StartRequest.Queue)
 }
 
 func (a *api) start(w http.ResponseWriter, r *http.Request) {
@@ -320,7 +325,8 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
-	id, err := a.store.Start(r.Context(), body.Lease.lease(), body.StepKey, body.WorkflowID, body.Params)
+	id, err := a.store.StartWith(r.Context(), body.Lease.lease(),
+		execstore.StartRequest{StepKey: body.StepKey, WorkflowID: body.WorkflowID, Params: body.Params, Queue: body.Queue})
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -408,12 +414,12 @@ func (a *api) checkWait(w http.ResponseWriter, wait millis) bool {
 // claimWaiting runs first, a claim (with acknowledgements before it, for
 // acknowledge-and-claim). If it leased nothing and wait is positive, it
 // waits until an execution may have become due (the store's DueChanged, or
-// the time of its earliest pending wake), at most wait in all, and claims
+// the time of the earliest pending wake of the queues it claims from), at most wait in all, and claims
 // again with again, until a claim leases something or the wait is over. A
 // request that ends while it waits has claimed nothing, and so has one
 // waiting when the server starts shutting down: it answers at once, so that
 // the shutdown does not wait for it.
-func (a *api) claimWaiting(ctx context.Context, first, again func() ([]execstore.Lease, error), wait time.Duration) ([]execstore.Lease, error) {
+func (a *api) claimWaiting(ctx context.Context, first, again func() ([]execstore.Lease, error), wait time.Duration, queues []string) ([]execstore.Lease, error) {
 	deadline := time.Now().Add(wait)
 	claim := first
 	for {
@@ -427,7 +433,7 @@ func (a *api) claimWaiting(ctx context.Context, first, again func() ([]execstore
 		if left <= 0 {
 			return leases, nil
 		}
-		if next, err := a.store.NextDue(ctx); err == nil && !next.IsZero() {
+		if next, err := a.store.NextDueIn(ctx, queues); err == nil && !next.IsZero() {
 			left = min(left, max(next.Sub(a.store.Now()), time.Millisecond))
 		}
 		t := time.NewTimer(left)

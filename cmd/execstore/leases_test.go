@@ -234,3 +234,53 @@ func TestHTTPALeaseSentBackNeedsNoExactExpiry(t *testing.T) {
 	s.expect("POST", "/v1/leases/acknowledge",
 		fmt.Sprintf(`{"lease":{"executionId":"e","token":%v,"expiresAt":"2026-01-02T12:00:01.123Z"},"outcome":{"status":"completed"}}`, token), http.StatusOK, "")
 }
+
+// Queues over HTTP: an admission names its queue or takes its workflow's; a
+// claim's queues lease only theirs, with or without acknowledgements first,
+// and a waiting claim waits for its own queues' work; the record says the
+// queue named; a duplicate trigger's sameEvent compares it; bad names are
+// refused.
+func TestHTTPQueuesRouteClaims(t *testing.T) {
+	s := newServer(t)
+	s.expect("POST", "/v1/executions", `{"executionId":"a","workflowId":"charge"}`, 201, "")
+	s.expect("POST", "/v1/executions", `{"executionId":"b","workflowId":"email","queue":"bulk"}`, 201, "")
+	s.expect("POST", "/v1/executions", `{"executionId":"c","workflowId":"email"}`, 201, "")
+	if rec := s.expect("GET", "/v1/executions/b", "", 200, ""); rec["queue"] != "bulk" {
+		t.Fatalf("record of b: %v", rec)
+	}
+	if rec := s.expect("GET", "/v1/executions/a", "", 200, ""); rec["queue"] != nil {
+		t.Fatalf("record of a in its default queue: %v", rec)
+	}
+	conflict := s.expect("POST", "/v1/executions", `{"executionId":"b","workflowId":"email"}`, 409, "EXECUTION_ID_CONFLICT")
+	if conflict["sameEvent"] != false {
+		t.Fatalf("a trigger of b in another queue: %v", conflict)
+	}
+	conflict = s.expect("POST", "/v1/executions", `{"executionId":"a","workflowId":"charge","queue":"charge"}`, 409, "EXECUTION_ID_CONFLICT")
+	if conflict["sameEvent"] != true {
+		t.Fatalf("a trigger of a in its workflow's queue by name: %v", conflict)
+	}
+	s.expect("POST", "/v1/executions", `{"executionId":"d","workflowId":"w","queue":"bad\u0000"}`, 400, "INVALID_EXECUTION_EVENT")
+	s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000,"queues":[""]}`, 400, "INVALID_ARGUMENT")
+	leaseIDs := func(out map[string]any) []string {
+		var got []string
+		for _, l := range out["leases"].([]any) {
+			got = append(got, l.(map[string]any)["executionId"].(string))
+		}
+		return got
+	}
+	claimed := s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000,"queues":["email","bulk"]}`, 200, "")
+	if got := leaseIDs(claimed); !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("claim of email and bulk leased %v", got)
+	}
+	lease, _ := json.Marshal(claimed["leases"].([]any)[0])
+	// Only "a" is due, in queue charge: a claim of email waits its whole
+	// waitMs and leases nothing, and the acknowledgement is answered.
+	out := s.expect("POST", "/v1/leases/acknowledge-and-claim",
+		`{"acknowledgements":[{"lease":`+string(lease)+`,"outcome":{"status":"completed"}}],"limit":5,"leaseDurationMs":30000,"waitMs":50,"queues":["email"]}`, 200, "")
+	if got := leaseIDs(out); len(got) != 0 || out["results"].([]any)[0].(map[string]any)["applied"] != true {
+		t.Fatalf("acknowledge-and-claim of email answered %v", out)
+	}
+	if got := leaseIDs(s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000,"queues":["charge"]}`, 200, "")); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("claim of charge leased %v", got)
+	}
+}

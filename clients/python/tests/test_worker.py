@@ -249,3 +249,41 @@ def test_start_during_stop_raises_and_start_after_stop_runs_again(server: Server
 def test_a_poll_interval_that_would_spin_or_outwait_the_server_is_refused(poll_interval: float) -> None:
     with pytest.raises(ValueError, match="poll_interval"):
         Worker(Client("http://127.0.0.1:9"), {}, poll_interval=poll_interval)
+
+
+def test_workers_lease_only_the_workflows_they_have_handlers_for(server: Server) -> None:
+    """Each execution is in its workflow's queue unless admitted to a named one: two workers
+    with different handlers never lease each other's executions (no noHandler event, which a
+    worker that leased a workflow it cannot run would report), and queues= adds a named queue."""
+    client = Client(server.url)
+    events: List[Tuple[str, str]] = []
+    ran: Dict[str, str] = {}
+    lock = threading.Lock()
+
+    def handler(name: str):
+        def run(ctx: Delivery) -> Any:
+            with lock:
+                ran[ctx.execution_id] = name
+            return name
+        return run
+
+    with pytest.raises(ValueError):
+        Worker(client, {})
+    charges = Worker(client, {"charge": handler("charges")}, queues=["payments"],
+                     on_event=lambda kind, detail: events.append(("charges", kind)))
+    emails = Worker(client, {"email": handler("emails")},
+                    on_event=lambda kind, detail: events.append(("emails", kind)))
+    assert charges.queues == ["charge", "payments"]
+    for i in range(20):
+        client.admit("charge", f"c-{i}")
+        client.admit("email", f"e-{i}")
+    client.admit("charge", "refund-1", queue="payments")
+    assert client.get("refund-1")["queue"] == "payments"
+    charges.start()
+    emails.start()
+    eventually("every execution completed", lambda: len(ran) == 41)
+    charges.stop()
+    emails.stop()
+    assert all(ran[f"c-{i}"] == "charges" and ran[f"e-{i}"] == "emails" for i in range(20)), ran
+    assert ran["refund-1"] == "charges"
+    assert not [e for e in events if e[1] == "noHandler"], events

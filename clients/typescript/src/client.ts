@@ -36,6 +36,8 @@ export interface AdmitRequest<P = JsonValue> {
   params?: P;
   context?: Record<string, string>;
   maxAttempts?: number;
+  /** The execution's queue; left out, its workflow's own (which a worker with a handler for the workflow claims from). */
+  queue?: string;
 }
 
 export interface ClaimRequest {
@@ -51,6 +53,8 @@ export interface ClaimRequest {
    * repeats the call after a lost answer too.
    */
   requestKey?: string;
+  /** The queues the claim serves (at most 64); left out, every queue. An execution's queue is by default its workflow ID. */
+  queues?: string[];
 }
 
 export interface ClaimAnswer<P = JsonValue> {

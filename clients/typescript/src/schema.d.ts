@@ -27,8 +27,8 @@ export interface paths {
          * @description Creates the execution's record (status `admitted`) and its first wake, due now. An ID is
          *     admitted once, ever: a repeat answers 409 `EXECUTION_ID_CONFLICT` and changes nothing;
          *     its `sameEvent` says whether the execution that holds the ID was admitted with this
-         *     request's workflow, params (in canonical form: key order and whitespace aside), context
-         *     and `maxAttempts`, so a client that lost the first answer and retried knows that its
+         *     request's workflow, params (in canonical form: key order and whitespace aside), context,
+         *     `maxAttempts` and `queue`, so a client that lost the first answer and retried knows that its
          *     first attempt was the one admitted.
          */
         post: operations["admit"];
@@ -842,7 +842,23 @@ export interface components {
             };
             /** @description At most this many deliveries in a row end without an outcome before the execution fails with ATTEMPTS_EXHAUSTED; 0 (default): no bound; at most 65535. */
             maxAttempts?: number;
+            queue?: components["schemas"]["Queue"];
         };
+        /**
+         * @description The queue the execution is claimed from (1 to 200 bytes of UTF-8 without control
+         *     characters). Left out, it is the default queue, named after the workflow ID: a worker that
+         *     claims the queues of the workflows it runs (`queues` of a claim) is never handed another
+         *     workflow's execution. Name a queue to share one between workflows.
+         */
+        Queue: string;
+        /**
+         * @description The queues the claim serves, at most 64 (repeats count once); left out or empty: every
+         *     queue. It takes the executions due in these queues in due-time then ID order, as if they
+         *     were one queue, and never one of another queue. A name nothing was admitted to is not an
+         *     error: it serves nothing until something is. An execution's queue is by default its
+         *     workflow ID, so naming the workflows a worker runs serves exactly their executions.
+         */
+        Queues: string[];
         /** @description An execution's durable record, live or terminal (`status` tells which). */
         ExecutionRecord: components["schemas"]["LiveRecord"] | components["schemas"]["TerminalRecord"];
         /** @description The record of an execution that is not terminal yet. */
@@ -948,6 +964,8 @@ export interface components {
             maxAttempts?: number;
             /** @description Present and true when the execution was retired to the archive (a store opened with the archive on) and the record was read from there: terminal, without params, context, steps, lease or wake. Absent otherwise. */
             archived?: boolean;
+            /** @description The queue the execution was admitted to by name; absent for the default queue (named after `workflowId`) and once the record is retired. */
+            queue?: string;
         };
         ScheduleBody: {
             workflowId: string;
@@ -1673,7 +1691,10 @@ export interface operations {
                  *       "limit": 10,
                  *       "leaseDurationMs": 30000,
                  *       "withExecutions": true,
-                 *       "requestKey": "7f3c2a9e-worker-1-round-12"
+                 *       "requestKey": "7f3c2a9e-worker-1-round-12",
+                 *       "queues": [
+                 *         "charge-order"
+                 *       ]
                  *     }
                  */
                 "application/json": {
@@ -1685,6 +1706,7 @@ export interface operations {
                     /** @description When nothing is due, wait up to this long for something to be (a pending wake's time, an admission, a release...) and claim it then; over 60000: 422. Default 0: answer at once. */
                     waitMs?: number;
                     requestKey?: components["schemas"]["RequestKey"];
+                    queues?: components["schemas"]["Queues"];
                 };
             };
         };
@@ -2010,6 +2032,7 @@ export interface operations {
                     /** @description When nothing is due, wait up to this long for something to be (a pending wake's time, an admission, a release...) and claim it then; over 60000: 422. Default 0: answer at once. */
                     waitMs?: number;
                     requestKey?: components["schemas"]["RequestKey"];
+                    queues?: components["schemas"]["Queues"];
                 };
             };
         };
@@ -2149,6 +2172,8 @@ export interface operations {
                     stepKey: string;
                     workflowId: string;
                     params?: components["schemas"]["Params"];
+                    /** @description The child's queue; left out, its own workflow's (not its parent's). A repeat answers the first start's child, in the first start's queue. */
+                    queue?: components["schemas"]["Queue"];
                 };
             };
         };

@@ -120,6 +120,13 @@ export interface WorkerOptions {
   abortGracePeriod?: number;
   /** Milliseconds before a released execution is due again. Default 1000. */
   retryAfter?: number;
+  /**
+   * Queues this worker claims from beside its handlers' own: each
+   * execution is in its workflow's queue unless it was admitted to a named
+   * one, so by default the worker leases only what it has a handler for.
+   * At most 64 queues in all.
+   */
+  queues?: string[];
   /** Called with each outcome this worker recorded (applied, or replayed after a lost answer). What it throws is reported as observerFailed. */
   onOutcome?: (executionId: string, outcome: OutcomeRequest) => void;
   /** Called with what went wrong and was handled (a failed claim, a lost lease...). What it throws is ignored. Default: nothing. */
@@ -193,6 +200,7 @@ export class Worker {
   private wake: (() => void) | undefined;
   /** Ends the loop's backoff after a failed round; only stop() calls it. */
   private interrupt: (() => void) | undefined;
+  private readonly queues: string[];
 
   constructor(options: WorkerOptions) {
     this.client = options.client;
@@ -205,6 +213,8 @@ export class Worker {
     this.retryAfter = options.retryAfter ?? 1000;
     this.onOutcome = options.onOutcome;
     this.onEvent = options.onEvent ?? (() => {});
+    this.queues = [...new Set([...Object.keys(this.handlers), ...(options.queues ?? [])])].sort();
+    if (this.queues.length === 0 || this.queues.length > 64) throw new RangeError("a worker claims from 1 to 64 queues: its handlers' workflows and options.queues");
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new RangeError("concurrency must be a positive integer");
     if (!Number.isInteger(this.pollInterval) || this.pollInterval < 1 || this.pollInterval > 60_000) {
       throw new RangeError("pollInterval must be a whole number of milliseconds from 1 to 60000 (0 would make a busy worker poll without pause)");
@@ -278,7 +288,7 @@ export class Worker {
     const idle = acks.length === 0 && this.inFlight.size === 0;
     // A request key per round: the client repeats a round whose answer it
     // lost, and the repeat answers the same leases instead of stranding them.
-    const req = { limit: slots, leaseDurationMs: this.leaseDuration, withExecutions: true, waitMs: idle ? this.pollInterval : 0, requestKey: globalThis.crypto.randomUUID() };
+    const req = { limit: slots, leaseDurationMs: this.leaseDuration, withExecutions: true, waitMs: idle ? this.pollInterval : 0, requestKey: globalThis.crypto.randomUUID(), queues: this.queues };
     let answer: ClaimAnswer & { results: AckResult[] };
     try {
       answer = acks.length === 0 ? { ...(await this.client.claim(req)), results: [] } : await this.client.acknowledgeAndClaim(acks, req);

@@ -236,7 +236,7 @@ describe("Worker failures", () => {
   });
 
   test("pollInterval must be a whole number of milliseconds from 1 to 60000", () => {
-    const make = (pollInterval: number) => new Worker({ client, handlers: {}, pollInterval });
+    const make = (pollInterval: number) => new Worker({ client, handlers: { w: () => null }, pollInterval });
     for (const bad of [0, -1, 0.5, 60_001, Number.NaN]) assert.throws(() => make(bad), RangeError, String(bad));
     for (const good of [1, 60_000]) make(good);
   });

@@ -163,6 +163,34 @@ describe("Worker", () => {
     assert.equal(vanish.attempts, 2, "the second delivery came after the first lease expired");
   });
 
+  test("workers lease only the workflows they have handlers for, and the queues they name", async () => {
+    assert.throws(() => new Worker({ client, handlers: {} }), RangeError);
+    const ran = new Map<string, string>();
+    const events: string[] = [];
+    const handler = (name: string) => async (ctx: DeliveryContext<unknown>) => {
+      ran.set(ctx.executionId, name);
+      return name;
+    };
+    const charges = new Worker({ client, handlers: { "q-charge": handler("charges") }, queues: ["q-payments"], onEvent: (e) => events.push(e.kind) });
+    const emails = new Worker({ client, handlers: { "q-email": handler("emails") }, onEvent: (e) => events.push(e.kind) });
+    for (let i = 0; i < 20; i++) {
+      await client.admit({ executionId: `qc-${i}`, workflowId: "q-charge" });
+      await client.admit({ executionId: `qe-${i}`, workflowId: "q-email" });
+    }
+    await client.admit({ executionId: "q-refund-1", workflowId: "q-charge", queue: "q-payments" });
+    assert.equal((await client.get("q-refund-1")).queue, "q-payments");
+    charges.start();
+    emails.start();
+    await eventually("every execution ran", () => ran.size === 41);
+    await Promise.all([charges.stop(), emails.stop()]);
+    for (let i = 0; i < 20; i++) {
+      assert.equal(ran.get(`qc-${i}`), "charges");
+      assert.equal(ran.get(`qe-${i}`), "emails");
+    }
+    assert.equal(ran.get("q-refund-1"), "charges");
+    assert.ok(!events.includes("noHandler"), `events: ${events}`);
+  });
+
   test("a server killed with SIGKILL mid-run loses nothing: every execution completes with the value its step saved", async () => {
     const killed = await Server.start();
     try {

@@ -73,7 +73,8 @@ class Client:
     # Executions.
 
     def admit(self, workflow_id: str, execution_id: Optional[str] = None, params: JSON = None,
-              context: Optional[Dict[str, str]] = None, max_attempts: Optional[int] = None) -> Dict[str, Any]:
+              context: Optional[Dict[str, str]] = None, max_attempts: Optional[int] = None,
+              queue: Optional[str] = None) -> Dict[str, Any]:
         """Admits an execution once, ever; a repeat raises ExecutionIdConflictError.
 
         After a retry of this very call, a conflict whose same_event is true
@@ -89,6 +90,8 @@ class Client:
             body["context"] = context
         if max_attempts is not None:
             body["maxAttempts"] = max_attempts
+        if queue is not None:
+            body["queue"] = queue  # left out: the workflow's own queue
         sent = [0]
         try:
             return self._call("POST", "/v1/executions", body, ALWAYS if execution_id is not None else NOT_LEADER, sent)
@@ -131,11 +134,12 @@ class Client:
     # Delivery.
 
     def claim(self, limit: int, lease_duration_ms: int, with_executions: bool = False, wait_ms: int = 0,
-              request_key: Optional[str] = None) -> Dict[str, Any]:
-        """Leases up to limit due executions. With a request_key (a new random one per claim,
+              request_key: Optional[str] = None, queues: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Leases up to limit due executions (of the named queues only, when queues is given;
+        an execution's queue is by default its workflow ID). With a request_key (a new random one per claim,
         e.g. uuid4().hex) a repeat answers the same leases, so the call is repeated after a lost
         answer too; without one, only when no leader took it (a repeat would strand its leases)."""
-        body = self._claim(limit, lease_duration_ms, with_executions, wait_ms, request_key)
+        body = self._claim(limit, lease_duration_ms, with_executions, wait_ms, request_key, queues)
         return self._call("POST", "/v1/claims", body, ALWAYS if request_key else NOT_LEADER)
 
     def renew(self, lease: Lease, lease_duration_ms: int) -> Lease:
@@ -156,10 +160,10 @@ class Client:
 
     def acknowledge_and_claim(self, acks: Sequence[Dict[str, Any]], limit: int, lease_duration_ms: int,
                               with_executions: bool = False, wait_ms: int = 0,
-                              request_key: Optional[str] = None) -> Dict[str, Any]:
+                              request_key: Optional[str] = None, queues: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         """Acknowledges deliveries and claims more in one write of the log; repeated after a lost
         answer only with a request_key, as claim is."""
-        body = {"acknowledgements": _acks(acks), **self._claim(limit, lease_duration_ms, with_executions, wait_ms, request_key)}
+        body = {"acknowledgements": _acks(acks), **self._claim(limit, lease_duration_ms, with_executions, wait_ms, request_key, queues)}
         return self._call("POST", "/v1/leases/acknowledge-and-claim", body, ALWAYS if request_key else NOT_LEADER)
 
     def save_step(self, lease: Lease, key: str, value: JSON) -> Dict[str, Any]:
@@ -211,7 +215,7 @@ class Client:
 
     @staticmethod
     def _claim(limit: int, lease_duration_ms: int, with_executions: bool, wait_ms: int,
-               request_key: Optional[str]) -> Dict[str, Any]:
+               request_key: Optional[str], queues: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         body: Dict[str, Any] = {"limit": limit, "leaseDurationMs": int(lease_duration_ms)}
         if with_executions:
             body["withExecutions"] = True
@@ -219,6 +223,8 @@ class Client:
             body["waitMs"] = int(wait_ms)
         if request_key is not None:
             body["requestKey"] = request_key
+        if queues:
+            body["queues"] = list(queues)
         return body
 
     @staticmethod

@@ -172,7 +172,11 @@ class Worker:
                  poll_interval: float = 1.0, lease_duration: float = 30.0, renew_interval: Optional[float] = None,
                  abort_grace_period: float = 1.0, retry_after: float = 1.0,
                  on_outcome: Optional[Callable[[str, Outcome], None]] = None,
-                 on_event: Optional[Callable[[str, Dict[str, Any]], None]] = None):
+                 on_event: Optional[Callable[[str, Dict[str, Any]], None]] = None,
+                 queues: Optional[List[str]] = None):
+        """queues are queues the worker claims from beside its handlers' own: each execution is
+        in its workflow's queue unless it was admitted to a named one, so by default the worker
+        leases only what it has a handler for. At most 64 queues in all."""
         renew_interval = lease_duration / 3 if renew_interval is None else renew_interval
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -185,6 +189,9 @@ class Worker:
             raise ValueError("renew_interval must be positive and shorter than lease_duration")
         if abort_grace_period < 0 or retry_after < 0:
             raise ValueError("abort_grace_period and retry_after must not be negative")
+        self.queues = sorted(set(handlers) | set(queues or []))
+        if not 1 <= len(self.queues) <= 64:
+            raise ValueError("a worker claims from 1 to 64 queues: its handlers' workflows and queues")
         self.client = client
         self.handlers = handlers
         self.concurrency = concurrency
@@ -325,9 +332,9 @@ class Worker:
         # lost, and the repeat answers the same leases instead of stranding them.
         key = uuid.uuid4().hex
         if not acks:
-            answer = self.client.claim(slots, self.lease_ms, True, wait_ms, key)
+            answer = self.client.claim(slots, self.lease_ms, True, wait_ms, key, self.queues)
             return [], answer["leases"], answer.get("executions")
-        answer = self.client.acknowledge_and_claim(acks, slots, self.lease_ms, True, wait_ms, key)
+        answer = self.client.acknowledge_and_claim(acks, slots, self.lease_ms, True, wait_ms, key, self.queues)
         return answer["results"], answer["leases"], answer.get("executions")
 
     def _requeue(self, acks: Sequence[Ack], err: Optional[BaseException]) -> None:

@@ -1,0 +1,152 @@
+package execstore_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/execstore/execstore"
+)
+
+func (f *fixture) claimIn(limit int, queues ...string) []execstore.Lease {
+	f.t.Helper()
+	leases, err := f.s.Claim(ctx, execstore.ClaimRequest{Limit: limit, LeaseDuration: time.Minute, Queues: queues})
+	if err != nil {
+		f.t.Fatalf("Claim(%q): %v", queues, err)
+	}
+	return leases
+}
+
+// A claim that names queues leases only their executions, in due-time then
+// ID order; an execution's queue is by default its workflow ID, and naming
+// the workflow's own name is the default. A queue nothing was admitted to
+// is not an error. The queues survive a restart (snapshot and log).
+func TestAClaimLeasesOnlyTheQueuesItNames(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "charge-1", WorkflowID: "charge-order"})
+	f.clock.Advance(time.Millisecond)
+	f.admit(execstore.AdmitRequest{ExecutionID: "email-1", WorkflowID: "send-email"})
+	f.clock.Advance(time.Millisecond)
+	f.admit(execstore.AdmitRequest{ExecutionID: "email-2", WorkflowID: "send-email", Queue: "send-email"})
+	f.clock.Advance(time.Millisecond)
+	f.admit(execstore.AdmitRequest{ExecutionID: "bulk-1", WorkflowID: "send-email", Queue: "bulk"})
+	for id, want := range map[string]string{"charge-1": "", "email-1": "", "email-2": "", "bulk-1": "bulk"} {
+		if got := f.get(id).Queue; got != want {
+			t.Fatalf("%s: Record.Queue = %q, want %q", id, got, want)
+		}
+	}
+	if got := f.claimIn(10, "no-such-queue"); len(got) != 0 {
+		t.Fatalf("a claim of a queue nothing was admitted to leased %v", ids(got))
+	}
+	f.reopen()
+	if diff := cmp.Diff([]string{"email-1", "email-2"}, ids(f.claimIn(10, "send-email"))); diff != "" {
+		t.Fatalf("claim of send-email (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"charge-1", "bulk-1"}, ids(f.claimIn(10, "bulk", "charge-order", "bulk"))); diff != "" {
+		t.Fatalf("claim of bulk and charge-order (-want +got):\n%s", diff)
+	}
+	if got := f.get("bulk-1").Queue; got != "bulk" {
+		t.Fatalf("after a restart, Record.Queue = %q, want bulk", got)
+	}
+}
+
+// NextDueIn answers for the named queues alone: work due in another queue
+// does not make a dispatcher of these claim in a loop.
+func TestNextDueInAnswersForTheNamedQueues(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w1"})
+	l := f.claimIn(1, "w1")[0]
+	if err := f.s.Release(ctx, l, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(time.Second)
+	f.admit(execstore.AdmitRequest{ExecutionID: "b", WorkflowID: "w2"})
+	for _, tc := range []struct {
+		queues []string
+		want   time.Time
+	}{
+		{[]string{"w1"}, t0.Add(time.Hour)},
+		{[]string{"w2"}, t0.Add(time.Second)},
+		{[]string{"w3"}, time.Time{}},
+		{nil, t0.Add(time.Second)},
+	} {
+		got, err := f.s.NextDueIn(ctx, tc.queues)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("NextDueIn(%q) = %v, %v; want %v", tc.queues, got, err, tc.want)
+		}
+	}
+}
+
+// A child is in its own workflow's queue unless StartWith names one, so
+// the parent's workers do not run it unless they serve that queue.
+func TestAChildIsInItsOwnWorkflowsQueueUnlessItsStartNamesOne(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "p", WorkflowID: "parent", Queue: "orders"})
+	l := f.claimIn(1, "orders")[0]
+	c1, err := f.s.Start(ctx, l, "a", "child", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := f.s.StartWith(ctx, l, execstore.StartRequest{StepKey: "b", WorkflowID: "child", Queue: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := f.s.StartWith(ctx, l, execstore.StartRequest{StepKey: "b", WorkflowID: "child", Queue: "elsewhere"}); err != nil || again != c2 {
+		t.Fatalf("a repeated start = %q, %v; want %q", again, err, c2)
+	}
+	if diff := cmp.Diff([]string{c2}, ids(f.claimIn(10, "orders"))); diff != "" {
+		t.Fatalf("claim of orders (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{c1}, ids(f.claimIn(10, "child"))); diff != "" {
+		t.Fatalf("claim of child (-want +got):\n%s", diff)
+	}
+}
+
+// Bad queue names are refused with a typed error and change nothing.
+func TestBadQueueNamesAreRefused(t *testing.T) {
+	f := newFixture(t)
+	long := strings.Repeat("q", execstore.IDBytes+1)
+	for _, q := range []string{long, "bad\x00queue", "\xff"} {
+		_, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w", Queue: q})
+		if !errors.Is(err, execstore.ErrInvalidExecutionEvent) {
+			t.Errorf("Admit with queue %.20q: %v, want ErrInvalidExecutionEvent", q, err)
+		}
+		if _, err := f.s.Claim(ctx, execstore.ClaimRequest{Limit: 1, LeaseDuration: time.Minute, Queues: []string{q}}); !errors.Is(err, execstore.ErrInvalidArgument) {
+			t.Errorf("Claim of queue %.20q: %v, want ErrInvalidArgument", q, err)
+		}
+	}
+	if _, err := f.s.Claim(ctx, execstore.ClaimRequest{Limit: 1, LeaseDuration: time.Minute, Queues: []string{""}}); !errors.Is(err, execstore.ErrInvalidArgument) {
+		t.Errorf("Claim of an empty queue name: %v, want ErrInvalidArgument", err)
+	}
+	many := make([]string, execstore.MaxClaimQueues+1)
+	for i := range many {
+		many[i] = strings.Repeat("q", i+1)
+	}
+	if _, err := f.s.Claim(ctx, execstore.ClaimRequest{Limit: 1, LeaseDuration: time.Minute, Queues: many}); !errors.Is(err, execstore.ErrInvalidArgument) {
+		t.Errorf("Claim of %d queues: %v, want ErrInvalidArgument", len(many), err)
+	}
+	if st, err := f.s.Stats(ctx); err != nil || st.Executions != 0 {
+		t.Fatalf("after refusals: %d executions, %v", st.Executions, err)
+	}
+}
+
+// AcknowledgeAndClaimWith claims from the queues it names.
+func TestAcknowledgeAndClaimWithServesItsQueues(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "a", WorkflowID: "w1"})
+	f.admit(execstore.AdmitRequest{ExecutionID: "b", WorkflowID: "w2"})
+	f.admit(execstore.AdmitRequest{ExecutionID: "c", WorkflowID: "w1"})
+	l := f.claimIn(1, "w1")[0]
+	res, leases, err := f.s.AcknowledgeAndClaimWith(ctx, []execstore.Ack{{Lease: l, Outcome: execstore.Completed(json.RawMessage(`1`))}},
+		execstore.ClaimRequest{Limit: 5, LeaseDuration: time.Minute, Queues: []string{"w1"}})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	if diff := cmp.Diff([]string{"c"}, ids(leases)); diff != "" {
+		t.Fatalf("claimed (-want +got):\n%s", diff)
+	}
+}
