@@ -15,6 +15,11 @@
 //     delivery's acknowledgement first claims the next due execution for its
 //     own slot, which passes to that execution without being freed, and the
 //     loop claims only when that found nothing.
+//   - With Options.Queues, every claim serves those queues alone
+//     (execstore.ClaimRequest.Queues), and an idle dispatcher waits for their
+//     next due time (NextDueIn), not the store's: work due in a queue it does
+//     not serve neither reaches it nor makes it claim in a loop. Without
+//     them it serves every queue.
 //   - The acknowledgements of deliveries that end while one is being written
 //     are written together in the next call, with one claim for all their
 //     slots: a busy dispatcher writes (and fsyncs) once per round of

@@ -20,6 +20,8 @@ func sampleCommands() []Command {
 		{Kind: KindWake, Now: 3, ExecutionID: "e", At: 1 << 60},
 		{Kind: KindClaim, Now: 4, Limit: 64, Duration: 30e9},
 		{Kind: KindClaim, Now: 4, Limit: 64, Duration: 30e9, RequestKey: "worker-7/round-12"},
+		{Kind: KindClaim, Now: 4, Limit: 8, Duration: 30e9, Queues: []string{"charge-order", "emails"}},
+		{Kind: KindAdmit, Now: 4, ExecutionID: "mail-1", WorkflowID: "send-email", Queue: "bulk"},
 		{Kind: KindRenew, Now: 5, ExecutionID: "e", Token: 7, Duration: 1},
 		{Kind: KindRelease, Now: 6, ExecutionID: "e", Token: 7},
 		{Kind: KindAcknowledge, Now: 7, ExecutionID: "e", Token: 1, Outcome: Outcome{Status: StatusSuspended}},
@@ -92,14 +94,15 @@ func TestCodecRoundTripsEveryKind(t *testing.T) {
 }
 
 // A command written by codec version 1 decodes with the defaults of the
-// fields version 2 added (no attempt bound, no release cause) and version 3
-// (no request key), and encodes back in version 1 to the same bytes.
+// fields version 2 added (no attempt bound, no release cause), version 3
+// (no request key) and version 5 (the default queue, a claim of every
+// queue), and encodes back in version 1 to the same bytes.
 func TestVersion1CommandsDecodeWithTheNewFieldsAtTheirDefaults(t *testing.T) {
 	for _, c := range sampleCommands() {
 		if kindOf(c.Kind).since > 1 {
 			continue // refused in version 1: TestCodecRefusesKindsBeforeTheirVersion
 		}
-		c.MaxAttempts, c.Cause, c.RequestKey = 0, nil, ""
+		c.MaxAttempts, c.Cause, c.RequestKey, c.Queue, c.Queues = 0, nil, "", "", nil
 		b := appendEncode(nil, &c, 1)
 		got, err := Decode(b)
 		if err != nil {

@@ -42,6 +42,14 @@ func (w *world) coverResult(o *op, got result) {
 		code += " replayed" // the repeat of a keyed claim (coverResult runs before noteLeases)
 	}
 	w.cover("op", string(o.kind), code)
+	switch {
+	case o.kind == opAdmit && o.admit.queue != "" && o.admit.queue != o.admit.workflow && got.Code == "":
+		w.cover("queues", "an admission to a named queue")
+	case o.kind == opClaim && len(o.queues) > 0 && got.Code == "" && len(got.Leases) > 0:
+		w.cover("queues", "a claim of named queues leased")
+	case o.kind == opClaim && len(o.queues) > 0 && got.Code == "" && len(got.Leases) == 0 && w.model.dueOutside(o.queues):
+		w.cover("queues", "a claim of named queues left another queue's due execution")
+	}
 	for _, b := range got.Batch {
 		w.coverResult(&op{kind: opAck}, b)
 		switch {
@@ -163,6 +171,9 @@ var RequiredCells = []string{
 	"op/watch/ok requested", "op/watch/ok ignored", "op/watch/INVALID_ARGUMENT",
 	"op/get/ok completed", "op/get/EXECUTION_NOT_FOUND",
 	"op/await/ok completed", "op/await/CANCELED",
+	// Queues: claims of named queues lease only theirs.
+	"queues/an admission to a named queue", "queues/a claim of named queues leased",
+	"queues/a claim of named queues left another queue's due execution",
 	// Cancellations that end a tree: each execution before its children,
 	// in step key order.
 	"cancel/one execution", "cancel/a parent and a child", "cancel/a tree of three or more",

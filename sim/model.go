@@ -72,6 +72,7 @@ type mgrant struct {
 // mexec is one execution in the model.
 type mexec struct {
 	id, workflow string
+	queue        string            // the queue named at admission; "": the workflow's own (and once retired)
 	params       []byte            // nil: no params
 	context      map[string]string // nil: no context
 	status       execstore.Status
@@ -288,7 +289,8 @@ func (m *model) validValue(v value) bool {
 
 func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	if (a.id != "" && !validID(a.id)) || !validID(a.workflow) || !a.params.valid || !a.context.valid ||
-		len(a.params.data)+a.context.size() > m.lim.EventBytes || a.maxAttempts < 0 || a.maxAttempts > execstore.MaxAttemptsLimit {
+		len(a.params.data)+a.context.size() > m.lim.EventBytes || a.maxAttempts < 0 || a.maxAttempts > execstore.MaxAttemptsLimit ||
+		(a.queue != "" && !validID(a.queue)) {
 		return m.nothing(fail(codeInvalidEvent))
 	}
 	now := m.stamp(clock)
@@ -305,6 +307,7 @@ func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	m.create(&mexec{
 		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
 		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now, maxAttempts: a.maxAttempts,
+		queue: map[bool]string{true: "", false: a.queue}[a.queue == a.workflow],
 	})
 	return result{ID: id}
 }
@@ -349,8 +352,9 @@ func (m *model) wake(id string, at time.Time, clock int64) result {
 	return result{Wake: execstore.WakeRequested}
 }
 
-func (m *model) claim(limit int, d time.Duration, key string, clock int64) result {
-	if limit < 1 || limit > m.lim.ClaimLimit || d <= 0 || d > m.lim.LeaseDuration || len(key) > execstore.MaxRequestKeyLen {
+func (m *model) claim(limit int, d time.Duration, key string, queues []string, clock int64) result {
+	if limit < 1 || limit > m.lim.ClaimLimit || d <= 0 || d > m.lim.LeaseDuration || len(key) > execstore.MaxRequestKeyLen ||
+		len(queues) > execstore.MaxClaimQueues || slices.ContainsFunc(queues, func(q string) bool { return !validID(q) }) {
 		return m.nothing(fail(codeInvalidArg))
 	}
 	now := m.stamp(clock)
@@ -368,7 +372,7 @@ func (m *model) claim(limit int, d time.Duration, key string, clock int64) resul
 		}
 		return m.nothing(result{Leases: leases})
 	}
-	r := m.claimDue(limit, d, now)
+	r := m.claimDue(limit, d, queues, now)
 	if key != "" && len(r.Leases) > 0 {
 		m.grants[key] = &mgrant{expires: addClamped(now, d), limit: limit, dur: d, leases: r.Leases}
 		if m.grantLeases += len(r.Leases); m.grantLeases > 131072/2 { // ClaimRequest.RequestKey: 131,072 leases kept
@@ -378,14 +382,18 @@ func (m *model) claim(limit int, d time.Duration, key string, clock int64) resul
 	return r
 }
 
-// claimDue is a claim without a request key, at now.
-func (m *model) claimDue(limit int, d time.Duration, now int64) result {
+// claimDue is a claim without a request key, at now, of the named queues
+// (every queue when none is named).
+func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64) result {
 	type cand struct {
 		at int64
 		id string
 	}
 	var due []cand
 	for _, id := range m.order {
+		if e := m.execs[id]; len(queues) > 0 && !slices.Contains(queues, e.queueName()) {
+			continue
+		}
 		if at, ok := m.execs[id].claimable(); ok && at <= now {
 			due = append(due, cand{at, id})
 		}
@@ -432,6 +440,27 @@ func (m *model) claimDue(limit int, d time.Duration, now int64) result {
 		m.end(e, exhaustedOutcome(nil), now)
 	}
 	return result{Leases: leases}
+}
+
+// dueOutside reports whether an execution outside the named queues is
+// claimable at the model's time: a claim of those queues must leave it.
+func (m *model) dueOutside(queues []string) bool {
+	for _, id := range m.order {
+		e := m.execs[id]
+		if at, ok := e.claimable(); ok && at <= m.last && !slices.Contains(queues, e.queueName()) {
+			return true
+		}
+	}
+	return false
+}
+
+// queueName is the queue e is claimed from: the one named at its
+// admission, else its workflow's own.
+func (e *mexec) queueName() string {
+	if e.queue != "" {
+		return e.queue
+	}
+	return e.workflow
 }
 
 // exhausted reports whether e's current lease is the last delivery its bound
@@ -858,6 +887,7 @@ func (m *model) record(e *mexec) execstore.Record {
 		DueAt:       timeOf(e.due),
 		Attempts:    e.attempts,
 		MaxAttempts: e.maxAttempts,
+		Queue:       e.queue,
 	}
 	if e.params == nil {
 		r.Params = nil

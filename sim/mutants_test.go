@@ -28,6 +28,7 @@ var mutations = []struct {
 	{"SkipFsync", &mutant.SkipFsync, 0},
 	{"KeepCoveredWakes", &mutant.KeepCoveredWakes, 0},
 	{"ReuseToken", &mutant.ReuseToken, 0},
+	{"ClaimServesEveryQueue", &mutant.ClaimServesEveryQueue, 0},
 	// Rarer: it takes a storage error, the reopen after it, and a crash before
 	// the last segment is fsynced again (about one seed in ten).
 	{"SkipTailRewrite", &mutant.SkipTailRewrite, 40},

@@ -55,6 +55,7 @@ type op struct {
 	wf     string
 	params params
 	writes []write
+	queues []string // claim: the queues it serves; none: every queue
 	keys   []string
 	acks   []ackArg
 	cancel bool // await: the model says the execution is running
@@ -97,8 +98,8 @@ func (o *op) call(s *execstore.Store) result {
 		w, err := s.RequestWake(ctx, o.id, o.at)
 		return withCode(result{Wake: w}, err)
 	case opClaim:
-		if o.key != "" {
-			leases, err := s.Claim(ctx, execstore.ClaimRequest{Limit: o.limit, LeaseDuration: o.dur, RequestKey: o.key})
+		if o.key != "" || len(o.queues) > 0 {
+			leases, err := s.Claim(ctx, execstore.ClaimRequest{Limit: o.limit, LeaseDuration: o.dur, RequestKey: o.key, Queues: o.queues})
 			return withCode(result{Leases: leases}, err)
 		}
 		leases, err := s.ClaimDue(ctx, o.limit, o.dur)
@@ -195,7 +196,7 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 	case opWake:
 		return m.wake(o.id, o.at, clock)
 	case opClaim:
-		return m.claim(o.limit, o.dur, o.key, clock)
+		return m.claim(o.limit, o.dur, o.key, o.queues, clock)
 	case opRenew:
 		return m.renew(o.lease, o.dur, clock)
 	case opRelease:
@@ -301,12 +302,18 @@ func (o *op) describe(t *trace) string {
 		if o.admit.maxAttempts != 0 {
 			fmt.Fprintf(&b, " max-attempts=%d", o.admit.maxAttempts)
 		}
+		if o.admit.queue != "" {
+			fmt.Fprintf(&b, " queue=%s", shortID(o.admit.queue))
+		}
 	case opWake:
 		fmt.Fprintf(&b, " %s at=%s", t.alias(o.id), simTime(o.at))
 	case opClaim:
 		fmt.Fprintf(&b, " limit=%d lease=%v", o.limit, o.dur)
 		if o.key != "" {
 			fmt.Fprintf(&b, " key=%s", o.key)
+		}
+		if len(o.queues) > 0 {
+			fmt.Fprintf(&b, " queues=%s", shortID(strings.Join(o.queues, ",")))
 		}
 	case opRenew, opRelease:
 		fmt.Fprintf(&b, " %s d=%v", leaseString(t, o.lease), o.dur)

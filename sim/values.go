@@ -227,11 +227,12 @@ type admitArgs struct {
 	params       params
 	context      ctxArg
 	maxAttempts  int
+	queue        string // "": the workflow's own
 }
 
 func (a admitArgs) api() execstore.AdmitRequest {
 	return execstore.AdmitRequest{ExecutionID: a.id, WorkflowID: a.workflow, Params: a.params.bytes(), Context: a.context.copy(),
-		MaxAttempts: a.maxAttempts}
+		MaxAttempts: a.maxAttempts, Queue: a.queue}
 }
 
 // cancelReasons are the reasons the workload cancels with: valid ones, one

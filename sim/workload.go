@@ -322,6 +322,11 @@ func (w *world) genAdmit() *op {
 	if next := w.occurrenceIDs(); len(next) > 0 && w.chance(4) {
 		a.id = next[w.pick(len(next))] // a caller takes an occurrence's ID first
 	}
+	// A fifth of the admissions name a queue: a shared one, at times the
+	// workflow's own by name (the default), rarely one that is no ID.
+	if w.chance(5) {
+		a.queue = w.pickQueue(a.workflow)
+	}
 	return &op{kind: opAdmit, admit: a}
 }
 
@@ -382,7 +387,40 @@ func (w *world) genClaim() *op {
 		}
 		w.lastClaim = o
 	}
+	// A third name the queues they serve: a few of the workflows' own and
+	// the shared ones, at times one nothing is in, rarely one that is no ID.
+	if w.chance(3) {
+		for _, q := range simQueues {
+			if w.chance(3) {
+				o.queues = append(o.queues, q)
+			}
+		}
+		if len(o.queues) == 0 {
+			o.queues = []string{simQueues[w.pick(len(simQueues))]}
+		}
+		if w.pick(50) == 0 {
+			o.queues = append(o.queues, invalidQueues[w.pick(len(invalidQueues))])
+		}
+	}
 	return o
+}
+
+// simQueues are the queues claims name: the workflows' own, the shared
+// ones admissions name, and one nothing is ever admitted to.
+var simQueues = []string{"q-none", "q-x", "q-y", "wf-a", "wf-b", "wf-c"}
+
+// invalidQueues are queue names the store refuses.
+var invalidQueues = []string{"", "q\x00", "\xff"}
+
+// pickQueue picks an admission's queue for workflow.
+func (w *world) pickQueue(workflow string) string {
+	switch r := w.pick(100); {
+	case r < 80:
+		return []string{"q-x", "q-y"}[w.pick(2)]
+	case r < 97:
+		return workflow // its own queue, by name
+	}
+	return invalidQueues[1+w.pick(2)]
 }
 
 func (w *world) genRenew() *op {

@@ -13,6 +13,17 @@
 //		return workflow.Run(x, "charge", func(ctx context.Context) (Receipt, error) { return shop.Charge(ctx, x.ID()+"/charge", order) })
 //	})
 //
+// # Queues
+//
+// An execution is claimed from its workflow's own queue unless it was
+// admitted to a named one (execstore.AdmitRequest.Queue,
+// TriggerRequest.Queue). Worker.Queues names the queues of the workflows a
+// worker registered and Options.Queues; a dispatcher given them
+// (dispatcher.Options.Queues) claims only what the worker can run, so
+// workers that registered different workflows share a store without ever
+// leasing each other's executions. A child started by Start is in its own
+// workflow's queue; StartIn names another.
+//
 // # Reruns
 //
 // A Worker is a dispatcher.Invoker. Each delivery of an execution runs its
