@@ -150,3 +150,38 @@ func TestAcknowledgeAndClaimWithServesItsQueues(t *testing.T) {
 		t.Fatalf("claimed (-want +got):\n%s", diff)
 	}
 }
+
+// A schedule names its occurrences' queue; left out, they are in the
+// workflow's own. The queue is part of the definition: a put that changes
+// only the queue is a change, an identical one writes nothing.
+func TestAScheduleAdmitsItsOccurrencesToItsQueue(t *testing.T) {
+	f := newFixture(t)
+	f.untimed()
+	f.reopen()
+	sc := execstore.Schedule{ID: "nightly", WorkflowID: "settle", Interval: time.Hour, Start: t0.Add(time.Hour), Queue: "batch"}
+	got, err := f.s.PutSchedule(ctx, sc)
+	if err != nil || got.Queue != "batch" {
+		t.Fatalf("PutSchedule = %+v, %v", got, err)
+	}
+	f.clock.Advance(time.Hour)
+	f.admit(execstore.AdmitRequest{ExecutionID: "other", WorkflowID: "settle"}) // a write: the occurrence is reached before it
+	occ := execstore.ScheduleOccurrenceID("nightly", t0.Add(time.Hour))
+	if rec := f.get(occ); rec.Queue != "batch" {
+		t.Fatalf("the occurrence's Record.Queue = %q, want batch", rec.Queue)
+	}
+	if diff := cmp.Diff([]string{occ}, ids(f.claimIn(10, "batch"))); diff != "" {
+		t.Fatalf("claim of batch (-want +got):\n%s", diff)
+	}
+	f.reopen()
+	if back, err := f.s.GetSchedule(ctx, "nightly"); err != nil || back.Queue != "batch" {
+		t.Fatalf("after a restart, GetSchedule = %+v, %v", back, err)
+	}
+	sc.Queue = "settle" // the workflow's own, by name: the default
+	if got, err := f.s.PutSchedule(ctx, sc); err != nil || got.Queue != "" {
+		t.Fatalf("PutSchedule in the workflow's own queue = %+v, %v", got, err)
+	}
+	sc.Queue = "bad\x00"
+	if _, err := f.s.PutSchedule(ctx, sc); !errors.Is(err, execstore.ErrInvalidArgument) {
+		t.Fatalf("PutSchedule with a bad queue: %v", err)
+	}
+}

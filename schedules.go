@@ -63,6 +63,10 @@ type Schedule struct {
 	End     time.Time // optional: no occurrence after it
 	CatchUp CatchUp   // "" means CatchUpLatest
 
+	// Queue is each occurrence's queue (AdmitRequest.Queue): "" (the
+	// default) is the queue named after WorkflowID.
+	Queue string
+
 	// Set by the store, ignored by PutSchedule.
 	NextAt time.Time // the next occurrence; zero when none is left
 	LastAt time.Time // the latest occurrence reached, admitted or skipped; zero if none
@@ -167,6 +171,7 @@ func scheduleFromFSM(sc *fsm.Schedule) Schedule {
 		Interval: time.Duration(sc.Every), Cron: sc.Cron, CronOffset: time.Duration(sc.Offset) * time.Second,
 		Start: timeFromNanos(sc.Start), End: timeFromNanos(sc.End),
 		NextAt: timeFromNanos(sc.Next), LastAt: timeFromNanos(sc.Last),
+		Queue: sc.Queue,
 	}
 	if sc.HasParams {
 		out.Params = json.RawMessage(sc.Params)
@@ -191,6 +196,12 @@ func scheduleDef(sc *Schedule, lim *Limits) (fsm.ScheduleDef, error) {
 	}
 	if err := idError(ErrInvalidArgument, "workflow ID", sc.WorkflowID); err != nil {
 		return d, err
+	}
+	if sc.Queue != "" && sc.Queue != sc.WorkflowID {
+		if err := idError(ErrInvalidArgument, "queue", sc.Queue); err != nil {
+			return d, err
+		}
+		d.Queue = sc.Queue
 	}
 	if len(sc.Params) > lim.EventBytes {
 		return d, overLimit(ErrInvalidArgument, "params are %d bytes, more than the limit of %d", len(sc.Params), lim.EventBytes)

@@ -72,7 +72,7 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 		}
 	}
 	if version >= 3 {
-		if err := c.schedules(&sum); err != nil { // schedule_state.go
+		if err := c.schedules(&sum, version); err != nil { // schedule_state.go
 			return StateSummary{}, err
 		}
 	}

@@ -68,7 +68,7 @@ type Reader interface {
 //	forgot   (version 7) before:uv, the forget cutoff (forget.go)
 //	schedules (version 3) count:uv, then per schedule in ID order its
 //	         definition as put-schedule encodes it, then next:uv last:uv
-//	         caught-up:uv
+//	         caught-up:uv, then (version 8) queue:str
 //	changes  (version 4) the change log: see list_codec.go
 //	grants   (version 5) the claims' request keys: see claimkeys.go
 //
@@ -178,7 +178,7 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 	if version >= 7 {
 		e.uv(uint64(s.meta.ForgotBefore)) // forget.go
 	}
-	s.encodeSchedules(e) // schedule_state.go
+	s.encodeSchedules(e, version) // schedule_state.go
 	if e.err == nil {
 		s.encodeChanges(e)
 	}
@@ -406,7 +406,7 @@ func DecodeState(r Reader) (*State, error) {
 		}
 	}
 	if version >= 3 {
-		if err := s.decodeSchedules(d); err != nil { // schedule_state.go
+		if err := s.decodeSchedules(d, version); err != nil { // schedule_state.go
 			return nil, err
 		}
 	}

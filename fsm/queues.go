@@ -34,12 +34,16 @@ func ownQueue(named, workflowID string) string {
 	return named
 }
 
-// namesQueues reports whether a record names its queue, which an encoding
-// before state version 8 cannot keep.
+// namesQueues reports whether a record or a schedule names its queue,
+// which an encoding before state version 8 cannot keep.
 func (s *State) namesQueues() bool {
 	named := false
 	s.execs.Scan(func(it execItem) bool {
 		named = s.rec(it).Value().Queue != ""
+		return !named
+	})
+	s.schedules.Scan(func(sc Schedule) bool {
+		named = named || sc.Queue != ""
 		return !named
 	})
 	return named

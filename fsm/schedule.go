@@ -49,6 +49,9 @@ type ScheduleDef struct {
 	Start      int64  // no occurrence before it; > 0
 	End        int64  // no occurrence after it; 0: none
 	CatchUp    CatchUp
+	// Queue is each occurrence's queue, "" for the default: the workflow's
+	// own (codec version 5, state version 8).
+	Queue string
 }
 
 // Schedule is a schedule's record: its definition and where it stands.
@@ -270,6 +273,7 @@ func (s *State) fireSchedules(c *Command, now int64, dry bool) Result {
 				e := Execution{
 					ID: id, WorkflowID: sc.WorkflowID, Params: sc.Params, HasParams: sc.HasParams,
 					Status: StatusAdmitted, AdmittedAt: now, UpdatedAt: now, DueAt: now,
+					Queue: ownQueue(sc.Queue, sc.WorkflowID),
 				}
 				s.put(nil, &e)
 				r.Woken = append(r.Woken, id)

@@ -7,6 +7,7 @@ import "encoding/binary"
 //
 //	put-schedule     id:str workflow:str params:opt every:uv cron:str offset:zz
 //	                 start:uv end:uv catch-up:1B first:uv limit:uv
+//	                 queue:str (version 5; before, and "": the default)
 //	delete-schedule  id:str
 //	fire-schedules   count:uv, then per fire id:str at:uv next:uv flags:1B
 //	                 (flags: 1 admit, 2 missed; missed only with admit)
@@ -64,10 +65,14 @@ type schedulePrimitives interface {
 
 func (d *Decoder) int() int64 { return d.Int() }
 
-func encodePutSchedule(dst []byte, c *Command, _ byte) []byte {
+func encodePutSchedule(dst []byte, c *Command, version byte) []byte {
 	dst = appendScheduleDef(dst, c.Schedule)
 	dst = binary.AppendUvarint(dst, uint64(c.At))
-	return binary.AppendUvarint(dst, uint64(c.Limit))
+	dst = binary.AppendUvarint(dst, uint64(c.Limit))
+	if version >= 5 {
+		dst = appendStr(dst, c.Schedule.Queue)
+	}
+	return dst
 }
 
 func encodeDeleteSchedule(dst []byte, c *Command, _ byte) []byte { return appendStr(dst, c.ScheduleID) }
@@ -95,11 +100,14 @@ func fireFlags(f *Fire) byte {
 	return b
 }
 
-func decodePutSchedule(d *Decoder, c *Command, _ byte) {
+func decodePutSchedule(d *Decoder, c *Command, version byte) {
 	c.Schedule = new(ScheduleDef)
 	readScheduleDef(d, c.Schedule)
 	c.At = d.Int()
 	c.Limit = int(d.Int())
+	if version >= 5 {
+		c.Schedule.Queue = d.Str()
+	}
 }
 
 func decodeDeleteSchedule(d *Decoder, c *Command, _ byte) { c.ScheduleID = d.Str() }
@@ -129,7 +137,7 @@ func decodeFireSchedules(d *Decoder, c *Command, _ byte) {
 // sizePutSchedule: the first occurrence is set once the command is stamped,
 // after it was sized: counted at its widest, as the time is.
 func sizePutSchedule(c *Command) int {
-	return scheduleDefLen(c.Schedule) + binary.MaxVarintLen64 + uvarintLen(uint64(c.Limit))
+	return scheduleDefLen(c.Schedule) + binary.MaxVarintLen64 + uvarintLen(uint64(c.Limit)) + strLen(c.Schedule.Queue)
 }
 
 func sizeDeleteSchedule(c *Command) int { return strLen(c.ScheduleID) }
@@ -144,9 +152,9 @@ func sizeFireSchedules(c *Command) int {
 }
 
 // boundPutSchedule: ID, workflow, params (Event), interval, cron, offset,
-// start, end, policy, first occurrence, limit.
+// start, end, policy, first occurrence, limit, queue.
 func boundPutSchedule(b *Bounds) int {
-	return b.scheduleID() + b.id() + boundNum + b.Event + boundNum + b.str(MaxCronBytes) + 3*boundNum + 1 + 2*boundNum
+	return b.scheduleID() + b.id() + boundNum + b.Event + boundNum + b.str(MaxCronBytes) + 3*boundNum + 1 + 2*boundNum + b.id()
 }
 
 func boundDeleteSchedule(b *Bounds) int { return b.scheduleID() }

@@ -8,25 +8,31 @@ import (
 // The schedules in the state encoding (version 3, see encode.go), in
 // CheckState (check.go) and in CheckInvariants (invariants.go).
 
-func (s *State) encodeSchedules(e *encoder) {
+func (s *State) encodeSchedules(e *encoder, version uint64) {
 	e.uv(uint64(s.schedules.Len()))
 	s.schedules.Scan(func(sc Schedule) bool {
 		e.buf = appendScheduleDef(e.buf, &sc.ScheduleDef)
 		e.buf = binary.AppendUvarint(e.buf, uint64(sc.Next))
 		e.buf = binary.AppendUvarint(e.buf, uint64(sc.Last))
 		e.buf = binary.AppendUvarint(e.buf, uint64(sc.CaughtUp))
+		if version >= 8 {
+			e.buf = appendStr(e.buf, sc.Queue)
+		}
 		e.flush(false)
 		return e.err == nil
 	})
 }
 
-func (s *State) decodeSchedules(d *streamDecoder) error {
+func (s *State) decodeSchedules(d *streamDecoder, version uint64) error {
 	var due []dueKey
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
 		var sc Schedule
 		readScheduleDef(d, &sc.ScheduleDef)
 		sc.Next, sc.Last = d.int(), d.int()
 		sc.CaughtUp = d.u32()
+		if version >= 8 {
+			sc.Queue = d.Str()
+		}
 		if d.err != nil {
 			break
 		}
@@ -49,7 +55,7 @@ func (s *State) decodeSchedules(d *streamDecoder) error {
 }
 
 // schedules checks the schedules as decodeSchedules reads them.
-func (c *checker) schedules(sum *StateSummary) error {
+func (c *checker) schedules(sum *StateSummary, version uint64) error {
 	for i, n := 0, c.count(maxCount); i < n && c.err == nil; i++ {
 		var sc Schedule
 		id := c.str(&c.key[0])
@@ -66,6 +72,9 @@ func (c *checker) schedules(sum *StateSummary) error {
 		sc.CatchUp = CatchUp(c.Byte())
 		sc.Next, sc.Last = c.int(), c.int()
 		sc.CaughtUp = c.u32()
+		if version >= 8 {
+			c.skipStr()
+		}
 		if c.err != nil {
 			break
 		}

@@ -47,6 +47,9 @@ func (g *gen) scheduleCommand(c *Command) {
 	switch c.Kind {
 	case KindPutSchedule:
 		d := &ScheduleDef{ID: g.scheduleID(), WorkflowID: "w", CatchUp: CatchUp(1 + g.rng.IntN(3))}
+		if g.rng.IntN(3) == 0 {
+			d.Queue = "q1" // its occurrences' queue
+		}
 		d.Start = max(1, g.now-int64(g.rng.IntN(3))*1000)
 		if g.rng.IntN(3) == 0 {
 			d.Cron, d.Offset = "0 * * * *", int32(g.rng.IntN(3)-1)*3600

@@ -56,6 +56,7 @@ var scheduleCatalog = []schedArg{
 	{name: "every-5s-all-ends", sc: execstore.Schedule{Interval: 5 * time.Second, CatchUp: execstore.CatchUpAll,
 		End: time.Unix(0, 60e9), Params: []byte(`{"a":1}`)}, valid: true},
 	{name: "every-15s-latest", sc: execstore.Schedule{Interval: 15 * time.Second}, valid: true},
+	{name: "every-10s-queued", sc: execstore.Schedule{Interval: 10 * time.Second, Queue: "q-x"}, valid: true},
 	{name: "every-30s-none", sc: execstore.Schedule{Interval: 30 * time.Second, CatchUp: execstore.CatchUpNone}, valid: true},
 	{name: "minutely-all", sc: execstore.Schedule{Cron: "* * * * *", CatchUp: execstore.CatchUpAll}, valid: true},
 	{name: "odd-minutes-latest", sc: execstore.Schedule{Cron: "1-59/2 * * * *", CronOffset: -90 * time.Minute,
@@ -187,7 +188,7 @@ func (m *model) admitOccurrence(s *msched, at, now int64) {
 		return // a caller admitted it first
 	}
 	m.create(&mexec{id: id, workflow: s.def.WorkflowID, params: slices.Clone(s.def.Params),
-		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now})
+		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now, queue: s.def.Queue})
 }
 
 func (s *msched) api() *execstore.Schedule {
@@ -355,7 +356,7 @@ func equalSchedules(a, b *execstore.Schedule) bool {
 	return a.ID == b.ID && a.WorkflowID == b.WorkflowID && equalBytes(a.Params, b.Params) &&
 		a.Interval == b.Interval && a.Cron == b.Cron && a.CronOffset == b.CronOffset &&
 		a.Start.Equal(b.Start) && a.End.Equal(b.End) && a.CatchUp == b.CatchUp &&
-		a.NextAt.Equal(b.NextAt) && a.LastAt.Equal(b.LastAt)
+		a.NextAt.Equal(b.NextAt) && a.LastAt.Equal(b.LastAt) && a.Queue == b.Queue
 }
 
 func equalSchedulePtr(a, b *execstore.Schedule) bool {

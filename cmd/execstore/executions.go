@@ -25,12 +25,30 @@ type admitBody struct {
 	Params      json.RawMessage   `json:"params,omitempty"`
 	Context     map[string]string `json:"context,omitempty"`
 	MaxAttempts int               `json:"maxAttempts,omitempty"`
-	Queue       string            `json:"queue,omitempty"`
+	Queue       *string           `json:"queue,omitempty"` // nil: the workflow's own; "" is refused
+}
+
+// queueArg is a body's queue: "" when left out. An empty string given is
+// refused (as the document's minLength says): a client's missing value sent
+// as "" must not pass for a choice.
+func queueArg(w http.ResponseWriter, q *string, sentinel error) (string, bool) {
+	if q == nil {
+		return "", true
+	}
+	if *q == "" {
+		writeError(w, http.StatusBadRequest, execstore.ErrorCode(sentinel), "request body: queue is empty: leave it out for the workflow's own queue")
+		return "", false
+	}
+	return *q, true
 }
 
 func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	var body admitBody
 	if !a.decode(w, r, &body, execstore.ErrInvalidExecutionEvent) {
+		return
+	}
+	queue, ok := queueArg(w, body.Queue, execstore.ErrInvalidExecutionEvent)
+	if !ok {
 		return
 	}
 	given := ""
@@ -43,7 +61,7 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
 		ExecutionID: given, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
-		MaxAttempts: body.MaxAttempts, Queue: body.Queue,
+		MaxAttempts: body.MaxAttempts, Queue: queue,
 	})
 	if err != nil {
 		a.failAdmission(w, r, &body, err)
@@ -95,9 +113,9 @@ func (a *api) failAdmission(w http.ResponseWriter, r *http.Request, body *admitB
 // (in canonical form: key order and insignificant whitespace aside),
 // context (none and an empty one alike), attempt bound and queue.
 func sameEvent(rec *execstore.Record, body *admitBody) bool {
-	queue := body.Queue
-	if queue == body.WorkflowID {
-		queue = "" // the workflow's own: the default
+	queue := "" // the workflow's own, by name or left out: the default
+	if body.Queue != nil && *body.Queue != body.WorkflowID {
+		queue = *body.Queue
 	}
 	if rec.WorkflowID != body.WorkflowID || rec.MaxAttempts != body.MaxAttempts || rec.Queue != queue || !maps.Equal(rec.Context, body.Context) {
 		return false

@@ -317,7 +317,7 @@ type startBody struct {
 	StepKey    string          `json:"stepKey"`
 	WorkflowID string          `json:"workflowId"`
 	Params     json.RawMessage `json:"params,omitempty"`
-	Queue      string          `json:"queue,omitempty"` // the child's (execstore.StartRequest.Queue)
+	Queue      *string         `json:"queue,omitempty"` // the child's (execstore.StartRequest.Queue); "" is refused
 }
 
 func (a *api) start(w http.ResponseWriter, r *http.Request) {
@@ -325,8 +325,12 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
 		return
 	}
+	queue, ok := queueArg(w, body.Queue, execstore.ErrInvalidExecutionEvent)
+	if !ok {
+		return
+	}
 	id, err := a.store.StartWith(r.Context(), body.Lease.lease(),
-		execstore.StartRequest{StepKey: body.StepKey, WorkflowID: body.WorkflowID, Params: body.Params, Queue: body.Queue})
+		execstore.StartRequest{StepKey: body.StepKey, WorkflowID: body.WorkflowID, Params: body.Params, Queue: queue})
 	if err != nil {
 		a.fail(w, err)
 		return

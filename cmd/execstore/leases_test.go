@@ -260,6 +260,7 @@ func TestHTTPQueuesRouteClaims(t *testing.T) {
 		t.Fatalf("a trigger of a in its workflow's queue by name: %v", conflict)
 	}
 	s.expect("POST", "/v1/executions", `{"executionId":"d","workflowId":"w","queue":"bad\u0000"}`, 400, "INVALID_EXECUTION_EVENT")
+	s.expect("POST", "/v1/executions", `{"executionId":"d","workflowId":"w","queue":""}`, 400, "INVALID_EXECUTION_EVENT")
 	s.expect("POST", "/v1/claims", `{"limit":1,"leaseDurationMs":30000,"queues":[""]}`, 400, "INVALID_ARGUMENT")
 	leaseIDs := func(out map[string]any) []string {
 		var got []string
@@ -283,4 +284,9 @@ func TestHTTPQueuesRouteClaims(t *testing.T) {
 	if got := leaseIDs(s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000,"queues":["charge"]}`, 200, "")); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("claim of charge leased %v", got)
 	}
+	sc := s.expect("PUT", "/v1/schedules/nightly", `{"workflowId":"settle","intervalMs":3600000,"start":"2026-01-03T00:00:00Z","queue":"batch"}`, 200, "")
+	if sc["queue"] != "batch" {
+		t.Fatalf("a schedule put with a queue answered %v", sc)
+	}
+	s.expect("PUT", "/v1/schedules/bad", `{"workflowId":"settle","intervalMs":3600000,"start":"2026-01-03T00:00:00Z","queue":""}`, 400, "INVALID_ARGUMENT")
 }

@@ -23,6 +23,7 @@ type scheduleBody struct {
 	Start      time.Time       `json:"start"`
 	End        *time.Time      `json:"end,omitempty"`
 	CatchUp    string          `json:"catchUp,omitempty"`
+	Queue      *string         `json:"queue,omitempty"` // "" is refused
 }
 
 type scheduleJSON struct {
@@ -35,6 +36,7 @@ type scheduleJSON struct {
 	Start      time.Time       `json:"start"`
 	End        *time.Time      `json:"end,omitempty"`
 	CatchUp    string          `json:"catchUp"`
+	Queue      string          `json:"queue,omitempty"`
 	NextAt     *time.Time      `json:"nextAt,omitempty"`
 	LastAt     *time.Time      `json:"lastAt,omitempty"`
 }
@@ -50,7 +52,7 @@ func scheduleOut(sc execstore.Schedule) scheduleJSON {
 	out := scheduleJSON{
 		ID: sc.ID, WorkflowID: sc.WorkflowID, Params: sc.Params, IntervalMs: sc.Interval.Milliseconds(),
 		Cron: sc.Cron, Start: sc.Start, End: timePtr(sc.End), CatchUp: string(sc.CatchUp),
-		NextAt: timePtr(sc.NextAt), LastAt: timePtr(sc.LastAt),
+		NextAt: timePtr(sc.NextAt), LastAt: timePtr(sc.LastAt), Queue: sc.Queue,
 	}
 	if sc.Cron != "" {
 		out.CronOffset = time.Unix(0, 0).In(time.FixedZone("", int(sc.CronOffset/time.Second))).Format("Z07:00")
@@ -67,6 +69,11 @@ func (a *api) putSchedule(w http.ResponseWriter, r *http.Request) {
 		ID: r.PathValue("id"), WorkflowID: body.WorkflowID, Params: body.Params,
 		Interval: body.IntervalMs.duration(), Cron: body.Cron, Start: body.Start, CatchUp: execstore.CatchUp(body.CatchUp),
 	}
+	queue, ok := queueArg(w, body.Queue, execstore.ErrInvalidArgument)
+	if !ok {
+		return
+	}
+	sc.Queue = queue
 	if body.End != nil {
 		sc.End = *body.End
 	}

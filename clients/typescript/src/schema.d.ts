@@ -984,6 +984,8 @@ export interface components {
              * @enum {unknown}
              */
             catchUp?: "latest" | "all" | "none";
+            /** @description Each occurrence's queue; left out, the workflow's own. */
+            queue?: components["schemas"]["Queue"];
         };
         Schedule: {
             id: string;
@@ -998,6 +1000,8 @@ export interface components {
             end?: string;
             /** @enum {unknown} */
             catchUp: "latest" | "all" | "none";
+            /** @description Each occurrence's queue, when the schedule names one; absent for the workflow's own. */
+            queue?: string;
             /**
              * Format: date-time
              * @description The next occurrence; absent once the schedule has ended.
