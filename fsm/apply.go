@@ -100,7 +100,13 @@ func (s *State) run(c *Command, dry bool) Result {
 		// determinism.
 		panic("fsm: apply: unknown command kind " + c.Kind.String())
 	}
-	return k.apply(s, c, now, dry)
+	r := k.apply(s, c, now, dry)
+	if s.roomFreed {
+		// A lease of a queue with a limit ended: a claim may take more.
+		s.roomFreed = false
+		r.Became.Due = true
+	}
+	return r
 }
 
 var mutates = Result{Code: mutatesCode}
@@ -196,7 +202,7 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	if mutant.ClaimServesEveryQueue {
 		sel = s.queueList
 	}
-	first, ok := firstIn(sel)
+	first, ok := s.firstIn(sel)
 	if !ok || first.At > now || c.Limit <= 0 {
 		return Result{}
 	}
@@ -205,7 +211,8 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	}
 	var taken []claimKey
 	if len(sel) == 1 {
-		taken = s.takeClaimable(sel[0], c.Limit, now)
+		room, _ := s.dueRoom(sel[0], c.Limit) // not paused: firstIn found an entry
+		taken = s.takeClaimable(sel[0], c.Limit, room, now)
 	} else {
 		taken = s.takeClaimableFrom(sel, c.Limit, now)
 	}
@@ -261,19 +268,24 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 
 // takeClaimable removes and returns the earliest entries claimable at now
 // from a queue's two claimable indexes together, in (time, ID) order: at most limit
-// to lease and, among them, at most FailLimit(limit) expired leases of a last
+// to lease, at most room of them due wakes (the rest expired leases), and,
+// among them, at most FailLimit(limit) expired leases of a last
 // allowed attempt (exhausted), which the claim fails instead; it stops at
 // whichever bound it reaches first. The entries taken from each index are a
 // prefix of it, so each is cut with one bulk deletion instead of one search
 // per entry.
-func (s *State) takeClaimable(q *queue, limit int, now int64) []claimKey {
+func (s *State) takeClaimable(q *queue, limit, room int, now int64) []claimKey {
 	failLimit := FailLimit(limit)
 	// Only a current lease can be exhausted: the due index's entries are not
 	// asked, which would read each record before the claim needs it.
 	prefix := func(t *btree.BTreeG[claimKey], buf []claimKey, leased bool) []claimKey {
 		leasable, failing := 0, 0
+		most := limit
+		if !leased {
+			most = room
+		}
 		t.Scan(func(k claimKey) bool {
-			if k.At > now || leasable == limit || failing == failLimit {
+			if k.At > now || leasable == most || failing == failLimit {
 				return false
 			}
 			if leased && k.e.Exhausted() {
@@ -433,6 +445,11 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 			r.Woken = []string{parent.ExecutionID}
 			r.Became.Due = true
 		}
+	}
+	if s.roomFreed {
+		// Here, not only in run: each acknowledgement of a batch says so.
+		s.roomFreed = false
+		r.Became.Due = true
 	}
 	return r
 }

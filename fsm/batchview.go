@@ -34,6 +34,7 @@ type BatchView struct {
 
 	schedules map[string]*ScheduleDef // schedule -> the definition a logged put gives it; nil: a logged delete removes it
 	claimKeys map[string]struct{}     // request keys of logged keyed claims
+	queues    map[string]*QueueSettings // queue -> the settings a logged put gives it; nil: a logged delete removes them
 }
 
 type startKey struct{ caller, key string }
@@ -49,6 +50,7 @@ func (v *BatchView) Reset() {
 	clear(v.cancelled)
 	clear(v.schedules)
 	clear(v.claimKeys)
+	clear(v.queues)
 }
 
 // Settles reports whether the logged commands noted so far probably make c

@@ -87,6 +87,11 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 			return StateSummary{}, err
 		}
 	}
+	if version >= 9 {
+		if err := c.queueSettings(); err != nil { // queue_settings.go
+			return StateSummary{}, err
+		}
+	}
 	c.r.Discard(c.off) // what follows the state is the caller's to read
 	return sum, nil
 }

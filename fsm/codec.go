@@ -13,8 +13,9 @@ import (
 // field); an older claim decodes with none. Version 4 adds the forget
 // command. Version 5 adds queues (trailing fields): an admission's and a
 // child start's queue, and the queues a claim serves; an older command
-// decodes with the default queue and a claim of every queue.
-const CodecVersion = 5
+// decodes with the default queue and a claim of every queue. Version 6 adds
+// the queues' settings commands (put-queue, delete-queue).
+const CodecVersion = 6
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16

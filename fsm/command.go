@@ -40,6 +40,14 @@ const (
 	KindFireSchedules Kind = 22
 )
 
+// Queues' settings commands (queue_settings.go).
+const (
+	// KindPutQueue creates or replaces a queue's settings.
+	KindPutQueue Kind = 23
+	// KindDeleteQueue removes a queue's settings.
+	KindDeleteQueue Kind = 24
+)
+
 func (k Kind) String() string {
 	if d := kindOf(k); d != nil {
 		return d.name
@@ -113,6 +121,9 @@ type Command struct {
 	// sorted, unique, not empty, at most MaxClaimQueues; none: every queue.
 	Queue  string
 	Queues []string
+	// put-queue (codec version 6): the settings, with Limit the most queues
+	// with settings there may be. delete-queue: Queue names the queue.
+	QueueSettings *QueueSettings
 }
 
 // Ack is one acknowledgement of an acknowledge-batch command: the fields an
@@ -190,6 +201,9 @@ type Result struct {
 	// CodeNotFound for an unknown one; fire-schedules: the executions it
 	// admitted, in Woken.
 	Schedule *Schedule
+	// put-queue: the settings as stored (also when they were stored
+	// already), or CodeLimitExceeded.
+	QueueSettings *QueueSettings
 }
 
 // Transitions summarises effects the Store reacts to after applying.

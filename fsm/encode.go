@@ -23,9 +23,10 @@ import (
 // claimed: upgradeTries), and adds the claims' request keys
 // (claimkeys.go). Version 6 counts the executions retired to the archive
 // (archive.go). Version 8 keeps each record's queue (queues.go).
+// Version 9 adds the queues' settings (queue_settings.go).
 // Version 7 adds the cutoff of the forgotten executions
 // (forget.go).
-const StateVersion = 8
+const StateVersion = 9
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -71,6 +72,7 @@ type Reader interface {
 //	         caught-up:uv, then (version 8) queue:str
 //	changes  (version 4) the change log: see list_codec.go
 //	grants   (version 5) the claims' request keys: see claimkeys.go
+//	queues   (version 9) the queues' settings: see queue_settings.go
 //
 // The due index, the retirement queue, the two watch indexes and the
 // schedules' due index are derived, not stored: decoding rebuilds the due
@@ -106,7 +108,7 @@ func (s *State) Encode(w Writer) error { return s.encodeAs(w, StateVersion) }
 // holds no archived execution).
 func (s *State) encodeAs(w Writer, version uint64) error {
 	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) || (version < 7 && s.meta.ForgotBefore > 0) ||
-		(version < 8 && s.namesQueues()) {
+		(version < 8 && s.namesQueues()) || (version < 9 && s.qsettings.Len() > 0) {
 		panic("fsm: encode in version " + itoa(version))
 	}
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
@@ -184,6 +186,9 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 	}
 	if e.err == nil {
 		s.encodeGrants(e) // claimkeys.go
+	}
+	if e.err == nil && version >= 9 {
+		s.encodeQueueSettings(e) // queue_settings.go
 	}
 	e.flush(true)
 	return e.err
@@ -423,6 +428,11 @@ func DecodeState(r Reader) (*State, error) {
 	}
 	if version >= 5 {
 		if err := s.decodeGrants(d); err != nil { // claimkeys.go
+			return nil, err
+		}
+	}
+	if version >= 9 {
+		if err := s.decodeQueueSettings(d); err != nil { // queue_settings.go
 			return nil, err
 		}
 	}

@@ -54,6 +54,7 @@ var fixturePairs = []fixturePair{
 	{"testdata/commands-v3.bin", "testdata/state-v6.bin", 3, 6},
 	{"testdata/commands-v4.bin", "testdata/state-v7.bin", 4, 7},
 	{"testdata/commands-v5.bin", "testdata/state-v8.bin", 5, 8},
+	{"testdata/commands-v6.bin", "testdata/state-v9.bin", 6, 9},
 }
 
 func fixtureCommandList() []Command {

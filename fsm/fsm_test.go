@@ -195,6 +195,10 @@ func (g *gen) queue() string {
 	return []string{"", "", "", "q1", "q2", "w"}[g.rng.IntN(6)]
 }
 
+// queueName is the name of a queue whose settings a command puts or
+// deletes: the workflows' own and the named ones.
+func (g *gen) queueName() string { return []string{"w", "child", "q1", "q2"}[g.rng.IntN(4)] }
+
 // claimQueues is a claim's selection: mostly every queue, at times a sorted
 // subset of the queues the generator uses and one it never does.
 func (g *gen) claimQueues() []string {
@@ -311,6 +315,15 @@ func (g *gen) next() Command {
 		if g.rng.IntN(3) == 0 {
 			c.Forgotten = []ForgetCount{{WorkflowID: "w", Status: StatusCompleted, N: 1}}
 		}
+	case KindPutQueue:
+		c.ExecutionID = ""
+		st := &QueueSettings{Name: g.queueName(), Concurrency: g.rng.IntN(4), Paused: g.rng.IntN(4) == 0}
+		if st.Concurrency == 0 {
+			st.Paused = true
+		}
+		c.QueueSettings, c.Limit = st, 3 // four names: the fourth put may be over the limit
+	case KindDeleteQueue:
+		c.ExecutionID, c.Queue = "", g.queueName()
 	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
 		c.ExecutionID = ""
 		g.scheduleCommand(&c) // schedule_test.go

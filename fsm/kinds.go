@@ -65,6 +65,9 @@ const (
 	LimitWatches
 	// LimitSchedules: the store's limit of schedules, the command's Limit.
 	LimitSchedules
+	// LimitQueueSettings: the limit of queues with settings, the command's
+	// Limit.
+	LimitQueueSettings
 	// LimitNever: the kind never answers CodeLimitExceeded.
 	LimitNever
 )
@@ -182,6 +185,20 @@ var kinds = [...]kindDef{
 		apply:   func(s *State, c *Command, _ int64, dry bool) Result { return s.putSchedule(c, dry) },
 		settles: (*BatchView).settlesPutSchedule, note: (*BatchView).notePutSchedule,
 		notFound: NotFoundNever, limit: LimitSchedules,
+	},
+	KindPutQueue: {
+		name: "put-queue", since: 6,
+		encode: encodePutQueue, decode: decodePutQueue, size: sizePutQueue, bound: boundPutQueue, check: checkPutQueue,
+		apply:   func(s *State, c *Command, _ int64, dry bool) Result { return s.putQueue(c, dry) },
+		settles: (*BatchView).settlesPutQueue, note: (*BatchView).notePutQueue,
+		notFound: NotFoundNever, limit: LimitQueueSettings,
+	},
+	KindDeleteQueue: {
+		name: "delete-queue", since: 6,
+		encode: encodeDeleteQueue, decode: decodeDeleteQueue, size: sizeDeleteQueue, bound: boundDeleteQueue, check: checkDeleteQueue,
+		apply:   func(s *State, c *Command, _ int64, dry bool) Result { return s.deleteQueue(c, dry) },
+		settles: (*BatchView).settlesDeleteQueue, note: (*BatchView).noteDeleteQueue,
+		notFound: NotFoundNever, limit: LimitNever,
 	},
 	KindDeleteSchedule: {
 		name: "delete-schedule", since: 1,

@@ -131,13 +131,14 @@ func (s *State) selectQueues(names []string) []*queue {
 	return sel
 }
 
-// firstIn returns the first claimable entry of the selected queues in (time,
-// ID) order.
-func firstIn(sel []*queue) (claimKey, bool) {
+// firstIn returns the first entry of the selected queues in (time, ID)
+// order that a claim could take: none of a paused queue, and no due wake of
+// one at its concurrency limit.
+func (s *State) firstIn(sel []*queue) (claimKey, bool) {
 	var best claimKey
 	found := false
 	for _, q := range sel {
-		if k, ok := q.first(); ok && (!found || claimLess(k, best)) {
+		if k, ok := s.firstClaimable(q); ok && (!found || claimLess(k, best)) {
 			best, found = k, true
 		}
 	}
@@ -154,7 +155,7 @@ func (s *State) NextDueIn(names []string) (int64, bool) {
 	found := false
 	for _, n := range names {
 		if q, ok := s.queues[n]; ok {
-			if k, ok := q.first(); ok && (!found || k.At < at) {
+			if k, ok := s.firstClaimable(q); ok && (!found || k.At < at) {
 				at, found = k.At, true
 			}
 		}
@@ -217,10 +218,18 @@ func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey
 	failLimit := FailLimit(limit)
 	srcs := s.sourceScratch[:0]
 	for _, q := range sel {
+		room, paused := s.dueRoom(q, limit)
+		if paused {
+			continue
+		}
 		for _, leased := range [2]bool{false, true} {
 			t, _ := q.index(leased)
-			if k, ok := t.Min(); !ok || k.At > now {
+			if k, ok := t.Min(); !ok || k.At > now || (!leased && room == 0) {
 				continue
+			}
+			most := limit // the most leasable entries this index may give
+			if !leased {
+				most = room
 			}
 			var buf []claimKey
 			if n := len(srcs); n < cap(srcs) {
@@ -228,7 +237,7 @@ func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey
 			}
 			leasable, failing := 0, 0
 			t.Scan(func(k claimKey) bool {
-				if k.At > now || leasable == limit || failing == failLimit {
+				if k.At > now || leasable == most || failing == failLimit {
 					return false
 				}
 				if leased && k.e.Exhausted() {

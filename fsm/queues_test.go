@@ -10,27 +10,49 @@ import (
 )
 
 // claimModel is what a claim of the named queues (every queue when none)
-// at now must take, computed from the records alone: the executions of
-// those queues claimable at now (a due wake, or an expired lease), in
-// (time, ID) order, up to limit leased and FailLimit(limit) failed, stopping
-// at whichever bound comes first. It returns the IDs leased and failed.
+// at now must take, computed from the records and the queues' settings: the
+// executions of those queues claimable at now (a due wake, or an expired
+// lease), in (time, ID) order, none of a paused queue and no more due wakes
+// of a queue with a concurrency limit than its room, up to limit leased and
+// FailLimit(limit) failed, stopping at whichever bound comes first. It
+// returns the IDs leased and failed.
 func claimModel(s *State, names []string, limit int, now int64) (leased, failed []string) {
 	type cand struct {
 		at        int64
 		id        string
 		exhausted bool
+		leased    bool
+		queue     string
 	}
 	var cands []cand
+	leasedIn := map[string]int{} // current leases by queue
 	s.execs.Scan(func(it execItem) bool {
 		e := s.rec(it).Value()
+		if e.Leased() {
+			leasedIn[e.QueueName()]++
+		}
 		if len(names) > 0 && !slices.Contains(names, e.QueueName()) {
 			return true
 		}
 		if at, ok := e.ClaimableAt(); ok && at <= now {
-			cands = append(cands, cand{at, e.ID, e.Exhausted()})
+			cands = append(cands, cand{at, e.ID, e.Exhausted(), e.Leased(), e.QueueName()})
 		}
 		return true
 	})
+	// A paused queue gives nothing; one with a concurrency limit, at most
+	// its room of due executions (its expired leases are superseded, not
+	// added).
+	room := func(q string) int {
+		st, _ := s.QueueSettingsOf(q)
+		switch {
+		case st.Paused:
+			return -1
+		case st.Concurrency > 0:
+			return max(0, st.Concurrency-leasedIn[q])
+		}
+		return limit
+	}
+	dueTaken := map[string]int{}
 	slices.SortFunc(cands, func(a, b cand) int {
 		if a.at != b.at {
 			return int(a.at - b.at)
@@ -40,6 +62,13 @@ func claimModel(s *State, names []string, limit int, now int64) (leased, failed 
 	for _, c := range cands {
 		if len(leased) == limit || len(failed) == FailLimit(limit) {
 			break
+		}
+		r := room(c.queue)
+		if r < 0 || (!c.leased && dueTaken[c.queue] == r) {
+			continue
+		}
+		if !c.leased {
+			dueTaken[c.queue]++
 		}
 		if c.exhausted {
 			failed = append(failed, c.id)

@@ -184,6 +184,10 @@ type State struct {
 	// they were made (queues.go).
 	queues    map[string]*queue
 	queueList []*queue
+	qsettings *btree.BTreeG[QueueSettings] // by name (queue_settings.go)
+	// roomFreed: a lease of a queue with a concurrency limit ended during
+	// the command being applied (Apply reports Became.Due).
+	roomFreed bool
 
 	// list: the secondary indexes for listing and the change log (list.go).
 	list      listIndexes
@@ -239,18 +243,19 @@ func newTree[T any](less func(a, b T) bool) *btree.BTreeG[T] {
 // New returns an empty state.
 func New() *State {
 	return &State{
-		execs:   newTree(execLess),
-		steps:   newTree(stepLess),
-		starts:  newTree(startLess),
-		kv:      newTree(kvLess),
-		watches: newTree(watchLess),
-		wkeys:   newTree(watchKeyLess),
-		wexecs:  newTree(execWatchLess),
-		retired: newTree(retiredLess),
-		ended:   newTree(dueLess),
-		meta:    Meta{NextWatchID: 1},
-		gen:     1,
-		queues:  map[string]*queue{},
+		execs:     newTree(execLess),
+		steps:     newTree(stepLess),
+		starts:    newTree(startLess),
+		kv:        newTree(kvLess),
+		watches:   newTree(watchLess),
+		wkeys:     newTree(watchKeyLess),
+		wexecs:    newTree(execWatchLess),
+		retired:   newTree(retiredLess),
+		ended:     newTree(dueLess),
+		meta:      Meta{NextWatchID: 1},
+		gen:       1,
+		queues:    map[string]*queue{},
+		qsettings: newTree(settingsLess),
 
 		list:      newListIndexes(),
 		schedules: newTree(scheduleLess),
@@ -296,6 +301,7 @@ func (s *State) Copy() *State {
 		trackEnded: s.trackEnded,
 		archive:    s.archive,
 	}
+	c.qsettings = s.qsettings.Copy()
 	c.queues = make(map[string]*queue, len(s.queueList))
 	c.queueList = make([]*queue, len(s.queueList))
 	for i, q := range s.queueList {
@@ -444,7 +450,7 @@ func (s *State) NextDue() (int64, bool) {
 
 // nextClaimable returns the first entry of every queue's claimable indexes
 // in (time, ID) order.
-func (s *State) nextClaimable() (claimKey, bool) { return firstIn(s.queueList) }
+func (s *State) nextClaimable() (claimKey, bool) { return s.firstIn(s.queueList) }
 
 // DueLen returns the number of executions that are claimable now or later:
 // those with a pending wake or a current lease.
@@ -595,6 +601,9 @@ func (s *State) put(old *stored, e *Execution) {
 	if oldOK {
 		t, h := q.index(oldLeased)
 		t.DeleteHint(claimKey{At: oldAt, e: stored}, &h.del)
+		if oldLeased && !e.Leased() && s.limited(q.name) {
+			s.roomFreed = true
+		}
 	}
 	if newOK {
 		t, h := q.index(e.Leased())

@@ -21,6 +21,12 @@ const (
 	// ClaimServesEveryQueue makes a claim that names its queues lease from
 	// every queue.
 	ClaimServesEveryQueue = false
+	// ConcurrencyLimitOneOver makes a claim take one due execution more
+	// than a queue's concurrency limit leaves room for.
+	ConcurrencyLimitOneOver = false
+	// PausedQueueHandsOutOne makes a claim take one due execution of a
+	// paused queue.
+	PausedQueueHandsOutOne = false
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken = false

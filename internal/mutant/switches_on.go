@@ -12,6 +12,8 @@ var (
 	KeepCoveredWakes               bool
 	ReuseToken                     bool
 	ClaimServesEveryQueue          bool
+	ConcurrencyLimitOneOver        bool
+	PausedQueueHandsOutOne         bool
 	EncodeSkipsLastRecord          bool
 	SkipTailRewrite                bool
 	CompactPastKeep                bool
@@ -68,6 +70,8 @@ var All = map[string]*bool{
 	"KeepCoveredWakes":               &KeepCoveredWakes,
 	"ReuseToken":                     &ReuseToken,
 	"ClaimServesEveryQueue":          &ClaimServesEveryQueue,
+	"ConcurrencyLimitOneOver":        &ConcurrencyLimitOneOver,
+	"PausedQueueHandsOutOne":         &PausedQueueHandsOutOne,
 	"EncodeSkipsLastRecord":          &EncodeSkipsLastRecord,
 	"SkipTailRewrite":                &SkipTailRewrite,
 	"CompactPastKeep":                &CompactPastKeep,
