@@ -3,6 +3,7 @@ package execstore_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -183,5 +184,99 @@ func TestAScheduleAdmitsItsOccurrencesToItsQueue(t *testing.T) {
 	sc.Queue = "bad\x00"
 	if _, err := f.s.PutSchedule(ctx, sc); !errors.Is(err, execstore.ErrInvalidArgument) {
 		t.Fatalf("PutSchedule with a bad queue: %v", err)
+	}
+}
+
+// A queue's concurrency limit holds across claims and restarts: at most n of
+// its executions hold a lease at once; an acknowledgement that frees a place
+// signals DueChanged and NextDue says the work is due again; a pause gives
+// nothing until the queue is resumed. Queue and ListQueues report the
+// settings and the counts.
+func TestAQueuesConcurrencyLimitAndPauseHoldAcrossClaimsAndRestarts(t *testing.T) {
+	f := newFixture(t)
+	for i := range 5 {
+		f.admit(execstore.AdmitRequest{ExecutionID: fmt.Sprintf("c-%d", i), WorkflowID: "charge"})
+	}
+	f.admit(execstore.AdmitRequest{ExecutionID: "m-1", WorkflowID: "mail"})
+	got, err := f.s.PutQueue(ctx, execstore.QueueSettings{Name: "charge", Concurrency: 2})
+	if err != nil || got.Concurrency != 2 {
+		t.Fatalf("PutQueue = %+v, %v", got, err)
+	}
+	f.reopen()
+	first := f.claimIn(10, "charge")
+	if diff := cmp.Diff([]string{"c-0", "c-1"}, ids(first)); diff != "" {
+		t.Fatalf("first claim at a limit of 2 (-want +got):\n%s", diff)
+	}
+	if got := f.claim(10, time.Minute); len(got) != 1 || got[0].ExecutionID != "m-1" {
+		t.Fatalf("a claim of every queue leased %v, want m-1 alone", ids(got))
+	}
+	if next, _ := f.s.NextDue(ctx); !next.Equal(first[0].ExpiresAt) {
+		t.Fatalf("NextDue = %v, want the leases' expiry %v: the limited queue's due work cannot be claimed", next, first[0].ExpiresAt)
+	}
+	info, err := f.s.Queue(ctx, "charge")
+	if err != nil || info.Concurrency != 2 || info.Live != 5 || info.Leased != 2 || info.Due != 3 {
+		t.Fatalf("Queue(charge) = %+v, %v", info, err)
+	}
+	due := f.s.DueChanged()
+	if _, err := f.s.Acknowledge(ctx, first[0], execstore.Completed(nil)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-due:
+	default:
+		t.Fatal("an acknowledgement that freed a place in a limited queue did not signal DueChanged")
+	}
+	if next, _ := f.s.NextDue(ctx); next.After(f.clock.Now()) {
+		t.Fatalf("NextDue = %v after a place was freed, want now", next)
+	}
+	if diff := cmp.Diff([]string{"c-2"}, ids(f.claimIn(10, "charge"))); diff != "" {
+		t.Fatalf("claim after one ended (-want +got):\n%s", diff)
+	}
+	if _, err := f.s.PutQueue(ctx, execstore.QueueSettings{Name: "charge", Concurrency: 10, Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.claimIn(10, "charge"); len(got) != 0 {
+		t.Fatalf("a claim of a paused queue leased %v", ids(got))
+	}
+	list, err := f.s.ListQueues(ctx, "")
+	if err != nil || len(list) != 2 || list[0].Name != "charge" || !list[0].Paused || list[1].Name != "mail" || list[1].Leased != 1 {
+		t.Fatalf("ListQueues = %+v, %v", list, err)
+	}
+	due = f.s.DueChanged()
+	if _, err := f.s.PutQueue(ctx, execstore.QueueSettings{Name: "charge"}); err != nil { // no limit, not paused: the defaults
+		t.Fatal(err)
+	}
+	select {
+	case <-due:
+	default:
+		t.Fatal("resuming a queue did not signal DueChanged")
+	}
+	if diff := cmp.Diff([]string{"c-3", "c-4"}, ids(f.claimIn(10, "charge"))); diff != "" {
+		t.Fatalf("claim after the queue was resumed (-want +got):\n%s", diff)
+	}
+	if list, _ := f.s.ListQueues(ctx, ""); len(list) != 2 || list[0].Concurrency != 0 || list[0].Paused {
+		t.Fatalf("after the defaults were put, ListQueues = %+v", list)
+	}
+}
+
+// Bad settings are refused with a typed error and write nothing; deleting
+// settings a queue does not have is no error; the settings are bounded.
+func TestBadQueueSettingsAreRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, st := range []execstore.QueueSettings{
+		{Name: "", Paused: true},
+		{Name: "q\x00", Paused: true},
+		{Name: "q", Concurrency: -1},
+		{Name: "q", Concurrency: execstore.MaxQueueConcurrency + 1},
+	} {
+		if _, err := f.s.PutQueue(ctx, st); !errors.Is(err, execstore.ErrInvalidArgument) {
+			t.Errorf("PutQueue(%+v): %v, want ErrInvalidArgument", st, err)
+		}
+	}
+	if err := f.s.DeleteQueue(ctx, "never-set"); err != nil {
+		t.Fatalf("DeleteQueue of a queue without settings: %v", err)
+	}
+	if list, err := f.s.ListQueues(ctx, ""); err != nil || len(list) != 0 {
+		t.Fatalf("after refusals, ListQueues = %+v, %v", list, err)
 	}
 }

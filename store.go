@@ -443,6 +443,8 @@ func resultErr(res *fsm.Result, c *fsm.Command) error {
 		switch fsm.LimitOf(c.Kind) {
 		case fsm.LimitSchedules:
 			return errorf(ErrLimitExceeded, "there are %d schedules already, the limit", c.Limit)
+		case fsm.LimitQueueSettings:
+			return errorf(ErrLimitExceeded, "there are %d queues with settings already, the limit", c.Limit)
 		case fsm.LimitWatches:
 			return errorf(ErrLimitExceeded, "execution %q has reached its limit of %d watches", c.ExecutionID, MaxWatchesPerExecution)
 		case fsm.LimitSteps:

@@ -32,8 +32,8 @@ type BatchView struct {
 	watches    map[string]struct{}   // execution and keys of logged watches
 	cancelled  map[string]struct{}   // executions a logged cancel ends (not their descendants: the view does not walk the tree)
 
-	schedules map[string]*ScheduleDef // schedule -> the definition a logged put gives it; nil: a logged delete removes it
-	claimKeys map[string]struct{}     // request keys of logged keyed claims
+	schedules map[string]*ScheduleDef   // schedule -> the definition a logged put gives it; nil: a logged delete removes it
+	claimKeys map[string]struct{}       // request keys of logged keyed claims
 	queues    map[string]*QueueSettings // queue -> the settings a logged put gives it; nil: a logged delete removes them
 }
 

@@ -231,7 +231,9 @@ func (v *BatchView) settlesPutQueue(c *Command) bool {
 	return ok && st != nil && *st == *c.QueueSettings
 }
 
-func (v *BatchView) notePutQueue(c *Command, _ *State) { v.noteQueue(c.QueueSettings.Name, c.QueueSettings) }
+func (v *BatchView) notePutQueue(c *Command, _ *State) {
+	v.noteQueue(c.QueueSettings.Name, c.QueueSettings)
+}
 
 // settlesDeleteQueue: a delete of what a logged delete removes.
 func (v *BatchView) settlesDeleteQueue(c *Command) bool {

@@ -197,6 +197,17 @@ func (s *State) Queues(now int64, after string, limit int, fn func(QueueStats) b
 	}
 }
 
+// QueueStatsOf returns a queue's counts at time now (all zero for a queue
+// that holds no execution that is not terminal).
+func (s *State) QueueStatsOf(name string, now int64) QueueStats {
+	q, ok := s.queues[name]
+	if !ok {
+		return QueueStats{Name: name}
+	}
+	return QueueStats{Name: name, Live: q.live, Due: countAtOrBefore(q.due, now),
+		Leased: q.leases.Len(), Expired: countAtOrBefore(q.leases, now)}
+}
+
 // QueueCount returns the number of queues that hold an execution that is
 // not terminal.
 func (s *State) QueueCount() int { return len(s.queueList) }

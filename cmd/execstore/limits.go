@@ -118,8 +118,11 @@ func (admitBody) maxBytes(l *execstore.Limits) int64 {
 	// Params and context share EventBytes; the context, strings, is the
 	// larger in JSON.
 	event := 2*memberBytes + int64(l.ContextEntries)*memberBytes + escapedBytesMax*int64(l.EventBytes)
-	return bodySlackBytes + str(execstore.IDBytes) + str(execstore.IDBytes) + event + scalar
+	return bodySlackBytes + str(execstore.IDBytes) + str(execstore.IDBytes) + event + scalar + str(execstore.IDBytes) // ..., queue
 }
+
+// claimQueues is a claim's queues member: at most MaxClaimQueues names.
+func claimQueues() int64 { return memberBytes + execstore.MaxClaimQueues*str(execstore.IDBytes) }
 
 func (wakeBody) maxBytes(*execstore.Limits) int64 { return bodySlackBytes + scalar }
 
@@ -132,7 +135,7 @@ func (cancelBody) maxBytes(l *execstore.Limits) int64 {
 }
 
 func (claimBody) maxBytes(*execstore.Limits) int64 {
-	return bodySlackBytes + 2*scalar + str(execstore.MaxRequestKeyLen)
+	return bodySlackBytes + 2*scalar + str(execstore.MaxRequestKeyLen) + claimQueues()
 }
 
 func (renewBody) maxBytes(l *execstore.Limits) int64 { return bodySlackBytes + lease() + scalar }
@@ -150,13 +153,13 @@ func (acknowledgeBatchBody) maxBytes(l *execstore.Limits) int64 {
 }
 
 func (acknowledgeAndClaimBody) maxBytes(l *execstore.Limits) int64 {
-	return bodySlackBytes + acknowledgements(l) + 2*scalar + str(execstore.MaxRequestKeyLen)
+	return bodySlackBytes + acknowledgements(l) + 2*scalar + str(execstore.MaxRequestKeyLen) + claimQueues()
 }
 
 func (checkOutcomeBody) maxBytes(l *execstore.Limits) int64 { return bodySlackBytes + outcome(l) }
 
 func (startBody) maxBytes(l *execstore.Limits) int64 {
-	return bodySlackBytes + lease() + str(l.KeyBytes) + str(execstore.IDBytes) + raw(l.EventBytes)
+	return bodySlackBytes + lease() + str(l.KeyBytes) + str(execstore.IDBytes) + raw(l.EventBytes) + str(execstore.IDBytes) // ..., queue
 }
 
 func (saveStepBody) maxBytes(l *execstore.Limits) int64 {
@@ -172,9 +175,11 @@ func (commitBody) maxBytes(l *execstore.Limits) int64 {
 }
 
 func (scheduleBody) maxBytes(l *execstore.Limits) int64 {
-	// workflowId, params, cron; intervalMs, cronOffset, start, end, catchUp.
-	return bodySlackBytes + str(execstore.IDBytes) + raw(l.EventBytes) + str(fsm.MaxCronBytes) + 5*scalar
+	// workflowId, params, cron, queue; intervalMs, cronOffset, start, end, catchUp.
+	return bodySlackBytes + str(execstore.IDBytes) + raw(l.EventBytes) + str(fsm.MaxCronBytes) + str(execstore.IDBytes) + 5*scalar
 }
+
+func (queueBody) maxBytes(*execstore.Limits) int64 { return bodySlackBytes + 2*scalar }
 
 func (addMemberBody) maxBytes(*execstore.Limits) int64 {
 	return bodySlackBytes + 2*str(maxMemberID)

@@ -90,6 +90,11 @@ func routeTable(a *api, u *webUI, metrics http.Handler) []route {
 		{"GET /v1/schedules/{id}", a.getSchedule, nil, jsonRoute},
 		{"DELETE /v1/schedules/{id}", a.deleteSchedule, nil, jsonRoute},
 		{"GET /v1/schedules", a.listSchedules, nil, jsonRoute},
+		// queues.go
+		{"PUT /v1/queues/{name}", a.putQueue, queueBody{}, jsonRoute},
+		{"GET /v1/queues/{name}", a.getQueue, nil, jsonRoute},
+		{"DELETE /v1/queues/{name}", a.deleteQueue, nil, jsonRoute},
+		{"GET /v1/queues", a.listQueues, nil, jsonRoute},
 
 		// changes.go
 		{"GET /v1/changes", a.changes, nil, jsonRoute},

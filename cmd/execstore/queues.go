@@ -1,0 +1,86 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/execstore/execstore"
+)
+
+// The queues: their settings (a concurrency limit, a pause) and counts.
+
+type queueBody struct {
+	// Concurrency: at most this many of the queue's executions leased at
+	// once; absent or 0: no limit.
+	Concurrency int  `json:"concurrency,omitempty"`
+	Paused      bool `json:"paused,omitempty"`
+}
+
+type queueJSON struct {
+	Name        string `json:"name"`
+	Concurrency int    `json:"concurrency"`
+	Paused      bool   `json:"paused"`
+	Live        int    `json:"live"`
+	Due         int    `json:"due"`
+	Leased      int    `json:"leased"`
+	Expired     int    `json:"expired"`
+}
+
+func queueOut(q execstore.QueueInfo) queueJSON {
+	return queueJSON{Name: q.Name, Concurrency: q.Concurrency, Paused: q.Paused, Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired}
+}
+
+// putQueue sets a queue's settings and answers the queue as getQueue does.
+func (a *api) putQueue(w http.ResponseWriter, r *http.Request) {
+	var body queueBody
+	if !a.decode(w, r, &body, execstore.ErrInvalidArgument) {
+		return
+	}
+	name := r.PathValue("name")
+	if _, err := a.store.PutQueue(r.Context(), execstore.QueueSettings{Name: name, Concurrency: body.Concurrency, Paused: body.Paused}); err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.getQueue(w, r)
+}
+
+func (a *api) getQueue(w http.ResponseWriter, r *http.Request) {
+	q, err := a.store.Queue(r.Context(), r.PathValue("name"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, queueOut(q))
+}
+
+func (a *api) deleteQueue(w http.ResponseWriter, r *http.Request) {
+	if err := a.store.DeleteQueue(r.Context(), r.PathValue("name")); err != nil {
+		a.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "deleted"})
+}
+
+// listQueues answers the queues with settings or live executions, in name
+// order, from the first after ?after=; "next" is the name to continue
+// after when the page is full.
+func (a *api) listQueues(w http.ResponseWriter, r *http.Request) {
+	p, err := queryParams(r, "after")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
+		return
+	}
+	list, err := a.store.ListQueues(r.Context(), p["after"])
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]queueJSON, len(list))
+	for i, q := range list {
+		out[i] = queueOut(q)
+	}
+	answer := map[string]any{"queues": out}
+	if len(list) == execstore.ListQueuesMax {
+		answer["next"] = list[len(list)-1].Name
+	}
+	writeJSON(w, http.StatusOK, answer)
+}

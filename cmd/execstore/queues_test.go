@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// A queue's settings over HTTP: put answers the queue with its counts, a
+// claim takes no more than its limit, a pause takes nothing, the list pages
+// by name, delete lifts them; bad settings are refused.
+func TestHTTPQueueSettingsBoundClaims(t *testing.T) {
+	s := newServer(t)
+	for i := range 4 {
+		s.expect("POST", "/v1/executions", fmt.Sprintf(`{"executionId":"c-%d","workflowId":"charge"}`, i), 201, "")
+	}
+	q := s.expect("PUT", "/v1/queues/charge", `{"concurrency":2}`, 200, "")
+	if q["name"] != "charge" || q["concurrency"] != 2.0 || q["paused"] != false || q["live"] != 4.0 || q["due"] != 4.0 || q["leased"] != 0.0 {
+		t.Fatalf("put answered %v", q)
+	}
+	claimed := s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000}`, 200, "")
+	if n := len(claimed["leases"].([]any)); n != 2 {
+		t.Fatalf("a claim at a limit of 2 leased %d", n)
+	}
+	s.expect("PUT", "/v1/queues/charge", `{"concurrency":5,"paused":true}`, 200, "")
+	if n := len(s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000}`, 200, "")["leases"].([]any)); n != 0 {
+		t.Fatalf("a claim of a paused queue leased %d", n)
+	}
+	s.expect("PUT", "/v1/queues/mail", `{"paused":true}`, 200, "")
+	list := s.expect("GET", "/v1/queues", "", 200, "")["queues"].([]any)
+	if len(list) != 2 || list[0].(map[string]any)["name"] != "charge" || list[0].(map[string]any)["leased"] != 2.0 || list[1].(map[string]any)["name"] != "mail" {
+		t.Fatalf("GET /v1/queues answered %v", list)
+	}
+	if page := s.expect("GET", "/v1/queues?after=charge", "", 200, "")["queues"].([]any); len(page) != 1 {
+		t.Fatalf("GET /v1/queues?after=charge answered %v", page)
+	}
+	s.expect("GET", "/v1/queues?before=x", "", 400, "INVALID_ARGUMENT")
+	s.expect("DELETE", "/v1/queues/charge", "", 200, "")
+	if got := s.expect("GET", "/v1/queues/charge", "", 200, ""); got["paused"] != false || got["concurrency"] != 0.0 {
+		t.Fatalf("after delete: %v", got)
+	}
+	if n := len(s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000}`, 200, "")["leases"].([]any)); n != 2 {
+		t.Fatalf("a claim after the settings were deleted leased %d, want the other 2", n)
+	}
+	s.expect("PUT", "/v1/queues/charge", `{"concurrency":-1}`, 400, "INVALID_ARGUMENT")
+	s.expect("PUT", "/v1/queues/charge", `{"concurrency":1000001}`, 422, "LIMIT_EXCEEDED")
+	s.expect("PUT", "/v1/queues/charge", `{"concurrency":1,"extra":1}`, 400, "INVALID_ARGUMENT")
+}
+
+// A claim naming the most queues, each of the longest name written at its
+// widest (every byte as \u00XX), is within the claim route's body limit.
+func TestHTTPAClaimOfTheMostQueuesAtTheirWidestIsRead(t *testing.T) {
+	s := newServer(t)
+	names := make([]string, 64)
+	for i := range names {
+		names[i] = escaped(fmt.Sprintf("%03d", i) + strings.Repeat("q", 197))
+	}
+	body := `{"limit":1,"leaseDurationMs":30000,"queues":[` + strings.Join(names, ",") + `]}`
+	if out := s.expect("POST", "/v1/claims", body, http.StatusOK, ""); len(out["leases"].([]any)) != 0 {
+		t.Fatalf("claim answered %v", out)
+	}
+}

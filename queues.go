@@ -1,0 +1,159 @@
+package execstore
+
+import (
+	"context"
+	"slices"
+
+	"github.com/execstore/execstore/fsm"
+)
+
+// QueueSettings is a queue's flow control: what claims may take from it.
+// Settings are kept by queue name, apart from the queue's executions: they
+// apply to a queue before anything is admitted to it and after it empties.
+type QueueSettings struct {
+	// Name is the queue's: an AdmitRequest.Queue, or a workflow ID (each
+	// workflow's own queue). 1 to IDBytes bytes of UTF-8 without control
+	// characters.
+	Name string
+	// Concurrency, when positive, is the most executions of the queue that
+	// hold a current lease at once, across every worker and claim: a claim
+	// takes no more of its due executions than the limit leaves room for.
+	// An expired lease counts until a claim supersedes it (which that claim
+	// may do at the limit: a redelivery replaces a lease, it adds none), so
+	// a stalled worker holds its place until its lease expires. Lowering the
+	// limit below the leases held ends none of them; claims take nothing new
+	// until enough have ended. 0: no limit. At most MaxQueueConcurrency.
+	Concurrency int
+	// Paused: claims take nothing from the queue, not even its expired
+	// leases, until it is resumed. Admissions, wakes and the leases already
+	// held go on as before.
+	Paused bool
+}
+
+// MaxQueueConcurrency bounds QueueSettings.Concurrency.
+const MaxQueueConcurrency = fsm.MaxQueueConcurrency
+
+// MaxQueueSettings bounds the queues that have settings.
+const MaxQueueSettings = fsm.MaxQueueSettings
+
+// QueueInfo is a queue's settings and its counts at the store's time.
+type QueueInfo struct {
+	QueueSettings
+	// Live counts the queue's executions that are not terminal; Due, those
+	// due now without a current lease; Leased, its current leases; Expired,
+	// those of them that have expired, which a claim would supersede.
+	Live, Due, Leased, Expired int
+}
+
+// PutQueue sets a queue's settings, replacing any it had, and returns them.
+// Settings identical to those stored write nothing; settings that limit
+// nothing (no concurrency limit, not paused) are the absence of settings,
+// and put removes any the queue had. The queue's executions are untouched:
+// a pause or a lower limit ends no lease. Errors: ErrInvalidArgument (a bad
+// name or limit), ErrLimitExceeded (MaxQueueSettings queues have settings
+// already, or the limit is over MaxQueueConcurrency); nothing is written.
+func (s *Store) PutQueue(ctx context.Context, st QueueSettings) (QueueSettings, error) {
+	if err := idError(ErrInvalidArgument, "queue", st.Name); err != nil {
+		return QueueSettings{}, err
+	}
+	switch {
+	case st.Concurrency < 0:
+		return QueueSettings{}, invalidArg("queue concurrency %d is negative", st.Concurrency)
+	case st.Concurrency > MaxQueueConcurrency:
+		return QueueSettings{}, overLimit(ErrInvalidArgument, "queue concurrency %d is over the limit of %d", st.Concurrency, MaxQueueConcurrency)
+	case st.Concurrency == 0 && !st.Paused:
+		if err := s.DeleteQueue(ctx, st.Name); err != nil {
+			return QueueSettings{}, err
+		}
+		return st, nil
+	}
+	def := fsm.QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused}
+	c := fsm.Command{Kind: fsm.KindPutQueue, QueueSettings: &def, Limit: MaxQueueSettings}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return QueueSettings{}, err
+	}
+	if err := resultErr(&res, &c); err != nil {
+		return QueueSettings{}, err
+	}
+	return queueSettingsFromFSM(*res.QueueSettings), nil
+}
+
+// DeleteQueue removes a queue's settings: claims take from it again
+// without a limit. Its executions are untouched. A queue without settings
+// writes nothing and is no error. Errors: ErrInvalidArgument (a bad name).
+func (s *Store) DeleteQueue(ctx context.Context, name string) error {
+	if err := idError(ErrInvalidArgument, "queue", name); err != nil {
+		return err
+	}
+	c := fsm.Command{Kind: fsm.KindDeleteQueue, Queue: name}
+	res, err := s.do(ctx, &c)
+	if err != nil {
+		return err
+	}
+	return resultErr(&res, &c)
+}
+
+// Queue returns a queue's settings (the defaults when it has none) and its
+// counts. Any name is a queue, empty or not. Errors: ErrInvalidArgument (a
+// bad name).
+func (s *Store) Queue(ctx context.Context, name string) (QueueInfo, error) {
+	if err := idError(ErrInvalidArgument, "queue", name); err != nil {
+		return QueueInfo{}, err
+	}
+	var out QueueInfo
+	err := s.read(ctx, func(st *fsm.State) {
+		set, _ := st.QueueSettingsOf(name)
+		q := st.QueueStatsOf(name, st.Meta().Now)
+		out = QueueInfo{QueueSettings: queueSettingsFromFSM(set), Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired}
+	})
+	return out, err
+}
+
+// ListQueuesMax bounds what ListQueues returns.
+const ListQueuesMax = 1000
+
+// ListQueues returns the queues that have settings or executions that are
+// not terminal, in name order, at most ListQueuesMax of them from the first
+// name after `after` ("" for the first page): a page is full when more may
+// follow.
+func (s *Store) ListQueues(ctx context.Context, after string) ([]QueueInfo, error) {
+	var out []QueueInfo
+	err := s.read(ctx, func(st *fsm.State) {
+		byName := map[string]*QueueInfo{}
+		var names []string
+		add := func(name string) *QueueInfo {
+			if q, ok := byName[name]; ok {
+				return q
+			}
+			names = append(names, name)
+			q := &QueueInfo{QueueSettings: QueueSettings{Name: name}}
+			byName[name] = q
+			return q
+		}
+		// The first ListQueuesMax names of the two sets together are among
+		// the first ListQueuesMax of each.
+		n := 0
+		st.EachQueueSettings(after, func(set fsm.QueueSettings) bool {
+			add(set.Name).QueueSettings = queueSettingsFromFSM(set)
+			n++
+			return n < ListQueuesMax
+		})
+		st.Queues(st.Meta().Now, after, ListQueuesMax, func(q fsm.QueueStats) bool {
+			i := add(q.Name)
+			i.Live, i.Due, i.Leased, i.Expired = q.Live, q.Due, q.Leased, q.Expired
+			return true
+		})
+		slices.Sort(names)
+		names = names[:min(len(names), ListQueuesMax)]
+		out = make([]QueueInfo, len(names))
+		for i, n := range names {
+			out[i] = *byName[n]
+		}
+	})
+	return out, err
+}
+
+func queueSettingsFromFSM(st fsm.QueueSettings) QueueSettings {
+	return QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused}
+}
