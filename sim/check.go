@@ -274,6 +274,9 @@ func (w *world) checkFull(s *execstore.Store, when string) error {
 	if err := w.checkSchedules(s); err != nil {
 		return fmt.Errorf("%s: %w", when, err)
 	}
+	if err := w.checkQueueSettings(s); err != nil { // queue_settings.go
+		return fmt.Errorf("%s: %w", when, err)
+	}
 	ctx := context.Background()
 	for _, id := range w.model.order {
 		if err := w.checkRecord(s, id); err != nil {
@@ -317,7 +320,7 @@ func equalResults(a, b result) bool {
 		(a.Batch == nil) != (b.Batch == nil) || len(a.Batch) != len(b.Batch) ||
 		(a.Records == nil) != (b.Records == nil) || len(a.Records) != len(b.Records) ||
 		(a.Feed == nil) != (b.Feed == nil) || (a.Feed != nil && !equalFeeds(a.Feed, b.Feed)) ||
-		!equalSchedulePtr(a.Schedule, b.Schedule) || !equalScheduleLists(a.Schedules, b.Schedules) {
+		!equalSchedulePtr(a.Schedule, b.Schedule) || !equalScheduleLists(a.Schedules, b.Schedules) || !equalQueuePtr(a.Queue, b.Queue) {
 		return false
 	}
 	for i := range a.Records {

@@ -49,6 +49,15 @@ func (w *world) coverResult(o *op, got result) {
 		w.cover("queues", "a claim of named queues leased")
 	case o.kind == opClaim && len(o.queues) > 0 && got.Code == "" && len(got.Leases) == 0 && w.model.dueOutside(o.queues):
 		w.cover("queues", "a claim of named queues left another queue's due execution")
+	case o.kind == opPutQueue && got.Code == "" && (o.queue.Paused || o.queue.Concurrency > 0):
+		w.cover("queues", "settings put")
+	}
+	if o.kind == opClaim && got.Code == "" {
+		if paused, full := w.model.heldBackNow(); paused {
+			w.cover("queues", "a claim left a paused queue's executions")
+		} else if full {
+			w.cover("queues", "a claim left a full queue's due executions")
+		}
 	}
 	for _, b := range got.Batch {
 		w.coverResult(&op{kind: opAck}, b)
@@ -174,6 +183,7 @@ var RequiredCells = []string{
 	// Queues: claims of named queues lease only theirs.
 	"queues/an admission to a named queue", "queues/a claim of named queues leased",
 	"queues/a claim of named queues left another queue's due execution",
+	"queues/settings put", "queues/a claim left a paused queue's executions", "queues/a claim left a full queue's due executions",
 	// Cancellations that end a tree: each execution before its children,
 	// in step key order.
 	"cancel/one execution", "cancel/a parent and a child", "cancel/a tree of three or more",

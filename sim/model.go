@@ -41,6 +41,8 @@ type model struct {
 	cancelled int
 
 	scheds map[string]*msched // schedules.go
+	// qsettings: each queue's settings (queue_settings.go).
+	qsettings map[string]execstore.QueueSettings
 
 	retention time.Duration // Options.Retention; 0: off (retire.go)
 	archive   bool          // Options.Archive: retired records are read back Archived
@@ -150,6 +152,7 @@ func (m *model) clone() *model {
 		c.scheds[id] = &cs
 	}
 	c.grants = maps.Clone(m.grants) // a grant is never changed once made
+	c.qsettings = maps.Clone(m.qsettings)
 	return &c
 }
 
@@ -247,6 +250,7 @@ type result struct {
 	Feed      *execstore.ChangesPage // changes
 	Schedule  *execstore.Schedule
 	Schedules []execstore.Schedule
+	Queue     *execstore.QueueSettings // put-queue
 }
 
 func fail(code string) result { return result{Code: code} }
@@ -390,8 +394,18 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 		id string
 	}
 	var due []cand
+	room := map[string]int{} // each queue's room at the claim (queue_settings.go)
 	for _, id := range m.order {
-		if e := m.execs[id]; len(queues) > 0 && !slices.Contains(queues, e.queueName()) {
+		e := m.execs[id]
+		if len(queues) > 0 && !slices.Contains(queues, e.queueName()) {
+			continue
+		}
+		if _, ok := room[e.queueName()]; !ok {
+			room[e.queueName()] = m.room(e.queueName(), limit)
+		}
+		// A paused queue gives nothing; a queue without room, none of its
+		// due executions (its expired leases are superseded, not added).
+		if r := room[e.queueName()]; r < 0 || (r == 0 && e.token == 0) {
 			continue
 		}
 		if at, ok := m.execs[id].claimable(); ok && at <= now {
@@ -422,6 +436,12 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 		if e.exhausted() {
 			exhausted = append(exhausted, e)
 			continue
+		}
+		if e.token == 0 { // a due execution takes a place of its queue's room
+			if room[e.queueName()] == 0 {
+				continue
+			}
+			room[e.queueName()]--
 		}
 		e.covered = earliest(e.covered, e.due)
 		e.due = 0
@@ -928,7 +948,9 @@ func (m *model) summary() summary {
 		}
 		if at, ok := e.claimable(); ok {
 			s.Pending++
-			next = earliest(next, at)
+			if !m.heldBack(e) {
+				next = earliest(next, at)
+			}
 		}
 	}
 	s.NextDue = timeOf(next)

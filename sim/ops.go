@@ -34,6 +34,8 @@ const (
 	opChanges  opKind = "changes"
 	opCancel   opKind = "cancel"
 
+	opPutQueue       opKind = "put-queue"
+	opDeleteQueue    opKind = "delete-queue"
 	opPutSchedule    opKind = "put-schedule"
 	opDeleteSchedule opKind = "delete-schedule"
 	opGetSchedule    opKind = "get-schedule"
@@ -55,7 +57,8 @@ type op struct {
 	wf     string
 	params params
 	writes []write
-	queues []string // claim: the queues it serves; none: every queue
+	queue  execstore.QueueSettings // put-queue
+	queues []string                // claim: the queues it serves; none: every queue
 	keys   []string
 	acks   []ackArg
 	cancel bool // await: the model says the execution is running
@@ -167,6 +170,8 @@ func (o *op) call(s *execstore.Store) result {
 		return changesOf(s, o.after, o.limit)
 	case opPutSchedule, opDeleteSchedule, opGetSchedule, opListSchedules:
 		return o.callSchedule(s) // schedules.go
+	case opPutQueue, opDeleteQueue:
+		return o.callQueue(s) // queue_settings.go
 	}
 	panic("sim: unknown operation " + string(o.kind))
 }
@@ -239,6 +244,8 @@ func (o *op) apply(m *model, clock int64, generated string) result {
 		return m.changes(o.after, o.limit)
 	case opPutSchedule, opDeleteSchedule, opGetSchedule, opListSchedules:
 		return o.applySchedule(m, clock) // schedules.go
+	case opPutQueue, opDeleteQueue:
+		return o.applyQueue(m, clock) // queue_settings.go
 	}
 	panic("sim: unknown operation " + string(o.kind))
 }
@@ -358,6 +365,8 @@ func (o *op) describe(t *trace) string {
 		fmt.Fprintf(&b, " %s %s start=%s", shortID(o.sched.sc.ID), o.sched.name, simTime(o.sched.sc.Start))
 	case opDeleteSchedule, opGetSchedule:
 		fmt.Fprintf(&b, " %s", shortID(o.id))
+	case opPutQueue, opDeleteQueue:
+		b.WriteString(o.describeQueue())
 	}
 	return b.String()
 }

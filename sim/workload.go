@@ -39,6 +39,8 @@ var actions = []action{
 	{"put-schedule", 14, func(w *world) error { return w.plain(w.genPutSchedule()) }},
 	{"delete-schedule", 6, func(w *world) error { return w.plain(w.genDeleteSchedule()) }},
 	{"get-schedule", 6, func(w *world) error { return w.plain(w.genGetSchedule()) }},
+	{"put-queue", 8, func(w *world) error { return w.plain(w.genPutQueue()) }},
+	{"delete-queue", 4, func(w *world) error { return w.plain(w.genDeleteQueue()) }},
 	{"tick", 100, (*world).tick},
 	{"leap", 30, (*world).leap},
 	{"clock-back", 6, (*world).clockBack},
@@ -87,6 +89,7 @@ var writerOps = []func(w *world) *op{
 	(*world).genAck, (*world).genAckBatch, (*world).genSaveStep, (*world).genStart, (*world).genCommit,
 	(*world).genWatch, (*world).genCancel,
 	(*world).genWatch, (*world).genPutSchedule, (*world).genDeleteSchedule,
+	(*world).genPutQueue,
 }
 
 // crashInOp crashes at a crash point inside an operation's write (before the write,

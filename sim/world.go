@@ -918,6 +918,9 @@ func codeOf(err error) string {
 // wake must be delivered within the bound.
 func (w *world) liveness() error {
 	w.tr.line("liveness")
+	if err := w.deleteQueues(); err != nil { // queue_settings.go
+		return err
+	}
 	if err := w.deleteSchedules(); err != nil {
 		return err
 	}
