@@ -28,6 +28,23 @@ def test_admits_once_and_a_repeat_says_whether_it_is_the_same_event(server):
     assert rec["status"] == "admitted" and rec["params"] == params
 
 
+def test_a_queues_settings_bound_its_claims_and_a_paused_queue_gives_nothing(server):
+    client = Client(server.url)
+    for i in range(3):
+        client.admit("limited", f"lim-{i}")
+    assert client.put_queue("limited", concurrency=1) == {
+        "name": "limited", "concurrency": 1, "paused": False, "live": 3, "due": 3, "leased": 0, "expired": 0}
+    assert len(client.claim(10, 30_000, queues=["limited"])["leases"]) == 1
+    assert client.claim(10, 30_000, queues=["limited"])["leases"] == []
+    client.put_queue("limited", concurrency=5, paused=True)
+    assert client.claim(10, 30_000, queues=["limited"])["leases"] == []
+    assert any(q["name"] == "limited" and q["paused"] and q["leased"] == 1 for q in client.list_queues()["queues"])
+    client.delete_queue("limited")
+    assert len(client.claim(10, 30_000, queues=["limited"])["leases"]) == 2
+    with pytest.raises(InvalidArgumentError):
+        client.put_queue("limited", concurrency=-1)
+
+
 def test_refuses_what_it_cannot_keep_with_typed_errors(server):
     client = Client(server.url)
     for bad in ("", ".", ".."):

@@ -23,6 +23,8 @@ export type Acknowledged = Schemas["Acknowledged"];
 export type Delivery<P = JsonValue> = Omit<Schemas["Delivery"], "params"> & { params?: P };
 export type Schedule = Schemas["Schedule"];
 export type ScheduleBody = Schemas["ScheduleBody"];
+export type QueueBody = Schemas["QueueBody"];
+export type QueueInfo = Schemas["QueueInfo"];
 export type Stats = AnswerOf<"/v1/stats", "get">;
 export type Cluster = Schemas["Cluster"];
 
@@ -260,6 +262,28 @@ export class Client {
 
   listSchedules(opts?: CallOptions): Promise<AnswerOf<"/v1/schedules", "get">> {
     return this.call("GET", "/v1/schedules", undefined, "always", opts);
+  }
+
+  // Queues.
+
+  /** Sets a queue's concurrency limit and pause; an identical put writes nothing, so it is repeated after a lost answer. */
+  putQueue(name: string, settings: QueueBody, opts?: CallOptions): Promise<QueueInfo> {
+    return this.call("PUT", `/v1/queues/${enc(name)}`, settings, "always", opts);
+  }
+
+  /** A queue's settings and counts; any name is a queue, empty or not. */
+  getQueue(name: string, opts?: CallOptions): Promise<QueueInfo> {
+    return this.call("GET", `/v1/queues/${enc(name)}`, undefined, "always", opts);
+  }
+
+  /** Removes a queue's settings (no limit, not paused); a queue without any answers the same. */
+  deleteQueue(name: string, opts?: CallOptions): Promise<AnswerOf<"/v1/queues/{name}", "delete">> {
+    return this.call("DELETE", `/v1/queues/${enc(name)}`, undefined, "always", opts);
+  }
+
+  /** The queues with settings or live executions, in name order, a page of 1000 after `after`. */
+  listQueues(after?: string, opts?: CallOptions): Promise<AnswerOf<"/v1/queues", "get">> {
+    return this.call("GET", "/v1/queues" + (after === undefined ? "" : `?after=${enc(after)}`), undefined, "always", opts);
   }
 
   // Operations.

@@ -519,6 +519,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/queues": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the queues with settings or executions that are not terminal
+         * @description In name order, at most 1000 from the first name after `after`; `next`, present when the
+         *     page is full, is the `after` of the next page. Each queue with its settings and counts at
+         *     the store's time.
+         */
+        get: operations["listQueues"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/queues/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /** Read a queue's settings and counts (any name is a queue, empty or not) */
+        get: operations["getQueue"];
+        /**
+         * Set a queue's concurrency limit and pause
+         * @description A queue is its workflow's own (named after the workflow ID) or one named at admission.
+         *     With `concurrency` n, at most n of its executions hold a current lease at once, across
+         *     every worker: a claim takes no more of its due executions than the limit leaves room for
+         *     (it still supersedes its expired leases, which adds none). `paused`: claims take nothing
+         *     from it until it is resumed; admissions go on. Settings identical to those stored write
+         *     nothing; no limit and not paused removes the settings. The queue's executions are
+         *     untouched: a pause or a lower limit ends no lease. At most 10,000 queues have settings
+         *     (422).
+         */
+        put: operations["putQueue"];
+        post?: never;
+        /**
+         * Remove a queue's settings (no limit, not paused); its executions stay
+         * @description A queue without settings answers the same and writes nothing.
+         */
+        delete: operations["deleteQueue"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/changes": {
         parameters: {
             query?: never;
@@ -966,6 +1022,26 @@ export interface components {
             archived?: boolean;
             /** @description The queue the execution was admitted to by name; absent for the default queue (named after `workflowId`) and once the record is retired. */
             queue?: string;
+        };
+        QueueBody: {
+            /** @description At most this many of the queue's executions leased at once; 0 or absent: no limit; over 1000000: 422. */
+            concurrency?: number;
+            /** @description Claims take nothing from the queue. Default false. */
+            paused?: boolean;
+        };
+        QueueInfo: {
+            name: string;
+            /** @description 0 for no limit. */
+            concurrency: number;
+            paused: boolean;
+            /** @description The queue's executions that are not terminal. */
+            live: number;
+            /** @description Those due now without a current lease. */
+            due: number;
+            /** @description Its current leases (what the limit counts). */
+            leased: number;
+            /** @description Those of its leases that have expired, which a claim would supersede. */
+            expired: number;
         };
         ScheduleBody: {
             workflowId: string;
@@ -2480,6 +2556,144 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["ScheduleNotFound"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listQueues: {
+        parameters: {
+            query?: {
+                /** @description List the names after this one (default: from the first). */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of queues. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "queues": [
+                     *         {
+                     *           "name": "charge-order",
+                     *           "concurrency": 4,
+                     *           "paused": false,
+                     *           "live": 120,
+                     *           "due": 96,
+                     *           "leased": 4,
+                     *           "expired": 0
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        queues: components["schemas"]["QueueInfo"][];
+                        /** @description Present when the page is full. */
+                        next?: string;
+                    };
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The queue. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueInfo"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "concurrency": 4
+                 *     }
+                 */
+                "application/json": components["schemas"]["QueueBody"];
+            };
+        };
+        responses: {
+            /** @description The queue, with its settings and counts. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QueueInfo"];
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            413: components["responses"]["BodyTooLarge"];
+            422: components["responses"]["LimitExceeded"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        status: "deleted";
+                    };
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

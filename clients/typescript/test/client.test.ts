@@ -64,6 +64,21 @@ describe("Client", () => {
     }
   });
 
+  test("a queue's settings bound its claims, and a paused queue gives nothing", async () => {
+    for (let i = 0; i < 3; i++) await client.admit({ executionId: `lim-${i}`, workflowId: "limited" });
+    const q = await client.putQueue("limited", { concurrency: 1 });
+    assert.deepEqual(q, { name: "limited", concurrency: 1, paused: false, live: 3, due: 3, leased: 0, expired: 0 });
+    const first = await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] });
+    assert.equal(first.leases.length, 1);
+    assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] })).leases.length, 0);
+    await client.putQueue("limited", { concurrency: 5, paused: true });
+    assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] })).leases.length, 0);
+    assert.ok((await client.listQueues()).queues.some((x) => x.name === "limited" && x.paused && x.leased === 1));
+    await client.deleteQueue("limited");
+    assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] })).leases.length, 2);
+    await assert.rejects(client.putQueue("limited", { concurrency: -1 }), InvalidArgumentError);
+  });
+
   test("refuses what it cannot keep with a typed error", async () => {
     await assert.rejects(client.admit({ executionId: "", workflowId: "w" }), InvalidArgumentError);
     await assert.rejects(client.admit({ executionId: "..", workflowId: "w" }), InvalidArgumentError);

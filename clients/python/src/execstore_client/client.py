@@ -199,6 +199,23 @@ class Client:
     def list_schedules(self) -> Dict[str, Any]:
         return self._call("GET", "/v1/schedules")
 
+    def put_queue(self, name: str, concurrency: int = 0, paused: bool = False) -> Dict[str, Any]:
+        """Sets a queue's concurrency limit (0: none) and pause, and answers the queue with its
+        counts; an identical put writes nothing, so it is repeated after a lost answer."""
+        return self._call("PUT", f"/v1/queues/{_q(name)}", {"concurrency": concurrency, "paused": paused})
+
+    def get_queue(self, name: str) -> Dict[str, Any]:
+        """A queue's settings and counts; any name is a queue, empty or not."""
+        return self._call("GET", f"/v1/queues/{_q(name)}")
+
+    def delete_queue(self, name: str) -> Dict[str, Any]:
+        """Removes a queue's settings (no limit, not paused); a queue without any answers the same."""
+        return self._call("DELETE", f"/v1/queues/{_q(name)}")
+
+    def list_queues(self, after: Optional[str] = None) -> Dict[str, Any]:
+        """The queues with settings or live executions, in name order, a page of 1000."""
+        return self._call("GET", "/v1/queues" + self._query({"after": after}))
+
     def changes(self, after: Optional[int] = None, limit: Optional[int] = None, wait: Optional[str] = None) -> Dict[str, Any]:
         return self._call("GET", "/v1/changes" + self._query({"after": after, "limit": limit, "wait": wait}))
 
