@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"slices"
 
-	"github.com/tidwall/btree"
-
 	"github.com/execstore/execstore/internal/jsonv"
 	"github.com/execstore/execstore/internal/mutant"
 )
@@ -276,30 +274,8 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 // per entry.
 func (s *State) takeClaimable(q *queue, limit, room int, now int64) []claimKey {
 	failLimit := FailLimit(limit)
-	// Only a current lease can be exhausted: the due index's entries are not
-	// asked, which would read each record before the claim needs it.
-	prefix := func(t *btree.BTreeG[claimKey], buf []claimKey, leased bool) []claimKey {
-		leasable, failing := 0, 0
-		most := limit
-		if !leased {
-			most = room
-		}
-		t.Scan(func(k claimKey) bool {
-			if k.At > now || leasable == most || failing == failLimit {
-				return false
-			}
-			if leased && k.e.Exhausted() {
-				failing++
-			} else {
-				leasable++
-			}
-			buf = append(buf, k)
-			return true
-		})
-		return buf
-	}
-	due := prefix(q.due, s.claimScratch[0][:0], false)
-	leased := prefix(q.leases, s.claimScratch[1][:0], true)
+	due := claimPrefix(q.due, s.claimScratch[0][:0], false, room, failLimit, now)
+	leased := claimPrefix(q.leases, s.claimScratch[1][:0], true, limit, failLimit, now)
 	taken := s.claimScratch[2][:0]
 	i, j := 0, 0
 	for leasable, failing := 0, 0; leasable < limit && failing < failLimit && (i < len(due) || j < len(leased)); {

@@ -246,19 +246,7 @@ func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey
 			if n := len(srcs); n < cap(srcs) {
 				buf = srcs[:n+1][n].keys[:0] // reuse the buffer a former claim left
 			}
-			leasable, failing := 0, 0
-			t.Scan(func(k claimKey) bool {
-				if k.At > now || leasable == most || failing == failLimit {
-					return false
-				}
-				if leased && k.e.Exhausted() {
-					failing++
-				} else {
-					leasable++
-				}
-				buf = append(buf, k)
-				return true
-			})
+			buf = claimPrefix(t, buf, leased, most, failLimit, now)
 			srcs = append(srcs, claimSource{t: t, leased: leased, keys: buf})
 		}
 	}
@@ -292,6 +280,29 @@ func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey
 	s.sourceScratch = srcs[:0]
 	s.claimScratch[2] = taken[:0]
 	return taken
+}
+
+// claimPrefix appends to buf the entries of a claimable index a claim at
+// now may take, in order: at most most leasable ones and failLimit expired
+// leases of a last allowed attempt (exhausted), stopping at whichever bound
+// it reaches first. Only a current lease can be exhausted: the due index's
+// entries are not asked, which would read each record before the claim
+// needs it.
+func claimPrefix(t *btree.BTreeG[claimKey], buf []claimKey, leased bool, most, failLimit int, now int64) []claimKey {
+	leasable, failing := 0, 0
+	t.Scan(func(k claimKey) bool {
+		if k.At > now || leasable == most || failing == failLimit {
+			return false
+		}
+		if leased && k.e.Exhausted() {
+			failing++
+		} else {
+			leasable++
+		}
+		buf = append(buf, k)
+		return true
+	})
+	return buf
 }
 
 // cutPrefix deletes the first n entries of a claimable index with one bulk
