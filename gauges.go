@@ -14,6 +14,10 @@ import (
 // leases, the log's size and the newest snapshot. Reading it costs more than
 // Stats (it lists the log's files and the next due executions), so it is
 // meant for a monitoring scrape, not for a hot loop.
+// GaugesQueues bounds Gauges.Queues, and so the per-queue series a metrics
+// scrape exports.
+const GaugesQueues = 100
+
 type Gauges struct {
 	Stats
 
@@ -36,6 +40,10 @@ type Gauges struct {
 	Waiting int
 	// Schedules is the number of schedules.
 	Schedules int
+	// Queues are the queues with settings or live executions, in name
+	// order, at most GaugesQueues of them; QueuesOmitted counts the rest.
+	Queues        []QueueInfo
+	QueuesOmitted int
 
 	// WALBytes is the size of the write-ahead log's directory (its segments,
 	// the zeros the tail segment is written over, the next segment's
@@ -82,6 +90,8 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 			return true
 		})
 		g.Schedules = state.ScheduleCount()
+		g.Queues = queuesPage(state, "", GaugesQueues)
+		g.QueuesOmitted = queuesCount(state) - len(g.Queues)
 	})
 	if err != nil {
 		return Gauges{}, err

@@ -119,39 +119,56 @@ const ListQueuesMax = 1000
 // follow.
 func (s *Store) ListQueues(ctx context.Context, after string) ([]QueueInfo, error) {
 	var out []QueueInfo
-	err := s.read(ctx, func(st *fsm.State) {
-		byName := map[string]*QueueInfo{}
-		var names []string
-		add := func(name string) *QueueInfo {
-			if q, ok := byName[name]; ok {
-				return q
-			}
-			names = append(names, name)
-			q := &QueueInfo{QueueSettings: QueueSettings{Name: name}}
-			byName[name] = q
+	err := s.read(ctx, func(st *fsm.State) { out = queuesPage(st, after, ListQueuesMax) })
+	return out, err
+}
+
+// queuesPage returns the queues with settings or live executions, in name
+// order, at most limit of them from the first name after `after`.
+func queuesPage(st *fsm.State, after string, limit int) []QueueInfo {
+	byName := map[string]*QueueInfo{}
+	var names []string
+	add := func(name string) *QueueInfo {
+		if q, ok := byName[name]; ok {
 			return q
 		}
-		// The first ListQueuesMax names of the two sets together are among
-		// the first ListQueuesMax of each.
-		n := 0
-		st.EachQueueSettings(after, func(set fsm.QueueSettings) bool {
-			add(set.Name).QueueSettings = queueSettingsFromFSM(set)
-			n++
-			return n < ListQueuesMax
-		})
-		st.Queues(st.Meta().Now, after, ListQueuesMax, func(q fsm.QueueStats) bool {
-			i := add(q.Name)
-			i.Live, i.Due, i.Leased, i.Expired = q.Live, q.Due, q.Leased, q.Expired
-			return true
-		})
-		slices.Sort(names)
-		names = names[:min(len(names), ListQueuesMax)]
-		out = make([]QueueInfo, len(names))
-		for i, n := range names {
-			out[i] = *byName[n]
-		}
+		names = append(names, name)
+		q := &QueueInfo{QueueSettings: QueueSettings{Name: name}}
+		byName[name] = q
+		return q
+	}
+	// The first limit names of the two sets together are among the first
+	// limit of each.
+	n := 0
+	st.EachQueueSettings(after, func(set fsm.QueueSettings) bool {
+		add(set.Name).QueueSettings = queueSettingsFromFSM(set)
+		n++
+		return n < limit
 	})
-	return out, err
+	st.Queues(st.Meta().Now, after, limit, func(q fsm.QueueStats) bool {
+		i := add(q.Name)
+		i.Live, i.Due, i.Leased, i.Expired = q.Live, q.Due, q.Leased, q.Expired
+		return true
+	})
+	slices.Sort(names)
+	names = names[:min(len(names), limit)]
+	out := make([]QueueInfo, len(names))
+	for i, n := range names {
+		out[i] = *byName[n]
+	}
+	return out
+}
+
+// queuesCount counts the queues with settings or live executions.
+func queuesCount(st *fsm.State) int {
+	n := st.QueueCount() + st.QueueSettingsCount()
+	st.EachQueueSettings("", func(set fsm.QueueSettings) bool {
+		if st.QueueStatsOf(set.Name, 0).Live > 0 {
+			n-- // counted with the live queues
+		}
+		return true
+	})
+	return n
 }
 
 func queueSettingsFromFSM(st fsm.QueueSettings) QueueSettings {

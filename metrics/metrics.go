@@ -138,6 +138,12 @@ func newCounter(name, help string, value func(m *Metrics, g *execstore.Gauges) f
 var (
 	executionsDesc = prometheus.NewDesc("execstore_executions",
 		"Executions by status, retired ones included.", []string{"status"}, nil)
+	queueExecutionsDesc = prometheus.NewDesc("execstore_queue_executions",
+		"Each queue's executions by state: live (not terminal), due (due now, no current lease), leased (current leases, what a concurrency limit counts), expired (leases past their expiry). At most execstore.GaugesQueues queues, those with settings or live executions first in name order; execstore_queues_omitted counts the rest.", []string{"queue", "state"}, nil)
+	queueLimitDesc = prometheus.NewDesc("execstore_queue_concurrency_limit",
+		"Each queue's concurrency limit (0: none), for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
+	queuePausedDesc = prometheus.NewDesc("execstore_queue_paused",
+		"1 when the queue is paused (claims take nothing from it), else 0, for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
 	groupWaitsDesc = prometheus.NewDesc("execstore_group_waits_total",
 		"The writer's waits, before a durable batch, for the callers it had just answered, by how they ended: callers (back) or bound (reached Options.GroupWait).", []string{"ended"}, nil)
 
@@ -167,6 +173,8 @@ var (
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Leases) }),
 		newGauge("execstore_leases_expired", "Current leases past their expiry, waiting for a claim to deliver again.",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.LeasesExpired) }),
+		newGauge("execstore_queues_omitted", "Queues with settings or live executions left out of the per-queue series (past execstore.GaugesQueues in name order).",
+			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.QueuesOmitted) }),
 		newGauge("execstore_schedules", "Schedules defined.",
 			func(_ *Metrics, g *execstore.Gauges) float64 { return float64(g.Schedules) }),
 		newGauge("execstore_wal_size_bytes", "Size of the write-ahead log's directory.",
@@ -219,6 +227,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		c.Describe(ch)
 	}
 	ch <- executionsDesc
+	ch <- queueExecutionsDesc
+	ch <- queueLimitDesc
+	ch <- queuePausedDesc
 	ch <- groupWaitsDesc
 	for _, g := range gauges {
 		ch <- g.desc
@@ -250,6 +261,13 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, gg := range gauges {
 		ch <- prometheus.MustNewConstMetric(gg.desc, gg.kind, gg.value(m, &g))
+	}
+	for _, q := range g.Queues {
+		for state, n := range map[string]int{"live": q.Live, "due": q.Due, "leased": q.Leased, "expired": q.Expired} {
+			ch <- prometheus.MustNewConstMetric(queueExecutionsDesc, prometheus.GaugeValue, float64(n), q.Name, state)
+		}
+		ch <- prometheus.MustNewConstMetric(queueLimitDesc, prometheus.GaugeValue, float64(q.Concurrency), q.Name)
+		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, bool01(q.Paused), q.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaits), "callers")
 	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaitsMissed), "bound")

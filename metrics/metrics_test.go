@@ -175,3 +175,79 @@ execstore_group_waits_total{ended="callers"} %d
 		t.Error(err)
 	}
 }
+
+// Each queue's executions, limit and pause are exported per queue, at most
+// execstore.GaugesQueues queues in name order, the rest counted.
+func TestMetricsExportEachQueuesCountsLimitAndPauseBounded(t *testing.T) {
+	clock := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	m := metrics.New()
+	s := openWatched(t, m, func() time.Time { return clock })
+	for i := range 3 {
+		if _, err := s.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("c-%d", i), WorkflowID: "charge"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.PutQueue(ctx, execstore.QueueSettings{Name: "charge", Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutQueue(ctx, execstore.QueueSettings{Name: "mail", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	if leases, err := s.ClaimDue(ctx, 10, time.Minute); err != nil || len(leases) != 1 {
+		t.Fatalf("claim: %v %v", leases, err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	want := `
+# HELP execstore_queue_concurrency_limit Each queue's concurrency limit (0: none), for the queues execstore_queue_executions exports.
+# TYPE execstore_queue_concurrency_limit gauge
+execstore_queue_concurrency_limit{queue="charge"} 1
+execstore_queue_concurrency_limit{queue="mail"} 0
+# HELP execstore_queue_paused 1 when the queue is paused (claims take nothing from it), else 0, for the queues execstore_queue_executions exports.
+# TYPE execstore_queue_paused gauge
+execstore_queue_paused{queue="charge"} 0
+execstore_queue_paused{queue="mail"} 1
+# HELP execstore_queues_omitted Queues with settings or live executions left out of the per-queue series (past execstore.GaugesQueues in name order).
+# TYPE execstore_queues_omitted gauge
+execstore_queues_omitted 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "execstore_queue_concurrency_limit", "execstore_queue_paused", "execstore_queues_omitted"); err != nil {
+		t.Error(err)
+	}
+	for state, n := range map[string]float64{"live": 3, "due": 2, "leased": 1, "expired": 0} {
+		g, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range g {
+			for _, mm := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range mm.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if f.GetName() == "execstore_queue_executions" && labels["queue"] == "charge" && labels["state"] == state {
+					found = true
+					if mm.GetGauge().GetValue() != n {
+						t.Errorf("charge %s = %v, want %v", state, mm.GetGauge().GetValue(), n)
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no execstore_queue_executions{queue=charge,state=%s}", state)
+		}
+	}
+	for i := range execstore.GaugesQueues + 5 {
+		if _, err := s.PutQueue(ctx, execstore.QueueSettings{Name: fmt.Sprintf("q-%03d", i), Paused: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := testutil.CollectAndCount(m, "execstore_queue_paused"); n != execstore.GaugesQueues {
+		t.Errorf("%d execstore_queue_paused series, want the bound %d", n, execstore.GaugesQueues)
+	}
+	g, err := s.Gauges(ctx)
+	if err != nil || g.QueuesOmitted != 7 {
+		t.Fatalf("QueuesOmitted = %d, %v; want 7 (107 queues, 100 shown)", g.QueuesOmitted, err)
+	}
+}
