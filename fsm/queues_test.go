@@ -1,9 +1,11 @@
 package fsm
 
 import (
+	stdcmp "cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -55,9 +57,9 @@ func claimModel(s *State, names []string, limit int, now int64) (leased, failed 
 	dueTaken := map[string]int{}
 	slices.SortFunc(cands, func(a, b cand) int {
 		if a.at != b.at {
-			return int(a.at - b.at)
+			return stdcmp.Compare(a.at, b.at)
 		}
-		return cmpString(a.id, b.id)
+		return strings.Compare(a.id, b.id)
 	})
 	for _, c := range cands {
 		if len(leased) == limit || len(failed) == FailLimit(limit) {
@@ -77,16 +79,6 @@ func claimModel(s *State, names []string, limit int, now int64) (leased, failed 
 		}
 	}
 	return leased, failed
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // A claim takes, from the queues it names (every queue when it names none),
