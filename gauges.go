@@ -90,7 +90,7 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 			return true
 		})
 		g.Schedules = state.ScheduleCount()
-		g.Queues = queuesPage(state, "", GaugesQueues)
+		g.Queues = queuesPage(state, "", GaugesQueues, max(now, state.Meta().Now))
 		g.QueuesOmitted = queuesCount(state) - len(g.Queues)
 	})
 	if err != nil {

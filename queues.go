@@ -3,6 +3,7 @@ package execstore
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/execstore/execstore/fsm"
 )
@@ -28,10 +29,37 @@ type QueueSettings struct {
 	// leases, until it is resumed. Admissions, wakes and the leases already
 	// held go on as before.
 	Paused bool
+	// Rate, when positive, is the most leases claims grant of the queue in
+	// any window of RatePeriod: for every time t of the store's, the leases
+	// granted in (t-RatePeriod, t] are at most Rate. It is exact, not
+	// approximate, since the claim command decides it from the times of the
+	// grants themselves. Every lease counts, a redelivery's too (it starts
+	// the work again); an expired lease a claim fails instead does not. A
+	// queue whose window is full gives a claim nothing, as if it were paused
+	// for that claim, until the earliest of the grants that fill it is
+	// RatePeriod old; NextDue reports that time. Putting another Rate or
+	// RatePeriod starts the count afresh (the grants before it no longer
+	// count); putting only Concurrency or Paused keeps it. 0: no limit. At
+	// most MaxQueueRate: a higher rate is a shorter period (100,000 a second
+	// is at most 10,000 in every 100 ms).
+	Rate int
+	// RatePeriod is the rate's window, from MinRatePeriod to MaxRatePeriod;
+	// required with a Rate, 0 without.
+	RatePeriod time.Duration
 }
 
 // MaxQueueConcurrency bounds QueueSettings.Concurrency.
 const MaxQueueConcurrency = fsm.MaxQueueConcurrency
+
+// MaxQueueRate bounds QueueSettings.Rate. The store keeps at most the
+// latest MaxQueueRate grant times of a rate-limited queue (16 bytes each).
+const MaxQueueRate = fsm.MaxQueueRate
+
+// MinRatePeriod and MaxRatePeriod bound QueueSettings.RatePeriod.
+const (
+	MinRatePeriod = time.Duration(fsm.MinRatePeriod)
+	MaxRatePeriod = time.Duration(fsm.MaxRatePeriod)
+)
 
 // MaxQueueSettings bounds the queues that have settings.
 const MaxQueueSettings = fsm.MaxQueueSettings
@@ -43,15 +71,20 @@ type QueueInfo struct {
 	// due now without a current lease; Leased, its current leases; Expired,
 	// those of them that have expired, which a claim would supersede.
 	Live, Due, Leased, Expired int
+	// Granted counts the leases granted within the rate's window that ends
+	// at the store's time (0 without a Rate): Rate minus Granted is what a
+	// claim could take now.
+	Granted int
 }
 
 // PutQueue sets a queue's settings, replacing any it had, and returns them.
 // Settings identical to those stored write nothing; settings that limit
-// nothing (no concurrency limit, not paused) are the absence of settings,
-// and put removes any the queue had. The queue's executions are untouched:
-// a pause or a lower limit ends no lease. Errors: ErrInvalidArgument (a bad
-// name or limit), ErrLimitExceeded (MaxQueueSettings queues have settings
-// already, or the limit is over MaxQueueConcurrency); nothing is written.
+// nothing (no concurrency limit, no rate, not paused) are the absence of
+// settings, and put removes any the queue had. The queue's executions are
+// untouched: a pause or a lower limit ends no lease. Errors:
+// ErrInvalidArgument (a bad name, limit, rate or period), ErrLimitExceeded
+// (MaxQueueSettings queues have settings already, or the limit or rate is
+// over MaxQueueConcurrency or MaxQueueRate); nothing is written.
 func (s *Store) PutQueue(ctx context.Context, st QueueSettings) (QueueSettings, error) {
 	if err := idError(ErrInvalidArgument, "queue", st.Name); err != nil {
 		return QueueSettings{}, err
@@ -61,13 +94,23 @@ func (s *Store) PutQueue(ctx context.Context, st QueueSettings) (QueueSettings, 
 		return QueueSettings{}, invalidArg("queue concurrency %d is negative", st.Concurrency)
 	case st.Concurrency > MaxQueueConcurrency:
 		return QueueSettings{}, overLimit(ErrInvalidArgument, "queue concurrency %d is over the limit of %d", st.Concurrency, MaxQueueConcurrency)
-	case st.Concurrency == 0 && !st.Paused:
+	case st.Rate < 0:
+		return QueueSettings{}, invalidArg("queue rate %d is negative", st.Rate)
+	case st.Rate > MaxQueueRate:
+		return QueueSettings{}, overLimit(ErrInvalidArgument, "queue rate %d is over the limit of %d", st.Rate, MaxQueueRate)
+	case st.Rate > 0 && st.RatePeriod < MinRatePeriod:
+		return QueueSettings{}, invalidArg("queue rate period %v is under %v", st.RatePeriod, MinRatePeriod)
+	case st.Rate > 0 && st.RatePeriod > MaxRatePeriod:
+		return QueueSettings{}, overLimit(ErrInvalidArgument, "queue rate period %v is over the limit of %v", st.RatePeriod, MaxRatePeriod)
+	case st.Rate == 0 && st.RatePeriod != 0:
+		return QueueSettings{}, invalidArg("queue rate period %v without a rate", st.RatePeriod)
+	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:
 		if err := s.DeleteQueue(ctx, st.Name); err != nil {
 			return QueueSettings{}, err
 		}
 		return st, nil
 	}
-	def := fsm.QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused}
+	def := fsm.QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused, Rate: st.Rate, Period: int64(st.RatePeriod)}
 	c := fsm.Command{Kind: fsm.KindPutQueue, QueueSettings: &def, Limit: MaxQueueSettings}
 	res, err := s.do(ctx, &c)
 	if err != nil {
@@ -104,8 +147,10 @@ func (s *Store) Queue(ctx context.Context, name string) (QueueInfo, error) {
 	var out QueueInfo
 	err := s.read(ctx, func(st *fsm.State) {
 		set, _ := st.QueueSettingsOf(name)
-		q := st.QueueStatsOf(name, st.Meta().Now)
-		out = QueueInfo{QueueSettings: queueSettingsFromFSM(set), Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired}
+		now := s.readTime(st)
+		q := st.QueueStatsOf(name, now)
+		out = QueueInfo{QueueSettings: queueSettingsFromFSM(set), Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired,
+			Granted: st.RateGranted(name, now)}
 	})
 	return out, err
 }
@@ -119,13 +164,24 @@ const ListQueuesMax = 1000
 // follow.
 func (s *Store) ListQueues(ctx context.Context, after string) ([]QueueInfo, error) {
 	var out []QueueInfo
-	err := s.read(ctx, func(st *fsm.State) { out = queuesPage(st, after, ListQueuesMax) })
+	err := s.read(ctx, func(st *fsm.State) { out = queuesPage(st, after, ListQueuesMax, s.readTime(st)) })
 	return out, err
 }
 
+// readTime is the time a read of st counts at: the clock's reading, never
+// before the store's time (as Now).
+func (s *Store) readTime(st *fsm.State) int64 {
+	clock, ok := nanosFromTime(s.opts.Now())
+	if last := st.Meta().Now; !ok || clock < last {
+		clock = last
+	}
+	return clock
+}
+
 // queuesPage returns the queues with settings or live executions, in name
-// order, at most limit of them from the first name after `after`.
-func queuesPage(st *fsm.State, after string, limit int) []QueueInfo {
+// order, at most limit of them from the first name after `after`, with
+// their counts at now.
+func queuesPage(st *fsm.State, after string, limit int, now int64) []QueueInfo {
 	byName := map[string]*QueueInfo{}
 	var names []string
 	add := func(name string) *QueueInfo {
@@ -141,11 +197,13 @@ func queuesPage(st *fsm.State, after string, limit int) []QueueInfo {
 	// limit of each.
 	n := 0
 	st.EachQueueSettings(after, func(set fsm.QueueSettings) bool {
-		add(set.Name).QueueSettings = queueSettingsFromFSM(set)
+		i := add(set.Name)
+		i.QueueSettings = queueSettingsFromFSM(set)
+		i.Granted = st.RateGranted(set.Name, now)
 		n++
 		return n < limit
 	})
-	st.Queues(st.Meta().Now, after, limit, func(q fsm.QueueStats) bool {
+	st.Queues(now, after, limit, func(q fsm.QueueStats) bool {
 		i := add(q.Name)
 		i.Live, i.Due, i.Leased, i.Expired = q.Live, q.Due, q.Leased, q.Expired
 		return true
@@ -172,5 +230,5 @@ func queuesCount(st *fsm.State) int {
 }
 
 func queueSettingsFromFSM(st fsm.QueueSettings) QueueSettings {
-	return QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused}
+	return QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused, Rate: st.Rate, RatePeriod: time.Duration(st.Period)}
 }

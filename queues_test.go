@@ -259,6 +259,96 @@ func TestAQueuesConcurrencyLimitAndPauseHoldAcrossClaimsAndRestarts(t *testing.T
 	}
 }
 
+// A queue's rate limit holds in every window across claims and a restart:
+// claims grant at most n leases in any period, the queue's NextDue is the
+// time its window has room again, and Queue reports what was granted within
+// the window; another rate starts the count afresh.
+func TestAQueuesRateLimitHoldsInEveryWindowAcrossARestart(t *testing.T) {
+	f := newFixture(t)
+	for i := range 6 {
+		f.admit(execstore.AdmitRequest{ExecutionID: fmt.Sprintf("a-%d", i), WorkflowID: "api"})
+	}
+	if _, err := f.s.PutQueue(ctx, execstore.QueueSettings{Name: "api", Rate: 2, RatePeriod: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	start := f.clock.Now()
+	if diff := cmp.Diff([]string{"a-0", "a-1"}, ids(f.claimIn(10, "api"))); diff != "" {
+		t.Fatalf("first claim at a rate of 2 a second (-want +got):\n%s", diff)
+	}
+	f.reopen()
+	f.clock.Advance(999 * time.Millisecond)
+	if got := f.claimIn(10, "api"); len(got) != 0 {
+		t.Fatalf("a claim 999 ms later, after a restart, leased %v", ids(got))
+	}
+	if next, _ := f.s.NextDue(ctx); !next.Equal(start.Add(time.Second)) {
+		t.Fatalf("NextDue = %v, want a second after the first grants, %v", next, start.Add(time.Second))
+	}
+	if info, err := f.s.Queue(ctx, "api"); err != nil || info.Granted != 2 || info.Due != 4 || info.RatePeriod != time.Second {
+		t.Fatalf("Queue(api) = %+v, %v", info, err)
+	}
+	f.clock.Advance(time.Millisecond)
+	if diff := cmp.Diff([]string{"a-2", "a-3"}, ids(f.claimIn(10, "api"))); diff != "" {
+		t.Fatalf("claim a second after the first (-want +got):\n%s", diff)
+	}
+	if _, err := f.s.PutQueue(ctx, execstore.QueueSettings{Name: "api", Rate: 3, RatePeriod: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a-4", "a-5"}, ids(f.claimIn(10, "api"))); diff != "" {
+		t.Fatalf("claim after another rate was put (-want +got):\n%s", diff)
+	}
+}
+
+// Under saturation (every claim made the moment NextDue allows one) a rate
+// limit grants its full rate: exactly n in each period, 100 % of it, and
+// never more in any window.
+func TestARateLimitedQueueUnderSaturationGrantsItsFullRate(t *testing.T) {
+	const rate, periods = 50, 40
+	f := newFixture(t)
+	for i := range 3 * rate * periods {
+		f.admit(execstore.AdmitRequest{ExecutionID: fmt.Sprintf("s-%05d", i), WorkflowID: "sms"})
+	}
+	if _, err := f.s.PutQueue(ctx, execstore.QueueSettings{Name: "sms", Rate: rate, RatePeriod: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	start := f.clock.Now()
+	var grants []time.Time
+	for {
+		now := f.clock.Now()
+		if !now.Before(start.Add(periods * time.Second)) {
+			break
+		}
+		// A claimer's rounds: up to 7 at a time, until the window is full.
+		for {
+			got := f.claimIn(7, "sms")
+			for range got {
+				grants = append(grants, now)
+			}
+			if len(got) == 0 {
+				break
+			}
+		}
+		next, err := f.s.NextDue(ctx)
+		if err != nil || !next.After(now) {
+			t.Fatalf("NextDue = %v, %v at %v after a claim took all it could", next, err, now)
+		}
+		f.clock.Set(next)
+	}
+	if len(grants) != rate*periods {
+		t.Fatalf("%d leases granted in %d periods at a rate of %d: %.1f %% of the rate", len(grants), periods, rate, 100*float64(len(grants))/float64(rate*periods))
+	}
+	for i, at := range grants {
+		n := 0
+		for _, b := range grants[i:] {
+			if b.Before(at.Add(time.Second)) {
+				n++
+			}
+		}
+		if n > rate {
+			t.Fatalf("%d leases granted within a second from %v", n, at)
+		}
+	}
+}
+
 // Bad settings are refused with a typed error and write nothing; deleting
 // settings a queue does not have is no error; the settings are bounded.
 func TestBadQueueSettingsAreRefused(t *testing.T) {
@@ -268,6 +358,12 @@ func TestBadQueueSettingsAreRefused(t *testing.T) {
 		{Name: "q\x00", Paused: true},
 		{Name: "q", Concurrency: -1},
 		{Name: "q", Concurrency: execstore.MaxQueueConcurrency + 1},
+		{Name: "q", Rate: -1, RatePeriod: time.Second},
+		{Name: "q", Rate: execstore.MaxQueueRate + 1, RatePeriod: time.Second},
+		{Name: "q", Rate: 1},
+		{Name: "q", Rate: 1, RatePeriod: execstore.MinRatePeriod - 1},
+		{Name: "q", Rate: 1, RatePeriod: execstore.MaxRatePeriod + 1},
+		{Name: "q", Concurrency: 1, RatePeriod: time.Second},
 	} {
 		if _, err := f.s.PutQueue(ctx, st); !errors.Is(err, execstore.ErrInvalidArgument) {
 			t.Errorf("PutQueue(%+v): %v, want ErrInvalidArgument", st, err)

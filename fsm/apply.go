@@ -209,8 +209,9 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 	}
 	var taken []claimKey
 	if len(sel) == 1 {
-		room, _ := s.dueRoom(sel[0], c.Limit) // not paused: firstIn found an entry
-		taken = s.takeClaimable(sel[0], c.Limit, room, now)
+		// Not skipped: firstIn found an entry claimable at now.
+		most, due, _ := s.claimBounds(sel[0], c.Limit, now)
+		taken = s.takeClaimable(sel[0], FailLimit(c.Limit), most, due, now)
 	} else {
 		taken = s.takeClaimableFrom(sel, c.Limit, now)
 	}
@@ -241,6 +242,9 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		// Lease expiries mostly come last in their index: Load appends
 		// without a search when the key is greater than every other.
 		s.queueNamed(e.QueueName()).leases.Load(claimKey{At: expires, e: stored})
+		if len(s.rates) > 0 {
+			s.noteGrant(e.QueueName(), now) // rate.go
+		}
 		leases = append(leases, Lease{ExecutionID: e.ID, Token: e.LeaseToken, ExpiresAt: expires})
 	}
 	r := Result{Leases: leases}
@@ -267,13 +271,12 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 // takeClaimable removes and returns the earliest entries claimable at now
 // from a queue's two claimable indexes together, in (time, ID) order: at most limit
 // to lease, at most room of them due wakes (the rest expired leases), and,
-// among them, at most FailLimit(limit) expired leases of a last
+// among them, at most failLimit expired leases of a last
 // allowed attempt (exhausted), which the claim fails instead; it stops at
 // whichever bound it reaches first. The entries taken from each index are a
 // prefix of it, so each is cut with one bulk deletion instead of one search
 // per entry.
-func (s *State) takeClaimable(q *queue, limit, room int, now int64) []claimKey {
-	failLimit := FailLimit(limit)
+func (s *State) takeClaimable(q *queue, failLimit, limit, room int, now int64) []claimKey {
 	due := claimPrefix(q.due, s.claimScratch[0][:0], false, room, failLimit, now)
 	leased := claimPrefix(q.leases, s.claimScratch[1][:0], true, limit, failLimit, now)
 	taken := s.claimScratch[2][:0]

@@ -88,7 +88,7 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 		}
 	}
 	if version >= 9 {
-		if err := c.queueSettings(); err != nil { // queue_settings.go
+		if err := c.queueSettings(version); err != nil { // queue_settings.go
 			return StateSummary{}, err
 		}
 	}

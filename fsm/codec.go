@@ -14,8 +14,9 @@ import (
 // command. Version 5 adds queues (trailing fields): an admission's and a
 // child start's queue, and the queues a claim serves; an older command
 // decodes with the default queue and a claim of every queue. Version 6 adds
-// the queues' settings commands (put-queue, delete-queue).
-const CodecVersion = 6
+// the queues' settings commands (put-queue, delete-queue). Version 7 adds a
+// put-queue's rate limit (trailing fields); an older put has none.
+const CodecVersion = 7
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16

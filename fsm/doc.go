@@ -77,6 +77,20 @@
 // time: the claim that would supersede the last allowed attempt's lease
 // fails the execution instead, and a release of that lease fails it at once.
 //
+// # Queues and flow control
+//
+// Every execution is claimed from one queue (queues.go), its workflow's own
+// unless its admission named another, and each queue has its own pair of
+// claimable indexes: a claim of one queue scans one prefix, a claim of
+// several merges theirs in (time, ID) order, as one index would give. A
+// queue's settings (queue_settings.go, rate.go) bound what a claim takes:
+// a concurrency limit counts its current leases, a rate limit the times of
+// the leases it granted within its period, a pause gives nothing. They are
+// decided in the claim command from the state alone, so they are exact on
+// replay and on every replica, and NextDue reports when a held-back queue
+// can give again (a rate's release time) or leaves it out until a command
+// frees room (a lease that ends, a put or delete of settings).
+//
 // # Precheck
 //
 // State.Precheck runs a command through the same code as Apply without

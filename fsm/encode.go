@@ -23,10 +23,11 @@ import (
 // claimed: upgradeTries), and adds the claims' request keys
 // (claimkeys.go). Version 6 counts the executions retired to the archive
 // (archive.go). Version 8 keeps each record's queue (queues.go).
-// Version 9 adds the queues' settings (queue_settings.go).
+// Version 9 adds the queues' settings (queue_settings.go). Version 10
+// adds their rate limits and grant logs (rate.go).
 // Version 7 adds the cutoff of the forgotten executions
 // (forget.go).
-const StateVersion = 9
+const StateVersion = 10
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -73,6 +74,7 @@ type Reader interface {
 //	changes  (version 4) the change log: see list_codec.go
 //	grants   (version 5) the claims' request keys: see claimkeys.go
 //	queues   (version 9) the queues' settings: see queue_settings.go
+//	         (version 10: and their rate limits, rate.go)
 //
 // The due index, the retirement queue, the two watch indexes and the
 // schedules' due index are derived, not stored: decoding rebuilds the due
@@ -108,7 +110,8 @@ func (s *State) Encode(w Writer) error { return s.encodeAs(w, StateVersion) }
 // holds no archived execution).
 func (s *State) encodeAs(w Writer, version uint64) error {
 	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) || (version < 7 && s.meta.ForgotBefore > 0) ||
-		(version < 8 && s.namesQueues()) || (version < 9 && s.qsettings.Len() > 0) {
+		(version < 8 && s.namesQueues()) || (version < 9 && s.qsettings.Len() > 0) ||
+		(version < 10 && len(s.rates) > 0) {
 		panic("fsm: encode in version " + itoa(version))
 	}
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
@@ -188,7 +191,7 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 		s.encodeGrants(e) // claimkeys.go
 	}
 	if e.err == nil && version >= 9 {
-		s.encodeQueueSettings(e) // queue_settings.go
+		s.encodeQueueSettings(e, version) // queue_settings.go
 	}
 	e.flush(true)
 	return e.err
@@ -432,7 +435,7 @@ func DecodeState(r Reader) (*State, error) {
 		}
 	}
 	if version >= 9 {
-		if err := s.decodeQueueSettings(d); err != nil { // queue_settings.go
+		if err := s.decodeQueueSettings(d, version); err != nil { // queue_settings.go
 			return nil, err
 		}
 	}

@@ -55,6 +55,7 @@ var fixturePairs = []fixturePair{
 	{"testdata/commands-v4.bin", "testdata/state-v7.bin", 4, 7},
 	{"testdata/commands-v5.bin", "testdata/state-v8.bin", 5, 8},
 	{"testdata/commands-v6.bin", "testdata/state-v9.bin", 6, 9},
+	{"testdata/commands-v7.bin", "testdata/state-v10.bin", 7, 10},
 }
 
 func fixtureCommandList() []Command {
@@ -62,9 +63,20 @@ func fixtureCommandList() []Command {
 	s := New()
 	s.TrackRetirement()
 	cmds := make([]Command, 0, fixtureCommands)
-	for range fixtureCommands {
+	for range fixtureCommands - 3 {
 		c := g.next()
 		g.observe(s.Apply(&c))
+		cmds = append(cmds, c)
+	}
+	// The state ends with a rate limit's log of grants (state version 10),
+	// whatever the generated commands left.
+	now := g.now + 1000
+	for _, c := range []Command{
+		{Kind: KindPutQueue, Now: now, QueueSettings: &QueueSettings{Name: "rated", Rate: 2, Period: MinRatePeriod}, Limit: MaxQueueSettings},
+		{Kind: KindAdmit, Now: now, ExecutionID: "rated-1", WorkflowID: "w", Queue: "rated"},
+		{Kind: KindClaim, Now: now, Limit: 4, Duration: 1e9, Queues: []string{"rated"}},
+	} {
+		s.Apply(&c)
 		cmds = append(cmds, c)
 	}
 	return cmds

@@ -318,7 +318,11 @@ func (g *gen) next() Command {
 	case KindPutQueue:
 		c.ExecutionID = ""
 		st := &QueueSettings{Name: g.queueName(), Concurrency: g.rng.IntN(4), Paused: g.rng.IntN(4) == 0}
-		if st.Concurrency == 0 {
+		if g.rng.IntN(2) == 0 {
+			// A millisecond is about a thousand commands of gen's.
+			st.Rate, st.Period = 1+g.rng.IntN(3), MinRatePeriod*int64(1+g.rng.IntN(2))
+		}
+		if st.Concurrency == 0 && st.Rate == 0 {
 			st.Paused = true
 		}
 		c.QueueSettings, c.Limit = st, 3 // four names: the fourth put may be over the limit

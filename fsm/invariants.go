@@ -108,6 +108,9 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkSchedules(); err != nil { // schedule_state.go
 		return err
 	}
+	if err := s.checkRates(); err != nil { // rate.go
+		return err
+	}
 	if err := s.checkQueueSettings(); err != nil { // queue_settings.go
 		return err
 	}

@@ -7,7 +7,8 @@ import (
 	"github.com/execstore/execstore/internal/mutant"
 )
 
-// Queue settings (codec version 6, state version 9). A queue's settings
+// Queue settings (codec version 6, state version 9; the rate limit, version
+// 7 and 10: rate.go). A queue's settings
 // bound what claims take from it; they are kept by queue name, apart from
 // the queue's executions, so they outlive a queue that empties and apply to
 // one not yet made:
@@ -20,13 +21,16 @@ import (
 //     current until a claim supersedes it: a worker that stalls holds its
 //     place until then. Lowering the limit below the leases held takes none
 //     away; claims take nothing new until enough end.
+//   - Rate n > 0 over Period p: claims grant at most n leases of the queue
+//     in every window of length p (rate.go).
 //   - Paused: claims take nothing from the queue, not even its expired
 //     leases; admissions, wakes and everything else go on.
 //
 // put-queue creates or replaces a queue's settings (an identical put writes
 // nothing); delete-queue removes them, returning the queue to no limit and
 // not paused. Neither touches the queue's executions. A queue at its limit
-// or paused is left out of NextDue, so a dispatcher does not claim in a loop
+// or paused is left out of NextDue, one without rate room is in it at its
+// release time, so a dispatcher does not claim in a loop
 // for work it cannot take; a command that ends a lease in a queue with a
 // limit, or a put that may let claims take more, reports Became.Due.
 
@@ -39,8 +43,10 @@ const MaxQueueConcurrency = 1_000_000
 // QueueSettings is a queue's flow control.
 type QueueSettings struct {
 	Name        string
-	Concurrency int  // at most this many current leases at once; 0: no limit
-	Paused      bool // claims take nothing
+	Concurrency int   // at most this many current leases at once; 0: no limit
+	Paused      bool  // claims take nothing
+	Rate        int   // at most this many leases granted in any Period; 0: no limit
+	Period      int64 // the rate's window (ns): 0 without a rate
 }
 
 func settingsLess(a, b QueueSettings) bool { return a.Name < b.Name }
@@ -71,44 +77,73 @@ func (s *State) EachQueueSettings(after string, fn func(QueueSettings) bool) {
 // QueueSettingsCount returns the number of queues with settings.
 func (s *State) QueueSettingsCount() int { return s.qsettings.Len() }
 
-// dueRoom returns how many of a queue's due executions a claim may lease
-// now: none when it is paused, its limit less its current leases when it
-// has one, else limit (the claim's own bound). paused says whether the
-// claim takes nothing at all from it.
-func (s *State) dueRoom(q *queue, limit int) (room int, paused bool) {
+// claimBounds returns what a claim at now may take from a queue: at most
+// most leases in all (its limit, or less by the queue's rate room), at most
+// due of them due wakes (less by its concurrency room); skip: nothing at
+// all, not even a lease to fail (it is paused, or has no rate room). It
+// brings the queue's rate window up to now, so only a claim that takes
+// calls it.
+func (s *State) claimBounds(q *queue, limit int, now int64) (most, due int, skip bool) {
 	if s.qsettings.Len() == 0 {
-		return limit, false
+		return limit, limit, false
 	}
 	st, ok := s.qsettings.Get(QueueSettings{Name: q.name})
 	switch {
 	case !ok:
-		return limit, false
+		return limit, limit, false
 	case st.Paused:
 		if mutant.PausedQueueHandsOutOne {
-			return 1, false
+			return limit, 1, false
 		}
-		return 0, true
-	case st.Concurrency > 0:
-		room := max(0, st.Concurrency-q.leases.Len())
-		if mutant.ConcurrencyLimitOneOver {
-			room++
-		}
-		return min(limit, room), false
+		return 0, 0, true
 	}
-	return limit, false
+	most = limit
+	if st.Rate > 0 {
+		if most = min(limit, s.rates[q.name].room(now)); most == 0 {
+			return 0, 0, true
+		}
+	}
+	return most, min(most, concurrencyRoom(st, q, most)), false
 }
 
-// firstClaimable returns a queue's first entry a claim could take now: its
-// first expired lease or due wake, the due wakes only while it has room.
-func (s *State) firstClaimable(q *queue) (claimKey, bool) {
-	room, paused := s.dueRoom(q, 1)
-	switch {
-	case paused:
-		return claimKey{}, false
-	case room == 0:
-		return q.leases.Min()
+// concurrencyRoom returns how many due executions a queue's concurrency
+// limit lets a claim lease (at most limit).
+func concurrencyRoom(st QueueSettings, q *queue, limit int) int {
+	if st.Concurrency == 0 {
+		return limit
 	}
-	return q.first()
+	room := max(0, st.Concurrency-q.leases.Len())
+	if mutant.ConcurrencyLimitOneOver {
+		room++
+	}
+	return min(limit, room)
+}
+
+// firstClaimable returns a queue's first entry a claim could take, at the
+// earliest time it could: none of a paused queue, its due wakes only while
+// it has concurrency room, and none before its rate's release time (the
+// entry's time is then the release time).
+func (s *State) firstClaimable(q *queue) (claimKey, bool) {
+	if s.qsettings.Len() == 0 {
+		return q.first()
+	}
+	st, ok := s.qsettings.Get(QueueSettings{Name: q.name})
+	if !ok {
+		return q.first()
+	}
+	var k claimKey
+	switch {
+	case st.Paused && !mutant.PausedQueueHandsOutOne:
+		return claimKey{}, false
+	case concurrencyRoom(st, q, 1) == 0:
+		k, ok = q.leases.Min()
+	default:
+		k, ok = q.first()
+	}
+	if ok && st.Rate > 0 {
+		k.At = max(k.At, s.rates[q.name].release())
+	}
+	return k, ok
 }
 
 // limited reports whether a queue has a concurrency limit, so that a lease
@@ -133,6 +168,7 @@ func (s *State) putQueue(c *Command, dry bool) Result {
 		return mutates
 	}
 	s.qsettings.Set(st)
+	s.setRate(old, exists, st) // rate.go
 	// A resume or a higher limit may let claims take what they could not.
 	return Result{QueueSettings: &st, Became: Transitions{Due: true}}
 }
@@ -146,7 +182,8 @@ func (s *State) deleteQueue(c *Command, dry bool) Result {
 		return mutates
 	}
 	s.qsettings.Delete(old)
-	return Result{Became: Transitions{Due: old.Paused || old.Concurrency > 0}}
+	delete(s.rates, old.Name)
+	return Result{Became: Transitions{Due: old.Paused || old.Concurrency > 0 || old.Rate > 0}}
 }
 
 // checkQueueSettings verifies the settings: each one valid, none the
@@ -168,7 +205,13 @@ func (st *QueueSettings) check() string {
 		return "settings of a queue without a name"
 	case st.Concurrency < 0 || st.Concurrency > MaxQueueConcurrency:
 		return "concurrency outside 0.." + itoa(MaxQueueConcurrency)
-	case st.Concurrency == 0 && !st.Paused:
+	case st.Rate < 0 || st.Rate > MaxQueueRate:
+		return "rate outside 0.." + itoa(MaxQueueRate)
+	case st.Rate > 0 && (st.Period < MinRatePeriod || st.Period > MaxRatePeriod):
+		return "rate period outside " + itoa(uint64(MinRatePeriod)) + ".." + itoa(uint64(MaxRatePeriod)) + " ns"
+	case st.Rate == 0 && st.Period != 0:
+		return "a rate period without a rate"
+	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:
 		return "settings that change nothing"
 	}
 	return ""
@@ -177,26 +220,36 @@ func (st *QueueSettings) check() string {
 // ---- Codec ---------------------------------------------------------------------
 
 //	put-queue     name:str concurrency:uv paused:1B limit:uv   (version 6)
+//	              rate:uv period:uv                            (version 7)
 //	delete-queue  name:str                                     (version 6)
 
-func encodePutQueue(dst []byte, c *Command, _ byte) []byte {
+func encodePutQueue(dst []byte, c *Command, version byte) []byte {
 	st := c.QueueSettings
 	dst = appendStr(dst, st.Name)
 	dst = binary.AppendUvarint(dst, uint64(st.Concurrency))
 	dst = append(dst, boolByte(st.Paused))
-	return binary.AppendUvarint(dst, uint64(c.Limit))
+	dst = binary.AppendUvarint(dst, uint64(c.Limit))
+	if version >= 7 {
+		dst = appendRate(dst, st) // rate.go
+	}
+	return dst
 }
 
-func decodePutQueue(d *Decoder, c *Command, _ byte) {
+func decodePutQueue(d *Decoder, c *Command, version byte) {
 	c.QueueSettings = &QueueSettings{Name: d.Str(), Concurrency: int(d.Int()), Paused: d.Bool()}
 	c.Limit = int(d.Int())
+	if version >= 7 {
+		c.QueueSettings.Rate, c.QueueSettings.Period = int(d.Int()), d.Int()
+	}
 }
 
 func sizePutQueue(c *Command) int {
-	return strLen(c.QueueSettings.Name) + uvarintLen(uint64(c.QueueSettings.Concurrency)) + 1 + uvarintLen(uint64(c.Limit))
+	st := c.QueueSettings
+	return strLen(st.Name) + uvarintLen(uint64(st.Concurrency)) + 1 + uvarintLen(uint64(c.Limit)) +
+		uvarintLen(uint64(st.Rate)) + uvarintLen(uint64(st.Period))
 }
 
-func boundPutQueue(b *Bounds) int { return b.id() + boundNum + 1 + boundNum }
+func boundPutQueue(b *Bounds) int { return b.id() + boundNum + 1 + 3*boundNum }
 
 func checkPutQueue(c *Command) string {
 	switch {
@@ -253,22 +306,32 @@ func (v *BatchView) noteQueue(name string, st *QueueSettings) {
 // ---- State encoding ------------------------------------------------------------
 
 //	queues  (version 9) count:uv, then (name:str concurrency:uv paused:1B) in
-//	        name order
+//	        name order, each followed (version 10) by its rate and grant log
+//	        (rate.go)
 
-func (s *State) encodeQueueSettings(e *encoder) {
+func (s *State) encodeQueueSettings(e *encoder, version uint64) {
 	e.uv(uint64(s.qsettings.Len()))
 	s.qsettings.Scan(func(st QueueSettings) bool {
 		e.buf = appendStr(e.buf, st.Name)
 		e.uv(uint64(st.Concurrency))
 		e.buf = append(e.buf, boolByte(st.Paused))
+		if version >= 10 {
+			e.buf = appendRate(e.buf, &st)
+			if st.Rate > 0 {
+				s.rates[st.Name].encode(e)
+			}
+		}
 		e.flush(false)
 		return e.err == nil
 	})
 }
 
-func (s *State) decodeQueueSettings(d *streamDecoder) error {
+func (s *State) decodeQueueSettings(d *streamDecoder, version uint64) error {
 	for i, n := 0, d.count(maxCount); i < n && d.err == nil; i++ {
 		st := QueueSettings{Name: d.Str(), Concurrency: int(d.int()), Paused: d.Bool()}
+		if version >= 10 {
+			st.Rate, st.Period = int(d.int()), d.int()
+		}
 		if d.err != nil {
 			break
 		}
@@ -278,16 +341,29 @@ func (s *State) decodeQueueSettings(d *streamDecoder) error {
 		if msg := st.check(); msg != "" {
 			return decodeErr("state: queue " + quote(st.Name) + ": " + msg)
 		}
+		if st.Rate > 0 {
+			l, err := decodeRateLog(d, st) // rate.go
+			if err != nil {
+				return err
+			}
+			if s.rates == nil {
+				s.rates = make(map[string]*rateLog)
+			}
+			s.rates[st.Name] = l
+		}
 		s.qsettings.Load(st)
 	}
 	return d.err
 }
 
 // queueSettings checks the queue settings as decodeQueueSettings reads them.
-func (c *checker) queueSettings() error {
+func (c *checker) queueSettings(version uint64) error {
 	for i, n := 0, c.count(maxCount); i < n && c.err == nil; i++ {
 		name := c.str(&c.key[0])
 		st := QueueSettings{Name: nonEmpty(len(name) > 0), Concurrency: int(c.int()), Paused: c.Bool()}
+		if version >= 10 {
+			st.Rate, st.Period = int(c.int()), c.int()
+		}
 		if c.err != nil {
 			break
 		}
@@ -296,6 +372,11 @@ func (c *checker) queueSettings() error {
 		}
 		if msg := st.check(); msg != "" {
 			return decodeErr("state: queue " + quote(string(name)) + ": " + msg)
+		}
+		if st.Rate > 0 {
+			if err := c.rateLog(name, st); err != nil { // rate.go
+				return err
+			}
 		}
 	}
 	return c.err

@@ -219,6 +219,7 @@ type claimSource struct {
 	leased bool
 	keys   []claimKey
 	next   int
+	bound  int // its queue's entry in the claim's bounds
 }
 
 // takeClaimableFrom is takeClaimable for a claim that serves several queues
@@ -228,33 +229,40 @@ type claimSource struct {
 func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey {
 	failLimit := FailLimit(limit)
 	srcs := s.sourceScratch[:0]
+	// bounds: each queue's most leases left to take (a rate limit's room,
+	// shared by its two indexes); once it reaches 0 the claim takes nothing
+	// more of the queue.
+	bounds := s.boundScratch[:0]
 	for _, q := range sel {
-		room, paused := s.dueRoom(q, limit)
-		if paused {
+		most, room, skip := s.claimBounds(q, limit, now)
+		if skip {
 			continue
 		}
+		bounds = append(bounds, most)
 		for _, leased := range [2]bool{false, true} {
 			t, _ := q.index(leased)
 			if k, ok := t.Min(); !ok || k.At > now || (!leased && room == 0) {
 				continue
 			}
-			most := limit // the most leasable entries this index may give
+			n := most // the most leasable entries this index may give
 			if !leased {
-				most = room
+				n = room
 			}
 			var buf []claimKey
-			if n := len(srcs); n < cap(srcs) {
-				buf = srcs[:n+1][n].keys[:0] // reuse the buffer a former claim left
+			if i := len(srcs); i < cap(srcs) {
+				buf = srcs[:i+1][i].keys[:0] // reuse the buffer a former claim left
 			}
-			buf = claimPrefix(t, buf, leased, most, failLimit, now)
-			srcs = append(srcs, claimSource{t: t, leased: leased, keys: buf})
+			buf = claimPrefix(t, buf, leased, n, failLimit, now)
+			srcs = append(srcs, claimSource{t: t, leased: leased, keys: buf, bound: len(bounds) - 1})
 		}
 	}
 	taken := s.claimScratch[2][:0]
 	for leasable, failing := 0, 0; leasable < limit && failing < failLimit; {
 		best := -1
 		for i := range srcs {
-			if src := &srcs[i]; src.next < len(src.keys) && (best < 0 || claimLess(src.keys[src.next], srcs[best].keys[srcs[best].next])) {
+			src := &srcs[i]
+			if src.next < len(src.keys) && bounds[src.bound] > 0 &&
+				(best < 0 || claimLess(src.keys[src.next], srcs[best].keys[srcs[best].next])) {
 				best = i
 			}
 		}
@@ -269,8 +277,10 @@ func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey
 			failing++
 		} else {
 			leasable++
+			bounds[src.bound]--
 		}
 	}
+	s.boundScratch = bounds[:0]
 	for i := range srcs {
 		src := &srcs[i]
 		cutPrefix(src.t, src.next)

@@ -18,7 +18,7 @@ import (
 // of a queue with a concurrency limit than its room, up to limit leased and
 // FailLimit(limit) failed, stopping at whichever bound comes first. It
 // returns the IDs leased and failed.
-func claimModel(s *State, names []string, limit int, now int64) (leased, failed []string) {
+func claimModel(s *State, names []string, limit int, now int64, grants *grantHistory) (leased, failed []string) {
 	type cand struct {
 		at        int64
 		id        string
@@ -54,7 +54,17 @@ func claimModel(s *State, names []string, limit int, now int64) (leased, failed 
 		}
 		return limit
 	}
-	dueTaken := map[string]int{}
+	// A rate limit leaves a claim its rate less the grants within the
+	// period before now; once a queue's are taken, or if there are none, the
+	// claim takes nothing more of it.
+	rateRoom := func(q string) int {
+		st, _ := s.QueueSettingsOf(q)
+		if st.Rate == 0 {
+			return limit
+		}
+		return max(0, st.Rate-grants.inWindow(q, st.Period, now))
+	}
+	dueTaken, taken := map[string]int{}, map[string]int{}
 	slices.SortFunc(cands, func(a, b cand) int {
 		if a.at != b.at {
 			return stdcmp.Compare(a.at, b.at)
@@ -66,7 +76,7 @@ func claimModel(s *State, names []string, limit int, now int64) (leased, failed 
 			break
 		}
 		r := room(c.queue)
-		if r < 0 || (!c.leased && dueTaken[c.queue] == r) {
+		if r < 0 || taken[c.queue] == rateRoom(c.queue) || (!c.leased && dueTaken[c.queue] == r) {
 			continue
 		}
 		if !c.leased {
@@ -76,6 +86,7 @@ func claimModel(s *State, names []string, limit int, now int64) (leased, failed 
 			failed = append(failed, c.id)
 		} else {
 			leased = append(leased, c.id)
+			taken[c.queue]++
 		}
 	}
 	return leased, failed
@@ -88,15 +99,16 @@ func claimModel(s *State, names []string, limit int, now int64) (leased, failed 
 // queue is the workflow's name, so naming it reaches the executions admitted
 // without a queue and those admitted to the workflow's name.
 func TestAClaimTakesFromTheQueuesItNamesInTimeThenIDOrder(t *testing.T) {
-	claims, withQueues, leasedTotal := 0, 0, 0
+	claims, withQueues, leasedTotal, rateLimited := 0, 0, 0, 0
 	for seed := uint64(1); seed <= 60; seed++ {
 		g := &gen{rng: rand.New(rand.NewPCG(seed, 35)), now: 1000}
 		s := New()
+		grants := newGrantHistory()
 		for i := range 400 {
 			c := g.next()
 			if c.Kind == KindClaim && c.RequestKey == "" {
-				wantLeased, wantFailed := claimModel(s, c.Queues, c.Limit, c.Now)
-				r := s.Apply(&c)
+				wantLeased, wantFailed := claimModel(s, c.Queues, c.Limit, c.Now, grants)
+				r := grants.apply(s, &c)
 				var gotLeased []string
 				for _, l := range r.Leases {
 					gotLeased = append(gotLeased, l.ExecutionID)
@@ -116,12 +128,16 @@ func TestAClaimTakesFromTheQueuesItNamesInTimeThenIDOrder(t *testing.T) {
 					withQueues++
 				}
 			} else {
-				g.observe(s.Apply(&c))
+				g.observe(grants.apply(s, &c))
 			}
 			if err := s.CheckInvariants(); err != nil {
 				t.Fatalf("seed %d op %d (%s): %v", seed, i, c.Kind, err)
 			}
 		}
+		rateLimited += grants.held
+	}
+	if rateLimited < 20 {
+		t.Fatalf("only %d claims met a rate limit: the test reaches too little", rateLimited)
 	}
 	if withQueues < 100 || leasedTotal < 500 {
 		t.Fatalf("only %d claims naming queues and %d leases in %d claims: the test reaches too little", withQueues, leasedTotal, claims)
@@ -207,4 +223,69 @@ func TestTheWorkflowsOwnQueueIsTheDefault(t *testing.T) {
 	if err := s.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// grantHistory is every lease granted of each queue with a rate limit since
+// its rate was put: the claims' model of a rate window, kept apart from the
+// state's own log of runs. held counts the claims that found a window full.
+type grantHistory struct {
+	times map[string][]int64
+	held  int
+}
+
+func newGrantHistory() *grantHistory { return &grantHistory{times: map[string][]int64{}} }
+
+// inWindow counts a queue's grants within its period before now.
+func (h *grantHistory) inWindow(q string, period, now int64) int {
+	n := 0
+	for _, at := range h.times[q] {
+		if at > now-period {
+			n++
+		}
+	}
+	return n
+}
+
+// apply applies c to s (whose time c.Now never precedes), and notes the
+// leases it granted and the rate limits it put, started afresh or removed.
+func (h *grantHistory) apply(s *State, c *Command) Result {
+	var old QueueSettings
+	replay := false
+	switch c.Kind {
+	case KindPutQueue:
+		old, _ = s.QueueSettingsOf(c.QueueSettings.Name)
+	case KindClaim:
+		if c.RequestKey != "" {
+			_, replay = s.liveGrant(c.RequestKey, c.Now) // it grants nothing new
+		}
+		for q := range h.times {
+			if st, _ := s.QueueSettingsOf(q); h.inWindow(q, st.Period, c.Now) == st.Rate {
+				h.held++
+				break
+			}
+		}
+	}
+	r := s.Apply(c)
+	switch c.Kind {
+	case KindPutQueue:
+		if st, _ := s.QueueSettingsOf(c.QueueSettings.Name); st.Rate == 0 || st.Rate != old.Rate || st.Period != old.Period {
+			delete(h.times, st.Name)
+			if st.Rate > 0 {
+				h.times[st.Name] = []int64{}
+			}
+		}
+	case KindDeleteQueue:
+		delete(h.times, c.Queue)
+	case KindClaim:
+		if replay {
+			break
+		}
+		for _, l := range r.Leases {
+			e, _ := s.Get(l.ExecutionID)
+			if _, ok := h.times[e.QueueName()]; ok {
+				h.times[e.QueueName()] = append(h.times[e.QueueName()], c.Now)
+			}
+		}
+	}
+	return r
 }

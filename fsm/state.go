@@ -185,6 +185,7 @@ type State struct {
 	queues    map[string]*queue
 	queueList []*queue
 	qsettings *btree.BTreeG[QueueSettings] // by name (queue_settings.go)
+	rates     map[string]*rateLog          // by name, of the settings with a rate (rate.go)
 	// roomFreed: a lease of a queue with a concurrency limit ended during
 	// the command being applied (Apply reports Became.Due).
 	roomFreed bool
@@ -227,6 +228,7 @@ type State struct {
 	lastQueue     *queue        // the latest queue looked up (queueNamed)
 	queueScratch  []*queue      // a claim's selected queues
 	sourceScratch []claimSource // a claim of several queues' indexes
+	boundScratch  []int         // and their bounds
 	claimScratch  [3][]claimKey // claim's buffers (due prefix, lease prefix, taken)
 	buf           *Buffers      // ApplyWith's buffers, during the call
 }
@@ -302,6 +304,12 @@ func (s *State) Copy() *State {
 		archive:    s.archive,
 	}
 	c.qsettings = s.qsettings.Copy()
+	if len(s.rates) > 0 {
+		c.rates = make(map[string]*rateLog, len(s.rates))
+		for name, l := range s.rates {
+			c.rates[name] = l.copy()
+		}
+	}
 	c.queues = make(map[string]*queue, len(s.queueList))
 	c.queueList = make([]*queue, len(s.queueList))
 	for i, q := range s.queueList {

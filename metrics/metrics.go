@@ -144,6 +144,10 @@ var (
 		"Each queue's concurrency limit (0: none), for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
 	queuePausedDesc = prometheus.NewDesc("execstore_queue_paused",
 		"1 when the queue is paused (claims take nothing from it), else 0, for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
+	queueRateDesc = prometheus.NewDesc("execstore_queue_rate_limit",
+		"Each queue's rate limit per second (its Rate over its RatePeriod; 0: none), for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
+	queueGrantedDesc = prometheus.NewDesc("execstore_queue_rate_granted",
+		"The leases granted of each rate-limited queue within its rate's window ending now (at most its Rate), for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
 	groupWaitsDesc = prometheus.NewDesc("execstore_group_waits_total",
 		"The writer's waits, before a durable batch, for the callers it had just answered, by how they ended: callers (back) or bound (reached Options.GroupWait).", []string{"ended"}, nil)
 
@@ -230,6 +234,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueExecutionsDesc
 	ch <- queueLimitDesc
 	ch <- queuePausedDesc
+	ch <- queueRateDesc
+	ch <- queueGrantedDesc
 	ch <- groupWaitsDesc
 	for _, g := range gauges {
 		ch <- g.desc
@@ -268,6 +274,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(queueLimitDesc, prometheus.GaugeValue, float64(q.Concurrency), q.Name)
 		ch <- prometheus.MustNewConstMetric(queuePausedDesc, prometheus.GaugeValue, bool01(q.Paused), q.Name)
+		perSecond := 0.0
+		if q.Rate > 0 {
+			perSecond = float64(q.Rate) / q.RatePeriod.Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(queueRateDesc, prometheus.GaugeValue, perSecond, q.Name)
+		ch <- prometheus.MustNewConstMetric(queueGrantedDesc, prometheus.GaugeValue, float64(q.Granted), q.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaits), "callers")
 	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaitsMissed), "bound")

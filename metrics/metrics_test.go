@@ -190,7 +190,7 @@ func TestMetricsExportEachQueuesCountsLimitAndPauseBounded(t *testing.T) {
 	if _, err := s.PutQueue(ctx, execstore.QueueSettings{Name: "charge", Concurrency: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutQueue(ctx, execstore.QueueSettings{Name: "mail", Paused: true}); err != nil {
+	if _, err := s.PutQueue(ctx, execstore.QueueSettings{Name: "mail", Paused: true, Rate: 5, RatePeriod: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	if leases, err := s.ClaimDue(ctx, 10, time.Minute); err != nil || len(leases) != 1 {
@@ -207,11 +207,15 @@ execstore_queue_concurrency_limit{queue="mail"} 0
 # TYPE execstore_queue_paused gauge
 execstore_queue_paused{queue="charge"} 0
 execstore_queue_paused{queue="mail"} 1
+# HELP execstore_queue_rate_limit Each queue's rate limit per second (its Rate over its RatePeriod; 0: none), for the queues execstore_queue_executions exports.
+# TYPE execstore_queue_rate_limit gauge
+execstore_queue_rate_limit{queue="charge"} 0
+execstore_queue_rate_limit{queue="mail"} 50
 # HELP execstore_queues_omitted Queues with settings or live executions left out of the per-queue series (past execstore.GaugesQueues in name order).
 # TYPE execstore_queues_omitted gauge
 execstore_queues_omitted 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "execstore_queue_concurrency_limit", "execstore_queue_paused", "execstore_queues_omitted"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "execstore_queue_concurrency_limit", "execstore_queue_paused", "execstore_queue_rate_limit", "execstore_queues_omitted"); err != nil {
 		t.Error(err)
 	}
 	for state, n := range map[string]float64{"live": 3, "due": 2, "leased": 1, "expired": 0} {

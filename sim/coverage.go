@@ -49,8 +49,13 @@ func (w *world) coverResult(o *op, got result) {
 		w.cover("queues", "a claim of named queues leased")
 	case o.kind == opClaim && len(o.queues) > 0 && got.Code == "" && len(got.Leases) == 0 && w.model.dueOutside(o.queues):
 		w.cover("queues", "a claim of named queues left another queue's due execution")
+	case o.kind == opPutQueue && got.Code == "" && o.queue.Rate > 0:
+		w.cover("queues", "a rate limit put")
 	case o.kind == opPutQueue && got.Code == "" && (o.queue.Paused || o.queue.Concurrency > 0):
 		w.cover("queues", "settings put")
+	}
+	if o.kind == opClaim && got.Code == "" && w.model.rateHeld {
+		w.cover("queues", "a claim left a rate-limited queue's executions")
 	}
 	if o.kind == opClaim && got.Code == "" {
 		if paused, full := w.model.heldBackNow(); paused {
@@ -184,6 +189,7 @@ var RequiredCells = []string{
 	"queues/an admission to a named queue", "queues/a claim of named queues leased",
 	"queues/a claim of named queues left another queue's due execution",
 	"queues/settings put", "queues/a claim left a paused queue's executions", "queues/a claim left a full queue's due executions",
+	"queues/a rate limit put", "queues/a claim left a rate-limited queue's executions", "boundary/claim at exactly a rate's release",
 	// Cancellations that end a tree: each execution before its children,
 	// in step key order.
 	"cancel/one execution", "cancel/a parent and a child", "cancel/a tree of three or more",

@@ -43,6 +43,12 @@ type model struct {
 	scheds map[string]*msched // schedules.go
 	// qsettings: each queue's settings (queue_settings.go).
 	qsettings map[string]execstore.QueueSettings
+	// granted: the time of every lease granted of each queue with a rate
+	// limit since its rate was put, oldest first (queue_settings.go).
+	granted map[string][]int64
+	// rateHeld: the latest claim left an execution its queue's rate held
+	// back (coverage).
+	rateHeld bool
 
 	retention time.Duration // Options.Retention; 0: off (retire.go)
 	archive   bool          // Options.Archive: retired records are read back Archived
@@ -153,6 +159,10 @@ func (m *model) clone() *model {
 	}
 	c.grants = maps.Clone(m.grants) // a grant is never changed once made
 	c.qsettings = maps.Clone(m.qsettings)
+	c.granted = make(map[string][]int64, len(m.granted))
+	for q, g := range m.granted {
+		c.granted[q] = slices.Clone(g)
+	}
 	return &c
 }
 
@@ -394,7 +404,12 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 		id string
 	}
 	var due []cand
+	m.rateHeld = false
 	room := map[string]int{} // each queue's room at the claim (queue_settings.go)
+	// rate: each rate-limited queue's rate room at the claim; once its
+	// leases are granted, the claim takes nothing more of the queue, not
+	// even an expired lease to fail.
+	rate, taken := map[string]int{}, map[string]int{}
 	for _, id := range m.order {
 		e := m.execs[id]
 		if len(queues) > 0 && !slices.Contains(queues, e.queueName()) {
@@ -402,6 +417,7 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 		}
 		if _, ok := room[e.queueName()]; !ok {
 			room[e.queueName()] = m.room(e.queueName(), limit)
+			rate[e.queueName()] = m.rateRoom(e.queueName(), now)
 		}
 		// A paused queue gives nothing; a queue without room, none of its
 		// due executions (its expired leases are superseded, not added).
@@ -433,6 +449,10 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 			break
 		}
 		e := m.execs[c.id]
+		if r := rate[e.queueName()]; r >= 0 && taken[e.queueName()] == r {
+			m.rateHeld = true
+			continue
+		}
 		if e.exhausted() {
 			exhausted = append(exhausted, e)
 			continue
@@ -455,6 +475,10 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 		e.updatedAt = now
 		m.touch(e.id)
 		leases = append(leases, execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)})
+		taken[e.queueName()]++
+		if _, ok := m.granted[e.queueName()]; ok {
+			m.granted[e.queueName()] = append(m.granted[e.queueName()], now)
+		}
 	}
 	for _, e := range exhausted {
 		m.end(e, exhaustedOutcome(nil), now)
@@ -949,7 +973,7 @@ func (m *model) summary() summary {
 		if at, ok := e.claimable(); ok {
 			s.Pending++
 			if !m.heldBack(e) {
-				next = earliest(next, at)
+				next = earliest(next, max(at, m.rateRelease(e.queueName())))
 			}
 		}
 	}

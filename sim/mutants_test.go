@@ -31,6 +31,7 @@ var mutations = []struct {
 	{"ClaimServesEveryQueue", &mutant.ClaimServesEveryQueue, 0},
 	{"ConcurrencyLimitOneOver", &mutant.ConcurrencyLimitOneOver, 0},
 	{"PausedQueueHandsOutOne", &mutant.PausedQueueHandsOutOne, 0},
+	{"RateWindowOneTickShort", &mutant.RateWindowOneTickShort, 0},
 	// Rarer: it takes a storage error, the reopen after it, and a crash before
 	// the last segment is fsynced again (about one seed in ten).
 	{"SkipTailRewrite", &mutant.SkipTailRewrite, 40},

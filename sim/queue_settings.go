@@ -5,22 +5,29 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/execstore/execstore"
 )
 
 // Queue settings in the model: a concurrency limit bounds a queue's current
-// leases at every claim, a pause gives nothing; the workload puts and
-// deletes them on the queues claims name.
+// leases at every claim, a rate limit the leases granted in every window of
+// its period (counted from every grant's time since the rate was put), a
+// pause gives nothing; the workload puts and deletes them on the queues
+// claims name.
 
 // putQueue is PutQueue in the model.
 func (m *model) putQueue(st execstore.QueueSettings, clock int64) result {
 	switch {
-	case !validID(st.Name) || st.Concurrency < 0:
+	case !validID(st.Name) || st.Concurrency < 0 || st.Rate < 0:
 		return m.nothing(fail(codeInvalidArg))
-	case st.Concurrency > execstore.MaxQueueConcurrency:
+	case st.Concurrency > execstore.MaxQueueConcurrency || st.Rate > execstore.MaxQueueRate:
 		return m.nothing(fail(codeInvalidArg)) // over a limit: also ErrLimitExceeded, coded as the argument
-	case st.Concurrency == 0 && !st.Paused:
+	case st.Rate > 0 && (st.RatePeriod < execstore.MinRatePeriod || st.RatePeriod > execstore.MaxRatePeriod):
+		return m.nothing(fail(codeInvalidArg))
+	case st.Rate == 0 && st.RatePeriod != 0:
+		return m.nothing(fail(codeInvalidArg))
+	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:
 		m.deleteQueue(st.Name, clock)
 		return result{Queue: &st}
 	}
@@ -33,9 +40,15 @@ func (m *model) putQueue(st execstore.QueueSettings, clock int64) result {
 		return m.nothing(fail(codeLimit))
 	}
 	if m.qsettings == nil {
-		m.qsettings = map[string]execstore.QueueSettings{}
+		m.qsettings, m.granted = map[string]execstore.QueueSettings{}, map[string][]int64{}
 	}
 	m.qsettings[st.Name] = st
+	switch {
+	case st.Rate == 0:
+		delete(m.granted, st.Name)
+	case !ok || old.Rate != st.Rate || old.RatePeriod != st.RatePeriod:
+		m.granted[st.Name] = []int64{} // another rate: counted afresh
+	}
 	return result{Queue: &st}
 }
 
@@ -49,7 +62,63 @@ func (m *model) deleteQueue(name string, clock int64) result {
 		return m.nothing(result{})
 	}
 	delete(m.qsettings, name)
+	delete(m.granted, name)
 	return result{}
+}
+
+// inWindow counts a queue's grants in its rate's window ending at now.
+func (m *model) inWindow(queue string, now int64) int {
+	period := int64(m.qsettings[queue].RatePeriod)
+	n := 0
+	for _, at := range m.granted[queue] {
+		if at > now-period {
+			n++
+		}
+	}
+	return n
+}
+
+// rateRoom is how many leases a claim at now may grant of a queue: its rate
+// less its grants in the window ending at now; -1 without a rate limit.
+func (m *model) rateRoom(queue string, now int64) int {
+	st := m.qsettings[queue]
+	if st.Rate == 0 {
+		return -1
+	}
+	return max(0, st.Rate-m.inWindow(queue, now))
+}
+
+// rateRelease is the earliest time a claim may grant a lease of a queue: the
+// time of its rate-th latest grant plus the period, 0 while there are fewer
+// grants (or no rate limit).
+func (m *model) rateRelease(queue string) int64 {
+	st := m.qsettings[queue]
+	g := m.granted[queue]
+	if st.Rate == 0 || len(g) < st.Rate {
+		return 0
+	}
+	return addClamped(g[len(g)-st.Rate], st.RatePeriod)
+}
+
+// checkRateWindows checks the model's own grants: at most the rate in every
+// window of the period, the windows that start at each grant being the
+// fullest.
+func (m *model) checkRateWindows() error {
+	for q, g := range m.granted {
+		st := m.qsettings[q]
+		for i, at := range g {
+			n := 0
+			for _, b := range g[i:] {
+				if b < at+int64(st.RatePeriod) {
+					n++
+				}
+			}
+			if n > st.Rate {
+				return violationf("queue %s granted %d leases within %v from %s, over its rate of %d", q, n, st.RatePeriod, simTime(timeOf(at)), st.Rate)
+			}
+		}
+	}
+	return nil
 }
 
 // leasedIn counts the current leases of a queue's executions.
@@ -119,6 +188,15 @@ func (w *world) genPutQueue() *op {
 		st.Concurrency = []int{-1, execstore.MaxQueueConcurrency + 1}[w.pick(2)]
 	case r < 35:
 		st.Name = invalidQueues[w.pick(len(invalidQueues))]
+	case r < 65:
+		// A rate of a few leases over a period of the clock's ticks (one
+		// to 2,000 ms), at times with a concurrency limit too.
+		st.Rate, st.RatePeriod = 1+w.pick(3), []time.Duration{time.Second, 2500 * time.Millisecond, 6 * time.Second}[w.pick(3)]
+		if w.chance(50) {
+			st.Concurrency = 0
+		}
+	case r < 68:
+		st.Rate, st.RatePeriod = []int{-1, execstore.MaxQueueRate + 1, 1, 1, 0}[w.pick(5)], []time.Duration{time.Second, time.Second, 0, execstore.MaxRatePeriod + 1, time.Second}[w.pick(5)]
 	}
 	if prev, ok := w.model.qsettings[st.Name]; ok && w.chance(5) {
 		st = prev // the same again: writes nothing
@@ -168,7 +246,7 @@ func (o *op) applyQueue(m *model, clock int64) result {
 
 func (o *op) describeQueue() string {
 	if o.kind == opPutQueue {
-		return fmt.Sprintf(" %s concurrency=%d paused=%v", shortID(o.queue.Name), o.queue.Concurrency, o.queue.Paused)
+		return fmt.Sprintf(" %s concurrency=%d paused=%v rate=%d/%v", shortID(o.queue.Name), o.queue.Concurrency, o.queue.Paused, o.queue.Rate, o.queue.RatePeriod)
 	}
 	return " " + shortID(o.id)
 }
@@ -187,15 +265,42 @@ func (w *world) checkQueueSettings(s *execstore.Store) error {
 	}
 	got := map[string]execstore.QueueSettings{}
 	for _, q := range list {
-		if q.Paused || q.Concurrency > 0 {
+		if q.Paused || q.Concurrency > 0 || q.Rate > 0 {
 			got[q.Name] = q.QueueSettings
 		}
 		if n := w.model.leasedIn(q.Name); q.Leased != n {
 			return violationf("queue %s has %d current leases, the model %d", q.Name, q.Leased, n)
 		}
+		if n := w.model.inWindow(q.Name, max(w.clock.nanos(), w.model.last)); q.Rate > 0 && q.Granted != n {
+			return violationf("queue %s granted %d leases in its rate's window, the model %d", q.Name, q.Granted, n)
+		}
 	}
 	if !maps.Equal(got, w.model.qsettings) && (len(got) > 0 || len(w.model.qsettings) > 0) {
 		return violationf("the queue settings differ from the model: store %v, model %v", got, w.model.qsettings)
 	}
-	return nil
+	return w.model.checkRateWindows()
+}
+
+// rateEdge moves the clock to exactly a rate-limited queue's release time,
+// or a nanosecond before it, and claims that queue: a grant leaves the
+// window exactly a period after it was made, not a tick sooner. It reports
+// whether a queue had a release time to come.
+func (w *world) rateEdge() (bool, error) {
+	var queues []string
+	for _, q := range slices.Sorted(maps.Keys(w.model.granted)) {
+		if at := w.model.rateRelease(q); at > w.clock.nanos() {
+			queues = append(queues, q)
+		}
+	}
+	if len(queues) == 0 {
+		return false, nil
+	}
+	q := queues[w.pick(len(queues))]
+	at := w.model.rateRelease(q) - int64(w.pick(2))
+	w.clock.set(at)
+	w.tr.line("%d clock to %s, the rate release of %s", w.ops, simTime(w.clock.Now()), shortID(q))
+	w.cover("boundary", "claim at exactly a rate's release")
+	o := w.genClaim()
+	o.queues = []string{q}
+	return true, w.plain(o)
 }

@@ -157,6 +157,11 @@ func (w *world) exactTime() error {
 	if w.model.retention > 0 && w.chance(40) {
 		return w.retentionEdge()
 	}
+	if w.chance(40) {
+		if done, err := w.rateEdge(); done || err != nil {
+			return err
+		}
+	}
 	var times []int64
 	for _, id := range w.model.order {
 		if at, ok := w.model.execs[id].claimable(); ok && at >= w.clock.nanos() {

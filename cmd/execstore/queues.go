@@ -2,31 +2,41 @@ package main
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/execstore/execstore"
 )
 
-// The queues: their settings (a concurrency limit, a pause) and counts.
+// The queues: their settings (a concurrency limit, a rate limit, a pause)
+// and counts.
 
 type queueBody struct {
 	// Concurrency: at most this many of the queue's executions leased at
 	// once; absent or 0: no limit.
 	Concurrency int  `json:"concurrency,omitempty"`
 	Paused      bool `json:"paused,omitempty"`
+	// Rate: at most this many leases granted in any window of RatePeriodMs
+	// milliseconds; absent or 0: no limit.
+	Rate         int   `json:"rate,omitempty"`
+	RatePeriodMs int64 `json:"ratePeriodMs,omitempty"`
 }
 
 type queueJSON struct {
-	Name        string `json:"name"`
-	Concurrency int    `json:"concurrency"`
-	Paused      bool   `json:"paused"`
-	Live        int    `json:"live"`
-	Due         int    `json:"due"`
-	Leased      int    `json:"leased"`
-	Expired     int    `json:"expired"`
+	Name         string `json:"name"`
+	Concurrency  int    `json:"concurrency"`
+	Paused       bool   `json:"paused"`
+	Rate         int    `json:"rate"`
+	RatePeriodMs int64  `json:"ratePeriodMs"`
+	Live         int    `json:"live"`
+	Due          int    `json:"due"`
+	Leased       int    `json:"leased"`
+	Expired      int    `json:"expired"`
+	Granted      int    `json:"granted"`
 }
 
 func queueOut(q execstore.QueueInfo) queueJSON {
-	return queueJSON{Name: q.Name, Concurrency: q.Concurrency, Paused: q.Paused, Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired}
+	return queueJSON{Name: q.Name, Concurrency: q.Concurrency, Paused: q.Paused, Rate: q.Rate, RatePeriodMs: q.RatePeriod.Milliseconds(),
+		Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired, Granted: q.Granted}
 }
 
 // putQueue sets a queue's settings and answers the queue as getQueue does.
@@ -36,7 +46,15 @@ func (a *api) putQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("name")
-	if _, err := a.store.PutQueue(r.Context(), execstore.QueueSettings{Name: name, Concurrency: body.Concurrency, Paused: body.Paused}); err != nil {
+	period := time.Duration(body.RatePeriodMs) * time.Millisecond
+	switch { // out of bounds without overflowing
+	case body.RatePeriodMs > execstore.MaxRatePeriod.Milliseconds():
+		period = execstore.MaxRatePeriod + time.Millisecond
+	case body.RatePeriodMs < 0:
+		period = -1
+	}
+	st := execstore.QueueSettings{Name: name, Concurrency: body.Concurrency, Paused: body.Paused, Rate: body.Rate, RatePeriod: period}
+	if _, err := a.store.PutQueue(r.Context(), st); err != nil {
 		a.fail(w, err)
 		return
 	}

@@ -48,6 +48,35 @@ func TestHTTPQueueSettingsBoundClaims(t *testing.T) {
 	s.expect("PUT", "/v1/queues/charge", `{"concurrency":1,"extra":1}`, 400, "INVALID_ARGUMENT")
 }
 
+// A rate limit over HTTP: put answers it, a claim grants at most the rate
+// in the window and the queue reports what it granted; bad rates and
+// periods are refused as the document says.
+func TestHTTPARateLimitBoundsClaims(t *testing.T) {
+	s := newServer(t)
+	for i := range 4 {
+		s.expect("POST", "/v1/executions", fmt.Sprintf(`{"executionId":"a-%d","workflowId":"api"}`, i), 201, "")
+	}
+	q := s.expect("PUT", "/v1/queues/api", `{"rate":3,"ratePeriodMs":60000}`, 200, "")
+	if q["rate"] != 3.0 || q["ratePeriodMs"] != 60000.0 || q["granted"] != 0.0 {
+		t.Fatalf("put answered %v", q)
+	}
+	if n := len(s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000}`, 200, "")["leases"].([]any)); n != 3 {
+		t.Fatalf("a claim at a rate of 3 a minute leased %d", n)
+	}
+	if q := s.expect("GET", "/v1/queues/api", "", 200, ""); q["granted"] != 3.0 || q["due"] != 1.0 {
+		t.Fatalf("after the claim: %v", q)
+	}
+	s.expect("PUT", "/v1/queues/api", `{"rate":1}`, 400, "INVALID_ARGUMENT")
+	s.expect("PUT", "/v1/queues/api", `{"rate":1,"ratePeriodMs":-5}`, 400, "INVALID_ARGUMENT")
+	s.expect("PUT", "/v1/queues/api", `{"ratePeriodMs":1000}`, 400, "INVALID_ARGUMENT")
+	s.expect("PUT", "/v1/queues/api", `{"rate":10001,"ratePeriodMs":1000}`, 422, "LIMIT_EXCEEDED")
+	s.expect("PUT", "/v1/queues/api", `{"rate":1,"ratePeriodMs":86400001}`, 422, "LIMIT_EXCEEDED")
+	s.expect("PUT", "/v1/queues/api", `{"rate":1,"ratePeriodMs":9223372036854775807}`, 422, "LIMIT_EXCEEDED")
+	if q := s.expect("GET", "/v1/queues/api", "", 200, ""); q["rate"] != 3.0 {
+		t.Fatalf("refused puts changed the settings: %v", q)
+	}
+}
+
 // A claim naming the most queues, each of the longest name written at its
 // widest (every byte as \u00XX), is within the claim route's body limit.
 func TestHTTPAClaimOfTheMostQueuesAtTheirWidestIsRead(t *testing.T) {

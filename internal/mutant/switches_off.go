@@ -27,6 +27,9 @@ const (
 	// PausedQueueHandsOutOne makes a claim take one due execution of a
 	// paused queue.
 	PausedQueueHandsOutOne = false
+	// RateWindowOneTickShort makes a queue's rate window one nanosecond
+	// short: a grant leaves the count a tick before the period has passed.
+	RateWindowOneTickShort = false
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken = false

@@ -14,6 +14,7 @@ var (
 	ClaimServesEveryQueue          bool
 	ConcurrencyLimitOneOver        bool
 	PausedQueueHandsOutOne         bool
+	RateWindowOneTickShort         bool
 	EncodeSkipsLastRecord          bool
 	SkipTailRewrite                bool
 	CompactPastKeep                bool
@@ -72,6 +73,7 @@ var All = map[string]*bool{
 	"ClaimServesEveryQueue":          &ClaimServesEveryQueue,
 	"ConcurrencyLimitOneOver":        &ConcurrencyLimitOneOver,
 	"PausedQueueHandsOutOne":         &PausedQueueHandsOutOne,
+	"RateWindowOneTickShort":         &RateWindowOneTickShort,
 	"EncodeSkipsLastRecord":          &EncodeSkipsLastRecord,
 	"SkipTailRewrite":                &SkipTailRewrite,
 	"CompactPastKeep":                &CompactPastKeep,

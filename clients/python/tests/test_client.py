@@ -33,7 +33,8 @@ def test_a_queues_settings_bound_its_claims_and_a_paused_queue_gives_nothing(ser
     for i in range(3):
         client.admit("limited", f"lim-{i}")
     assert client.put_queue("limited", concurrency=1) == {
-        "name": "limited", "concurrency": 1, "paused": False, "live": 3, "due": 3, "leased": 0, "expired": 0}
+        "name": "limited", "concurrency": 1, "paused": False, "rate": 0, "ratePeriodMs": 0,
+        "live": 3, "due": 3, "leased": 0, "expired": 0, "granted": 0}
     assert len(client.claim(10, 30_000, queues=["limited"])["leases"]) == 1
     assert client.claim(10, 30_000, queues=["limited"])["leases"] == []
     client.put_queue("limited", concurrency=5, paused=True)
@@ -43,6 +44,19 @@ def test_a_queues_settings_bound_its_claims_and_a_paused_queue_gives_nothing(ser
     assert len(client.claim(10, 30_000, queues=["limited"])["leases"]) == 2
     with pytest.raises(InvalidArgumentError):
         client.put_queue("limited", concurrency=-1)
+
+
+def test_a_queues_rate_limit_bounds_the_leases_granted_in_its_window(server):
+    client = Client(server.url)
+    for i in range(3):
+        client.admit("rated", f"rate-{i}")
+    q = client.put_queue("rated", rate=2, rate_period_ms=60_000)
+    assert q["rate"] == 2 and q["ratePeriodMs"] == 60_000
+    assert len(client.claim(10, 30_000, queues=["rated"])["leases"]) == 2
+    assert client.claim(10, 30_000, queues=["rated"])["leases"] == []
+    assert client.get_queue("rated")["granted"] == 2
+    with pytest.raises(InvalidArgumentError):
+        client.put_queue("rated", rate=2)
 
 
 def test_refuses_what_it_cannot_keep_with_typed_errors(server):

@@ -266,7 +266,7 @@ export class Client {
 
   // Queues.
 
-  /** Sets a queue's concurrency limit and pause; an identical put writes nothing, so it is repeated after a lost answer. */
+  /** Sets a queue's concurrency limit, rate limit and pause; an identical put writes nothing, so it is repeated after a lost answer. */
   putQueue(name: string, settings: QueueBody, opts?: CallOptions): Promise<QueueInfo> {
     return this.call("PUT", `/v1/queues/${enc(name)}`, settings, "always", opts);
   }

@@ -553,15 +553,17 @@ export interface paths {
         /** Read a queue's settings and counts (any name is a queue, empty or not) */
         get: operations["getQueue"];
         /**
-         * Set a queue's concurrency limit and pause
+         * Set a queue's concurrency limit, rate limit and pause
          * @description A queue is its workflow's own (named after the workflow ID) or one named at admission.
          *     With `concurrency` n, at most n of its executions hold a current lease at once, across
          *     every worker: a claim takes no more of its due executions than the limit leaves room for
-         *     (it still supersedes its expired leases, which adds none). `paused`: claims take nothing
-         *     from it until it is resumed; admissions go on. Settings identical to those stored write
-         *     nothing; no limit and not paused removes the settings. The queue's executions are
-         *     untouched: a pause or a lower limit ends no lease. At most 10,000 queues have settings
-         *     (422).
+         *     (it still supersedes its expired leases, which adds none). With `rate` n and
+         *     `ratePeriodMs` p, claims grant at most n leases of it in every window of p milliseconds,
+         *     exactly; a queue whose window is full gives nothing until its earliest grant in the window
+         *     is p old. `paused`: claims take nothing from it until it is resumed; admissions go on.
+         *     Settings identical to those stored write nothing; no limits and not paused removes the
+         *     settings. The queue's executions are untouched: a pause or a lower limit ends no lease.
+         *     At most 10,000 queues have settings (422).
          */
         put: operations["putQueue"];
         post?: never;
@@ -1028,12 +1030,20 @@ export interface components {
             concurrency?: number;
             /** @description Claims take nothing from the queue. Default false. */
             paused?: boolean;
+            /** @description At most this many leases granted of the queue in any window of ratePeriodMs, exactly (redeliveries count); 0 or absent: no limit; over 10000: 422. */
+            rate?: number;
+            /** @description The rate's window in milliseconds: 1 to 86400000 with a rate (under: 400; over: 422), absent without one. Another rate or period starts the count afresh. */
+            ratePeriodMs?: number;
         };
         QueueInfo: {
             name: string;
             /** @description 0 for no limit. */
             concurrency: number;
             paused: boolean;
+            /** @description 0 for no limit. */
+            rate: number;
+            /** @description The rate's window; 0 without a rate. */
+            ratePeriodMs: number;
             /** @description The queue's executions that are not terminal. */
             live: number;
             /** @description Those due now without a current lease. */
@@ -1042,6 +1052,8 @@ export interface components {
             leased: number;
             /** @description Those of its leases that have expired, which a claim would supersede. */
             expired: number;
+            /** @description Leases granted within the rate's window ending now (0 without a rate): rate minus granted is what a claim could take now. */
+            granted: number;
         };
         ScheduleBody: {
             workflowId: string;
@@ -2585,10 +2597,13 @@ export interface operations {
                      *           "name": "charge-order",
                      *           "concurrency": 4,
                      *           "paused": false,
+                     *           "rate": 100,
+                     *           "ratePeriodMs": 1000,
                      *           "live": 120,
                      *           "due": 96,
                      *           "leased": 4,
-                     *           "expired": 0
+                     *           "expired": 0,
+                     *           "granted": 37
                      *         }
                      *       ]
                      *     }
@@ -2645,7 +2660,9 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "concurrency": 4
+                 *       "concurrency": 4,
+                 *       "rate": 100,
+                 *       "ratePeriodMs": 1000
                  *     }
                  */
                 "application/json": components["schemas"]["QueueBody"];

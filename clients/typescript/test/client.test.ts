@@ -67,7 +67,7 @@ describe("Client", () => {
   test("a queue's settings bound its claims, and a paused queue gives nothing", async () => {
     for (let i = 0; i < 3; i++) await client.admit({ executionId: `lim-${i}`, workflowId: "limited" });
     const q = await client.putQueue("limited", { concurrency: 1 });
-    assert.deepEqual(q, { name: "limited", concurrency: 1, paused: false, live: 3, due: 3, leased: 0, expired: 0 });
+    assert.deepEqual(q, { name: "limited", concurrency: 1, paused: false, rate: 0, ratePeriodMs: 0, live: 3, due: 3, leased: 0, expired: 0, granted: 0 });
     const first = await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] });
     assert.equal(first.leases.length, 1);
     assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] })).leases.length, 0);
@@ -77,6 +77,16 @@ describe("Client", () => {
     await client.deleteQueue("limited");
     assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] })).leases.length, 2);
     await assert.rejects(client.putQueue("limited", { concurrency: -1 }), InvalidArgumentError);
+  });
+
+  test("a queue's rate limit bounds the leases granted in its window", async () => {
+    for (let i = 0; i < 3; i++) await client.admit({ executionId: `rate-${i}`, workflowId: "rated" });
+    const q = await client.putQueue("rated", { rate: 2, ratePeriodMs: 60_000 });
+    assert.equal(q.rate, 2);
+    assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["rated"] })).leases.length, 2);
+    assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["rated"] })).leases.length, 0);
+    assert.equal((await client.getQueue("rated")).granted, 2);
+    await assert.rejects(client.putQueue("rated", { rate: 2 }), InvalidArgumentError);
   });
 
   test("refuses what it cannot keep with a typed error", async () => {

@@ -199,10 +199,15 @@ class Client:
     def list_schedules(self) -> Dict[str, Any]:
         return self._call("GET", "/v1/schedules")
 
-    def put_queue(self, name: str, concurrency: int = 0, paused: bool = False) -> Dict[str, Any]:
-        """Sets a queue's concurrency limit (0: none) and pause, and answers the queue with its
-        counts; an identical put writes nothing, so it is repeated after a lost answer."""
-        return self._call("PUT", f"/v1/queues/{_q(name)}", {"concurrency": concurrency, "paused": paused})
+    def put_queue(self, name: str, concurrency: int = 0, paused: bool = False,
+                  rate: int = 0, rate_period_ms: int = 0) -> Dict[str, Any]:
+        """Sets a queue's concurrency limit (0: none), its rate limit (at most `rate` leases
+        granted in any window of `rate_period_ms`; 0: none) and its pause, and answers the queue
+        with its counts; an identical put writes nothing, so it is repeated after a lost answer."""
+        body: Dict[str, Any] = {"concurrency": concurrency, "paused": paused}
+        if rate or rate_period_ms:
+            body["rate"], body["ratePeriodMs"] = rate, rate_period_ms
+        return self._call("PUT", f"/v1/queues/{_q(name)}", body)
 
     def get_queue(self, name: str) -> Dict[str, Any]:
         """A queue's settings and counts; any name is a queue, empty or not."""
