@@ -32,7 +32,24 @@ type AdmitRequest struct {
 	// share one between workflows. A queue name follows the rules of an
 	// ID: 1 to 200 bytes of UTF-8 without control characters.
 	Queue string
+
+	// Priority orders the claims of the execution's queue: within the
+	// queues a claim serves, it takes every claimable execution of
+	// PriorityFirst (1) before any of 2, and so on to PriorityLast (5), each
+	// priority in due-time order. 0 means PriorityDefault (3). Priority is
+	// strict: an execution waits as long as executions of a higher priority
+	// are claimable in the queues its workers serve, so work that must move
+	// whatever else is due needs a queue of its own. A child started by
+	// Start runs at its parent's priority.
+	Priority int
 }
+
+// The priorities of AdmitRequest.Priority: 1 is claimed first.
+const (
+	PriorityFirst   = fsm.PriorityFirst
+	PriorityDefault = fsm.PriorityDefault
+	PriorityLast    = fsm.PriorityLast
+)
 
 // MaxAttemptsLimit is the largest AdmitRequest.MaxAttempts. It is part of the
 // state machine (the record keeps the bound in 16 bits).
@@ -71,7 +88,11 @@ func (s *Store) Get(ctx context.Context, executionID string) (Record, error) {
 		archived, ok bool
 		aerr         error
 	)
-	if err := s.read(ctx, func(st *fsm.State) { e, archived, ok, aerr = s.getRecord(st, executionID) }); err != nil {
+	prio := 0
+	if err := s.read(ctx, func(st *fsm.State) {
+		e, archived, ok, aerr = s.getRecord(st, executionID)
+		prio = st.PriorityOf(executionID)
+	}); err != nil {
 		return Record{}, err
 	}
 	if aerr != nil {
@@ -82,6 +103,7 @@ func (s *Store) Get(ctx context.Context, executionID string) (Record, error) {
 	}
 	rec := recordFromFSM(&e)
 	rec.Archived = archived
+	rec.Priority = prio
 	return rec, nil
 }
 

@@ -42,5 +42,7 @@ func (s *Store) Cancel(ctx context.Context, executionID, reason string) (Record,
 	if err := resultErr(&res, &c); err != nil {
 		return Record{}, err
 	}
-	return recordFromFSM(&res.Exec), nil
+	rec := recordFromFSM(&res.Exec)
+	rec.Priority = int(res.Priority)
+	return rec, nil
 }

@@ -267,7 +267,9 @@ func (s *Store) Acknowledge(ctx context.Context, lease Lease, outcome RunOutcome
 	if err := resultErr(&res, &c); err != nil {
 		return Record{}, err
 	}
-	return recordFromFSM(&res.Exec), nil
+	rec := recordFromFSM(&res.Exec)
+	rec.Priority = int(res.Priority)
+	return rec, nil
 }
 
 // Ack is one delivery's acknowledgement, for AcknowledgeBatch.
@@ -485,6 +487,7 @@ func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack, o *Out
 		out.Err = err
 	case res.Code == fsm.CodeOK:
 		out.Record = recordInto(&res.Exec, o)
+		out.Record.Priority = int(res.Priority)
 		out.Applied = !res.Unchanged
 		if res.Unchanged && repeats(&res.Exec, a) {
 			out.Applied, out.Replayed = true, true

@@ -64,7 +64,11 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	var next fsm.ListPos
 	var more bool
 	err = s.read(ctx, func(st *fsm.State) {
-		next, more = st.List(fq, func(e *fsm.Execution) { page.Records = append(page.Records, recordFromFSM(e)) })
+		next, more = st.List(fq, func(e *fsm.Execution) {
+			r := recordFromFSM(e)
+			r.Priority = st.PriorityOf(e.ID)
+			page.Records = append(page.Records, r)
+		})
 	})
 	if err != nil {
 		return ListPage{}, err

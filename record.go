@@ -30,6 +30,11 @@ type Record struct {
 	// (AdmitRequest.Queue, StartRequest.Queue); "" for the default queue,
 	// which is named after WorkflowID, and once the record is retired.
 	Queue string
+	// Priority is the execution's priority (AdmitRequest.Priority, or its
+	// parent's) when it is not the default: 1, 2, 4 or 5. It is 0 for the
+	// default (PriorityDefault), as Queue is "" for the default queue, and
+	// 0 once the record is retired.
+	Priority int
 	// Archived: the execution was retired to the archive (Options.Archive)
 	// and this record was read from there. It has what a retired record
 	// has: no params, context, steps, lease or wake.

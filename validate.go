@@ -2,6 +2,7 @@ package execstore
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -75,6 +76,12 @@ func admitCommand(req *AdmitRequest, lim *Limits, genID string) (fsm.Command, er
 		return c, overLimit(ErrInvalidExecutionEvent, "max attempts %d is outside 0..%d", req.MaxAttempts, MaxAttemptsLimit)
 	}
 	c.MaxAttempts = req.MaxAttempts
+	if req.Priority != 0 && (req.Priority < PriorityFirst || req.Priority > PriorityLast) {
+		// An admission's error, which is also a bad argument's.
+		return c, &detailError{sentinel: ErrInvalidExecutionEvent.(*Error), also: []error{ErrInvalidArgument},
+			detail: fmt.Sprintf("priority %d is outside %d..%d", req.Priority, PriorityFirst, PriorityLast)}
+	}
+	c.Priority = req.Priority
 	if req.Queue != "" {
 		if err := idError(ErrInvalidExecutionEvent, "queue", req.Queue); err != nil {
 			return c, err

@@ -137,6 +137,7 @@ func (s *State) admit(c *Command, now int64, dry bool) Result {
 		MaxAttempts: uint16(c.MaxAttempts),
 	}
 	e.Queue = ownQueue(c.Queue, c.WorkflowID)
+	s.setPriority(id, uint8(c.Priority)) // priority.go
 	s.put(nil, &e)
 	return Result{ID: id, Became: Transitions{Due: true}}
 }
@@ -208,10 +209,10 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		return mutates
 	}
 	var taken []claimKey
-	if len(sel) == 1 {
+	if len(sel) == 1 && len(sel[0].lanes) == 1 {
 		// Not skipped: firstIn found an entry claimable at now.
 		most, due, _ := s.claimBounds(sel[0], c.Limit, now)
-		taken = s.takeClaimable(sel[0], FailLimit(c.Limit), most, due, now)
+		taken = s.takeClaimable(sel[0].lanes[0], FailLimit(c.Limit), most, due, now)
 	} else {
 		taken = s.takeClaimableFrom(sel, c.Limit, now)
 	}
@@ -241,7 +242,7 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		stored := s.putRecord(p, &e)
 		// Lease expiries mostly come last in their index: Load appends
 		// without a search when the key is greater than every other.
-		s.queueNamed(e.QueueName()).leases.Load(claimKey{At: expires, e: stored})
+		s.queueNamed(e.QueueName()).lane(s.priorityOf(e.ID)).leases.Load(claimKey{At: expires, e: stored})
 		if len(s.rates) > 0 {
 			s.noteGrant(e.QueueName(), now) // rate.go
 		}
@@ -269,14 +270,14 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 }
 
 // takeClaimable removes and returns the earliest entries claimable at now
-// from a queue's two claimable indexes together, in (time, ID) order: at most limit
+// from a lane's two claimable indexes together, in (time, ID) order: at most limit
 // to lease, at most room of them due wakes (the rest expired leases), and,
 // among them, at most failLimit expired leases of a last
 // allowed attempt (exhausted), which the claim fails instead; it stops at
 // whichever bound it reaches first. The entries taken from each index are a
 // prefix of it, so each is cut with one bulk deletion instead of one search
 // per entry.
-func (s *State) takeClaimable(q *queue, failLimit, limit, room int, now int64) []claimKey {
+func (s *State) takeClaimable(q *lane, failLimit, limit, room int, now int64) []claimKey {
 	due := claimPrefix(q.due, s.claimScratch[0][:0], false, room, failLimit, now)
 	leased := claimPrefix(q.leases, s.claimScratch[1][:0], true, limit, failLimit, now)
 	taken := s.claimScratch[2][:0]
@@ -383,7 +384,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 			// the recorded outcome. A repeat of the suspension that ended
 			// its own lease, with nothing since, gets the record as it is:
 			// the caller (Store) tells a replay from a late one.
-			return Result{Exec: p.Value().WithoutPositions(), Unchanged: true}
+			return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), Unchanged: true}
 		}
 		return *fail
 	}
@@ -414,7 +415,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)
-	r.Exec = e.WithoutPositions()
+	r.Exec, r.Priority = e.WithoutPositions(), s.keptPriority(e.ID)
 	if e.Terminal() {
 		if e.WatchCount > 0 {
 			s.dropWatches(e.ID)
@@ -532,6 +533,7 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 		// the start names one: its parent's workers may not run it.
 		Queue: ownQueue(c.Queue, c.WorkflowID),
 	}
+	s.setPriority(id, s.priorityOf(caller.ID())) // a child runs at its parent's priority
 	s.put(nil, &child)
 	s.starts.Set(startEntry{
 		Caller:     caller.ID(),
@@ -681,7 +683,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 		if dry && mutant.CancelOfTerminalWrites {
 			return mutates // logged, and then applied as the no-op it is
 		}
-		return Result{Exec: p.Value().WithoutPositions()}
+		return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID())}
 	case dry:
 		return mutates
 	}
@@ -716,6 +718,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 		}
 	}
 	r.Exec, _ = s.Get(c.ExecutionID)
+	r.Priority = s.keptPriority(c.ExecutionID)
 	return r
 }
 

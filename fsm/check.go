@@ -360,6 +360,11 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 				e.Queue = "q" // checkRecord needs only to know it is named
 			}
 		}
+		if version >= 11 {
+			if p := c.Byte(); p < PriorityFirst || p > PriorityLast {
+				return decodeErr("state: record " + quote(string(id)) + ": priority " + itoa(uint64(p)))
+			}
+		}
 		if c.err != nil {
 			break
 		}

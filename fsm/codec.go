@@ -15,8 +15,10 @@ import (
 // child start's queue, and the queues a claim serves; an older command
 // decodes with the default queue and a claim of every queue. Version 6 adds
 // the queues' settings commands (put-queue, delete-queue). Version 7 adds a
-// put-queue's rate limit (trailing fields); an older put has none.
-const CodecVersion = 7
+// put-queue's rate limit (trailing fields); an older put has none. Version 8
+// adds an admission's priority (a trailing byte); an older admission has the
+// default.
+const CodecVersion = 8
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16

@@ -121,6 +121,9 @@ type Command struct {
 	// sorted, unique, not empty, at most MaxClaimQueues; none: every queue.
 	Queue  string
 	Queues []string
+	// Priority (admit, codec version 8, priority.go): 0 for the default, or
+	// PriorityFirst to PriorityLast.
+	Priority int
 	// put-queue (codec version 6): the settings, with Limit the most queues
 	// with settings there may be. delete-queue: Queue names the queue.
 	QueueSettings *QueueSettings
@@ -184,6 +187,7 @@ type Result struct {
 	Leases    []Lease   // claim
 	Lease     Lease     // renew
 	Exec      Execution // acknowledge: the record afterwards
+	Priority  uint8     // acknowledge, cancel: Exec's priority, 0 for the default (priority.go)
 	Woken     []string  // acknowledge (parent), commit (watchers): executions woken, in order
 	Count     int       // retire: executions retired; forget: forgotten
 	// Retired (retire, a state with an archive): the records it removed,

@@ -24,10 +24,11 @@ import (
 // (claimkeys.go). Version 6 counts the executions retired to the archive
 // (archive.go). Version 8 keeps each record's queue (queues.go).
 // Version 9 adds the queues' settings (queue_settings.go). Version 10
-// adds their rate limits and grant logs (rate.go).
+// adds their rate limits and grant logs (rate.go). Version 11 keeps each
+// record's priority (priority.go).
 // Version 7 adds the cutoff of the forgotten executions
 // (forget.go).
-const StateVersion = 10
+const StateVersion = 11
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -53,6 +54,7 @@ type Reader interface {
 //	         max-attempts:uv tries:uv  (version 3; before: both 0; before
 //	         version 5, tries without a bound: see upgradeTries)
 //	         queue:str  (version 8; before, and "": the default queue)
+//	         priority:1B  (version 11; before: the default)
 //	steps    count:uv, then (execution:str key:str value:str) in order
 //	starts   count:uv, then (caller:str key:str child:str workflow:str
 //	         sum:32B has-params:1B) in order
@@ -111,7 +113,7 @@ func (s *State) Encode(w Writer) error { return s.encodeAs(w, StateVersion) }
 func (s *State) encodeAs(w Writer, version uint64) error {
 	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) || (version < 7 && s.meta.ForgotBefore > 0) ||
 		(version < 8 && s.namesQueues()) || (version < 9 && s.qsettings.Len() > 0) ||
-		(version < 10 && len(s.rates) > 0) {
+		(version < 10 && len(s.rates) > 0) || (version < 11 && s.prio.Len() > 0) {
 		panic("fsm: encode in version " + itoa(version))
 	}
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
@@ -132,6 +134,9 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 		}
 		v := s.rec(it).Value()
 		e.buf = appendExecution(e.buf, &v, version)
+		if version >= 11 {
+			e.buf = append(e.buf, s.priorityOf(v.ID))
+		}
 		e.flush(false)
 		return e.err == nil
 	})
@@ -454,13 +459,17 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*stored, error)
 	n := d.count(maxCount)
 	recs := make([]*stored, 0, min(n, 1<<20))
 	workflows := map[string]string{} // interned: most records share a few
-	// Each queue's entries, in ID order.
+	// Each queue's lane's entries, in ID order.
 	type entries struct{ due, leases []claimKey }
-	byQueue := map[*queue]*entries{}
+	byLane := map[*lane]*entries{}
 	prev := ""
 	for i := 0; i < n && d.err == nil; i++ {
 		var e Execution
 		d.execution(&e, workflows, version)
+		prio := uint8(PriorityDefault)
+		if version >= 11 {
+			prio = d.Byte()
+		}
 		if d.err != nil {
 			break
 		}
@@ -470,6 +479,10 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*stored, error)
 		if msg := checkRecord(&e); msg != "" {
 			return nil, decodeErr("state: record " + quote(e.ID) + ": " + msg)
 		}
+		if prio < PriorityFirst || prio > PriorityLast {
+			return nil, decodeErr("state: record " + quote(e.ID) + ": priority " + itoa(uint64(prio)))
+		}
+		s.setPriority(e.ID, prio)
 		prev = e.ID
 		st := record.New(&e, s.gen)
 		recs = append(recs, st)
@@ -478,10 +491,11 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*stored, error)
 		}
 		q := s.queueNamed(e.QueueName())
 		q.live++
-		en := byQueue[q]
+		l := q.lane(prio)
+		en := byLane[l]
 		if en == nil {
 			en = &entries{}
-			byQueue[q] = en
+			byLane[l] = en
 		}
 		if at, ok := e.ClaimableAt(); ok && e.Leased() {
 			en.leases = append(en.leases, claimKey{At: at, e: st})
@@ -492,9 +506,9 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*stored, error)
 	if d.err != nil {
 		return nil, d.err
 	}
-	for q, en := range byQueue {
-		loadByTime(q.due, en.due)
-		loadByTime(q.leases, en.leases)
+	for l, en := range byLane {
+		loadByTime(l.due, en.due)
+		loadByTime(l.leases, en.leases)
 	}
 	return recs, nil
 }

@@ -32,6 +32,31 @@ func encodeState(t testing.TB, s *State) []byte {
 	return buf.Bytes()
 }
 
+// throughSnapshot returns s encoded and decoded again, as a snapshot would
+// give it back.
+func throughSnapshot(t testing.TB, s *State) *State {
+	t.Helper()
+	d, err := DecodeState(bufio.NewReader(bytes.NewReader(encodeState(t, s))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// checkedApply returns a function that applies a command to s at *now and
+// checks the invariants after it.
+func checkedApply(t *testing.T, s *State, now *int64) func(Command) Result {
+	return func(c Command) Result {
+		t.Helper()
+		c.Now = *now
+		r := s.Apply(&c)
+		if err := s.CheckInvariants(); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+}
+
 func TestEncodedStateDecodesToAnEqualState(t *testing.T) {
 	for seed := uint64(1); seed <= 30; seed++ {
 		s := randomState(seed, 500)

@@ -56,6 +56,7 @@ var fixturePairs = []fixturePair{
 	{"testdata/commands-v5.bin", "testdata/state-v8.bin", 5, 8},
 	{"testdata/commands-v6.bin", "testdata/state-v9.bin", 6, 9},
 	{"testdata/commands-v7.bin", "testdata/state-v10.bin", 7, 10},
+	{"testdata/commands-v8.bin", "testdata/state-v11.bin", 8, 11},
 }
 
 func fixtureCommandList() []Command {
@@ -68,12 +69,13 @@ func fixtureCommandList() []Command {
 		g.observe(s.Apply(&c))
 		cmds = append(cmds, c)
 	}
-	// The state ends with a rate limit's log of grants (state version 10),
+	// The state ends with a rate limit's log of grants (state version 10)
+	// and an execution of the first priority (version 11),
 	// whatever the generated commands left.
 	now := g.now + 1000
 	for _, c := range []Command{
 		{Kind: KindPutQueue, Now: now, QueueSettings: &QueueSettings{Name: "rated", Rate: 2, Period: MinRatePeriod}, Limit: MaxQueueSettings},
-		{Kind: KindAdmit, Now: now, ExecutionID: "rated-1", WorkflowID: "w", Queue: "rated"},
+		{Kind: KindAdmit, Now: now, ExecutionID: "rated-1", WorkflowID: "w", Queue: "rated", Priority: PriorityFirst},
 		{Kind: KindClaim, Now: now, Limit: 4, Duration: 1e9, Queues: []string{"rated"}},
 	} {
 		s.Apply(&c)

@@ -100,7 +100,12 @@ type queueDump struct {
 func queuesOf(s *State) []queueDump {
 	var out []queueDump
 	for _, q := range s.queueList {
-		out = append(out, queueDump{Name: q.name, Live: q.live, Due: collect[claimKey](q.due), Leases: collect[claimKey](q.leases)})
+		d := queueDump{Name: q.name, Live: q.live}
+		for _, l := range q.lanes {
+			d.Due = append(d.Due, collect[claimKey](l.due)...)
+			d.Leases = append(d.Leases, collect[claimKey](l.leases)...)
+		}
+		out = append(out, d)
 	}
 	slices.SortFunc(out, func(a, b queueDump) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -246,6 +251,9 @@ func (g *gen) next() Command {
 			c.MaxAttempts = 1 + g.rng.IntN(3)
 		}
 		c.Queue = g.queue()
+		if g.rng.IntN(3) == 0 {
+			c.Priority = []int{PriorityFirst, 2, PriorityDefault, 4, PriorityLast}[g.rng.IntN(5)]
+		}
 	case KindWake:
 		c.At = g.now + int64(g.rng.IntN(5)-2)*1000
 		if c.At <= 0 {
@@ -470,19 +478,25 @@ func TestCheckInvariantsFindsBrokenIndexes(t *testing.T) {
 		return s
 	}
 	breaks := map[string]func(s *State){
-		"due entry missing": func(s *State) { s.queues["w"].due.Delete(claimKey{At: 10, e: s.lookup("a")}) },
-		"stale due entry":   func(s *State) { s.queues["w"].due.Set(claimKey{At: 99, e: s.lookup("a")}) },
+		"due entry missing": func(s *State) { s.queues["w"].lanes[0].due.Delete(claimKey{At: 10, e: s.lookup("a")}) },
+		"stale due entry":   func(s *State) { s.queues["w"].lanes[0].due.Set(claimKey{At: 99, e: s.lookup("a")}) },
 		"due entry points elsewhere": func(s *State) {
 			e := s.lookup("a").Value()
-			s.queues["w"].due.Set(claimKey{At: 10, e: record.New(&e, s.gen)})
+			s.queues["w"].lanes[0].due.Set(claimKey{At: 10, e: record.New(&e, s.gen)})
 		},
 		"due entry in another queue": func(s *State) {
 			q := s.queueNamed("other")
 			q.live++
 			k := claimKey{At: 10, e: s.lookup("a")}
-			s.queues["w"].due.Delete(k)
-			q.due.Set(k)
+			s.queues["w"].lanes[0].due.Delete(k)
+			q.lanes[0].due.Set(k)
 		},
+		"due entry in another priority's lane": func(s *State) {
+			k := claimKey{At: 10, e: s.lookup("a")}
+			s.queues["w"].lanes[0].due.Delete(k)
+			s.queues["w"].lane(PriorityFirst).due.Set(k)
+		},
+		"priority kept for no record":            func(s *State) { s.setPriority("nobody", PriorityFirst) },
 		"queue counts a live execution too many": func(s *State) { s.queues["w"].live++ },
 		"queue without live executions":          func(s *State) { s.queueNamed("empty") },
 		"terminal with wake": func(s *State) {

@@ -13,7 +13,11 @@ func (s *State) CheckInvariants() error {
 		return false
 	}
 	terminal := 0
-	dueWant, leaseWant, liveWant := map[string]int{}, map[string]int{}, map[string]int{}
+	type laneKey struct {
+		queue string
+		prio  uint8
+	}
+	dueWant, leaseWant, liveWant := map[laneKey]int{}, map[laneKey]int{}, map[string]int{}
 	s.execs.Scan(func(it execItem) bool {
 		st := s.rec(it)
 		if st == nil {
@@ -40,11 +44,16 @@ func (s *State) CheckInvariants() error {
 			if q == nil {
 				return fail(e.ID, "claimable in queue "+quote(e.QueueName())+", which the state does not have")
 			}
-			t, _ := q.index(e.Leased())
+			prio := s.priorityOf(e.ID)
+			l := q.laneOf(prio)
+			if l == nil {
+				return fail(e.ID, "claimable at priority "+itoa(uint64(prio))+", which its queue has no lane of")
+			}
+			t, _ := l.index(e.Leased())
 			if e.Leased() {
-				leaseWant[q.name]++
+				leaseWant[laneKey{q.name, prio}]++
 			} else {
-				dueWant[q.name]++
+				dueWant[laneKey{q.name, prio}]++
 			}
 			if _, in := t.Get(claimKey{At: at, e: st}); !in {
 				return fail(e.ID, "missing from the "+indexName(e.Leased())+" index at "+itoa(uint64(at)))
@@ -95,8 +104,14 @@ func (s *State) CheckInvariants() error {
 	// entry in that index; with the counts equal, each such record is
 	// indexed exactly once.
 	for _, q := range s.queueList {
-		if err := s.checkQueueIndexes(q, dueWant[q.name], leaseWant[q.name]); err != nil {
-			return err
+		for i, l := range q.lanes {
+			if i > 0 && q.lanes[i-1].prio >= l.prio {
+				return errors.New("fsm: invariant violated: queue " + quote(q.name) + "'s lanes out of priority order")
+			}
+			k := laneKey{q.name, l.prio}
+			if err := s.checkQueueIndexes(q, l, dueWant[k], leaseWant[k]); err != nil {
+				return err
+			}
 		}
 	}
 	if err := s.checkSideIndexes(); err != nil {
@@ -106,6 +121,9 @@ func (s *State) CheckInvariants() error {
 		return err
 	}
 	if err := s.checkSchedules(); err != nil { // schedule_state.go
+		return err
+	}
+	if err := s.checkPriorities(); err != nil { // priority.go
 		return err
 	}
 	if err := s.checkRates(); err != nil { // rate.go
@@ -135,14 +153,14 @@ func (s *State) checkQueues(live map[string]int) error {
 
 // checkQueueIndexes verifies a queue's two claimable indexes against the
 // numbers of entries its records want.
-func (s *State) checkQueueIndexes(q *queue, dueWant, leaseWant int) error {
+func (s *State) checkQueueIndexes(q *queue, l *lane, dueWant, leaseWant int) error {
 	var err error
 	fail := func(id, msg string) bool {
 		err = errors.New("fsm: invariant violated: execution " + quote(id) + ": " + msg)
 		return false
 	}
 	for _, leased := range []bool{false, true} {
-		t, _ := q.index(leased)
+		t, _ := l.index(leased)
 		want := dueWant
 		if leased {
 			want = leaseWant
@@ -166,8 +184,9 @@ func (s *State) checkQueueIndexes(q *queue, dueWant, leaseWant int) error {
 			if at, ok := e.ClaimableAt(); !ok || at != k.At || e.Leased() != leased {
 				return fail(k.e.ID(), "stale "+indexName(leased)+" entry at "+itoa(uint64(k.At)))
 			}
-			if e.QueueName() != q.name {
-				return fail(k.e.ID(), "indexed in queue "+quote(q.name)+" but in queue "+quote(e.QueueName()))
+			if e.QueueName() != q.name || s.priorityOf(e.ID()) != l.prio {
+				return fail(k.e.ID(), "indexed in queue "+quote(q.name)+" at priority "+itoa(uint64(l.prio))+" but in queue "+
+					quote(e.QueueName())+" at "+itoa(uint64(s.priorityOf(e.ID()))))
 			}
 			return true
 		})

@@ -331,6 +331,9 @@ func encodeAdmit(dst []byte, c *Command, version byte) []byte {
 	if version >= 5 {
 		dst = appendStr(dst, c.Queue)
 	}
+	if version >= 8 {
+		dst = append(dst, byte(c.Priority))
+	}
 	return dst
 }
 
@@ -346,17 +349,20 @@ func decodeAdmit(d *Decoder, c *Command, version byte) {
 	if version >= 5 {
 		c.Queue = d.Str()
 	}
+	if version >= 8 {
+		c.Priority = int(d.Byte())
+	}
 }
 
 func sizeAdmit(c *Command) int {
 	return strLen(c.ExecutionID) + 1 + strLen(c.WorkflowID) + optLen(c.Params, c.HasParams) + contextLen(c.Context) +
-		uvarintLen(uint64(c.MaxAttempts)) + strLen(c.Queue)
+		uvarintLen(uint64(c.MaxAttempts)) + strLen(c.Queue) + 1
 }
 
 // boundAdmit: params and context share Event; each context entry adds two
-// lengths; the attempt bound, then the queue, last.
+// lengths; the attempt bound, then the queue, then the priority, last.
 func boundAdmit(b *Bounds) int {
-	return b.id() + 1 + b.id() + boundNum + boundNum + b.Event + b.ContextEntries*2*boundNum + boundNum + b.id()
+	return b.id() + 1 + b.id() + boundNum + boundNum + b.Event + b.ContextEntries*2*boundNum + boundNum + b.id() + 1
 }
 
 func checkAdmit(c *Command) string {
@@ -367,6 +373,8 @@ func checkAdmit(c *Command) string {
 		return "attempt bound outside 0.." + itoa(MaxAttempts)
 	case c.Context != nil && !sortedUniqueKV(*c.Context):
 		return "context keys not sorted and unique"
+	case !validPriority(c.Priority):
+		return "priority outside " + itoa(PriorityFirst) + ".." + itoa(PriorityLast)
 	}
 	return ""
 }

@@ -50,7 +50,10 @@ func (s *State) print(marks bool) [32]byte {
 	slices.Sort(names)
 	for _, n := range names {
 		q := s.queues[n]
-		b = fmt.Appendf(b, "%q %d %d %d ", n, q.due.Len(), q.leases.Len(), q.live)
+		b = fmt.Appendf(b, "%q %d ", n, q.live)
+		for _, l := range q.lanes {
+			b = fmt.Appendf(b, "%d:%d %d ", l.prio, l.due.Len(), l.leases.Len())
+		}
 	}
 	for _, n := range []int{s.wkeys.Len(), s.wexecs.Len(), s.ended.Len(),
 		s.schedDue.Len(), s.list.workflows.Len(), s.list.parents.Len(), s.list.feed.n, s.grantExp.Len(), s.grantLeases} {

@@ -112,7 +112,7 @@ func concurrencyRoom(st QueueSettings, q *queue, limit int) int {
 	if st.Concurrency == 0 {
 		return limit
 	}
-	room := max(0, st.Concurrency-q.leases.Len())
+	room := max(0, st.Concurrency-q.leased())
 	if mutant.ConcurrencyLimitOneOver {
 		room++
 	}
@@ -136,7 +136,7 @@ func (s *State) firstClaimable(q *queue) (claimKey, bool) {
 	case st.Paused && !mutant.PausedQueueHandsOutOne:
 		return claimKey{}, false
 	case concurrencyRoom(st, q, 1) == 0:
-		k, ok = q.leases.Min()
+		k, ok = q.firstLease()
 	default:
 		k, ok = q.first()
 	}

@@ -3,6 +3,8 @@ package fsm
 import (
 	"slices"
 
+	"github.com/execstore/execstore/internal/mutant"
+
 	"github.com/tidwall/btree"
 )
 
@@ -49,36 +51,125 @@ func (s *State) namesQueues() bool {
 	return named
 }
 
-// queue is one queue's claimable indexes.
+// queue is one queue's claimable indexes: a lane of them for each priority
+// its executions have (priority.go).
 type queue struct {
-	name   string
+	name  string
+	lanes []*lane // by priority, the first claimed first; the default's always
+	live  int     // executions of the queue that are not terminal
+}
+
+// lane is the claimable indexes of a queue's executions of one priority.
+type lane struct {
+	prio   uint8
 	due    *btree.BTreeG[claimKey] // (DueAt, ID) of executions without a current lease
 	leases *btree.BTreeG[claimKey] // (LeaseExpiresAt, ID) of executions with one
 	hints  [2]indexHints           // due, leases
-	live   int                     // executions of the queue that are not terminal
+}
+
+func newLane(prio uint8) *lane {
+	return &lane{prio: prio, due: newTree(claimLess), leases: newTree(claimLess)}
 }
 
 func newQueue(name string) *queue {
-	return &queue{name: name, due: newTree(claimLess), leases: newTree(claimLess)}
+	return &queue{name: name, lanes: []*lane{newLane(PriorityDefault)}}
+}
+
+// lane returns the queue's lane of a priority, made if it has none.
+func (q *queue) lane(prio uint8) *lane {
+	if len(q.lanes) == 1 && q.lanes[0].prio == prio {
+		return q.lanes[0]
+	}
+	i, found := slices.BinarySearchFunc(q.lanes, prio, func(l *lane, p uint8) int { return int(l.prio) - int(p) })
+	if !found {
+		q.lanes = slices.Insert(q.lanes, i, newLane(prio))
+	}
+	return q.lanes[i]
+}
+
+// laneOf returns the queue's lane of a priority, nil if it has none.
+func (q *queue) laneOf(prio uint8) *lane {
+	for _, l := range q.lanes {
+		if l.prio == prio {
+			return l
+		}
+	}
+	return nil
 }
 
 // index returns the claimable index an execution with or without a current
 // lease belongs in, and its search hints.
-func (q *queue) index(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
+func (l *lane) index(leased bool) (*btree.BTreeG[claimKey], *indexHints) {
 	if leased {
-		return q.leases, &q.hints[1]
+		return l.leases, &l.hints[1]
 	}
-	return q.due, &q.hints[0]
+	return l.due, &l.hints[0]
 }
 
-// first returns the queue's first entry in (time, ID) order.
-func (q *queue) first() (claimKey, bool) {
-	d, dok := q.due.Min()
-	l, lok := q.leases.Min()
-	if lok && (!dok || claimLess(l, d)) {
-		return l, true
+// first returns the lane's first entry in (time, ID) order.
+func (l *lane) first() (claimKey, bool) {
+	d, dok := l.due.Min()
+	ls, lok := l.leases.Min()
+	if lok && (!dok || claimLess(ls, d)) {
+		return ls, true
 	}
 	return d, dok
+}
+
+// first returns the queue's first entry in (time, ID) order, whatever its
+// priority: the time something of it becomes claimable.
+func (q *queue) first() (claimKey, bool) {
+	if len(q.lanes) == 1 {
+		return q.lanes[0].first()
+	}
+	var best claimKey
+	found := false
+	for _, l := range q.lanes {
+		if k, ok := l.first(); ok && (!found || claimLess(k, best)) {
+			best, found = k, true
+		}
+	}
+	return best, found
+}
+
+// firstLease returns the queue's first current lease in (expiry, ID) order.
+func (q *queue) firstLease() (claimKey, bool) {
+	var best claimKey
+	found := false
+	for _, l := range q.lanes {
+		if k, ok := l.leases.Min(); ok && (!found || claimLess(k, best)) {
+			best, found = k, true
+		}
+	}
+	return best, found
+}
+
+// leased counts the queue's current leases.
+func (q *queue) leased() int {
+	n := 0
+	for _, l := range q.lanes {
+		n += l.leases.Len()
+	}
+	return n
+}
+
+// stats counts the queue's executions at now.
+func (q *queue) stats(now int64) QueueStats {
+	st := QueueStats{Name: q.name, Live: q.live}
+	for _, l := range q.lanes {
+		st.Due += countAtOrBefore(l.due, now)
+		st.Leased += l.leases.Len()
+		st.Expired += countAtOrBefore(l.leases, now)
+	}
+	return st
+}
+
+func (q *queue) copy() *queue {
+	c := &queue{name: q.name, lanes: make([]*lane, len(q.lanes)), live: q.live}
+	for i, l := range q.lanes {
+		c.lanes[i] = &lane{prio: l.prio, due: l.due.Copy(), leases: l.leases.Copy()}
+	}
+	return c
 }
 
 // queueNamed returns the queue of that name, made if it does not exist.
@@ -188,10 +279,7 @@ func (s *State) Queues(now int64, after string, limit int, fn func(QueueStats) b
 		if i == limit {
 			return
 		}
-		q := s.queues[n]
-		st := QueueStats{Name: n, Live: q.live, Due: countAtOrBefore(q.due, now),
-			Leased: q.leases.Len(), Expired: countAtOrBefore(q.leases, now)}
-		if !fn(st) {
+		if !fn(s.queues[n].stats(now)) {
 			return
 		}
 	}
@@ -204,56 +292,72 @@ func (s *State) QueueStatsOf(name string, now int64) QueueStats {
 	if !ok {
 		return QueueStats{Name: name}
 	}
-	return QueueStats{Name: name, Live: q.live, Due: countAtOrBefore(q.due, now),
-		Leased: q.leases.Len(), Expired: countAtOrBefore(q.leases, now)}
+	return q.stats(now)
 }
 
 // QueueCount returns the number of queues that hold an execution that is
 // not terminal.
 func (s *State) QueueCount() int { return len(s.queueList) }
 
-// claimSource is one claimable index of a queue, as a claim of several
-// queues merges them: the prefix it may take, and how much of it it took.
+// claimSource is one claimable index of a queue's lane, as a claim of
+// several lanes merges them: the prefix it may take, and how much of it it
+// took.
 type claimSource struct {
 	t      *btree.BTreeG[claimKey]
 	leased bool
+	prio   uint8
 	keys   []claimKey
 	next   int
 	bound  int // its queue's entry in the claim's bounds
 }
 
+// before reports whether the source's next entry comes before another's in
+// claim order: priority, then (time, ID).
+func (src *claimSource) before(o *claimSource) bool {
+	if src.prio != o.prio && !mutant.ClaimIgnoresPriority {
+		return src.prio < o.prio
+	}
+	return claimLess(src.keys[src.next], o.keys[o.next])
+}
+
+// claimBound is what a claim may still take of one queue: leases in all
+// (its rate room), and due wakes (its concurrency room).
+type claimBound struct{ most, due int }
+
 // takeClaimableFrom is takeClaimable for a claim that serves several queues
-// (or every queue, when several exist): each index's prefix up to the
-// claim's bounds, merged in (time, ID) order until the bounds are reached,
-// then each index cut by what was taken from it.
+// or lanes: each index's prefix up to the claim's bounds, merged in
+// (priority, time, ID) order until the bounds are reached, then each index
+// cut by what was taken from it.
 func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey {
 	failLimit := FailLimit(limit)
 	srcs := s.sourceScratch[:0]
-	// bounds: each queue's most leases left to take (a rate limit's room,
-	// shared by its two indexes); once it reaches 0 the claim takes nothing
-	// more of the queue.
+	// bounds: each queue's most leases and due wakes left to take, shared
+	// by its lanes; once its most reaches 0 the claim takes nothing more of
+	// the queue, once its due does, no more due wakes.
 	bounds := s.boundScratch[:0]
 	for _, q := range sel {
 		most, room, skip := s.claimBounds(q, limit, now)
 		if skip {
 			continue
 		}
-		bounds = append(bounds, most)
-		for _, leased := range [2]bool{false, true} {
-			t, _ := q.index(leased)
-			if k, ok := t.Min(); !ok || k.At > now || (!leased && room == 0) {
-				continue
+		bounds = append(bounds, claimBound{most: most, due: room})
+		for _, l := range q.lanes {
+			for _, leased := range [2]bool{false, true} {
+				t, _ := l.index(leased)
+				if k, ok := t.Min(); !ok || k.At > now || (!leased && room == 0) {
+					continue
+				}
+				n := most // the most leasable entries this index may give
+				if !leased {
+					n = room
+				}
+				var buf []claimKey
+				if i := len(srcs); i < cap(srcs) {
+					buf = srcs[:i+1][i].keys[:0] // reuse the buffer a former claim left
+				}
+				buf = claimPrefix(t, buf, leased, n, failLimit, now)
+				srcs = append(srcs, claimSource{t: t, leased: leased, prio: l.prio, keys: buf, bound: len(bounds) - 1})
 			}
-			n := most // the most leasable entries this index may give
-			if !leased {
-				n = room
-			}
-			var buf []claimKey
-			if i := len(srcs); i < cap(srcs) {
-				buf = srcs[:i+1][i].keys[:0] // reuse the buffer a former claim left
-			}
-			buf = claimPrefix(t, buf, leased, n, failLimit, now)
-			srcs = append(srcs, claimSource{t: t, leased: leased, keys: buf, bound: len(bounds) - 1})
 		}
 	}
 	taken := s.claimScratch[2][:0]
@@ -261,8 +365,8 @@ func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey
 		best := -1
 		for i := range srcs {
 			src := &srcs[i]
-			if src.next < len(src.keys) && bounds[src.bound] > 0 &&
-				(best < 0 || claimLess(src.keys[src.next], srcs[best].keys[srcs[best].next])) {
+			b := &bounds[src.bound]
+			if src.next < len(src.keys) && b.most > 0 && (src.leased || b.due > 0) && (best < 0 || src.before(&srcs[best])) {
 				best = i
 			}
 		}
@@ -275,9 +379,12 @@ func (s *State) takeClaimableFrom(sel []*queue, limit int, now int64) []claimKey
 		taken = append(taken, k)
 		if src.leased && k.e.Exhausted() {
 			failing++
-		} else {
-			leasable++
-			bounds[src.bound]--
+			continue
+		}
+		leasable++
+		bounds[src.bound].most--
+		if !src.leased {
+			bounds[src.bound].due--
 		}
 	}
 	s.boundScratch = bounds[:0]

@@ -20,6 +20,7 @@ import (
 // returns the IDs leased and failed.
 func claimModel(s *State, names []string, limit int, now int64, grants *grantHistory) (leased, failed []string) {
 	type cand struct {
+		prio      int
 		at        int64
 		id        string
 		exhausted bool
@@ -37,7 +38,7 @@ func claimModel(s *State, names []string, limit int, now int64, grants *grantHis
 			return true
 		}
 		if at, ok := e.ClaimableAt(); ok && at <= now {
-			cands = append(cands, cand{at, e.ID, e.Exhausted(), e.Leased(), e.QueueName()})
+			cands = append(cands, cand{int(s.priorityOf(e.ID)), at, e.ID, e.Exhausted(), e.Leased(), e.QueueName()})
 		}
 		return true
 	})
@@ -66,6 +67,9 @@ func claimModel(s *State, names []string, limit int, now int64, grants *grantHis
 	}
 	dueTaken, taken := map[string]int{}, map[string]int{}
 	slices.SortFunc(cands, func(a, b cand) int {
+		if a.prio != b.prio {
+			return stdcmp.Compare(a.prio, b.prio)
+		}
 		if a.at != b.at {
 			return stdcmp.Compare(a.at, b.at)
 		}

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"testing"
 )
@@ -18,15 +16,7 @@ func TestARateLimitBoundsTheGrantsOfEveryWindow(t *testing.T) {
 	const ms = MinRatePeriod
 	s := New()
 	now := int64(1000 * ms)
-	apply := func(c Command) Result {
-		t.Helper()
-		c.Now = now
-		r := s.Apply(&c)
-		if err := s.CheckInvariants(); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	apply := checkedApply(t, s, &now)
 	claim := func(limit int) []string {
 		return leaseIDs(apply(Command{Kind: KindClaim, Limit: limit, Duration: 50 * ms}))
 	}
@@ -85,14 +75,7 @@ func TestARateLimitBoundsTheGrantsOfEveryWindow(t *testing.T) {
 
 	// The log survives a snapshot: the copy decoded gives nothing more in
 	// the window, and at its release the same as the original.
-	var buf bytes.Buffer
-	if err := s.Encode(&buf); err != nil {
-		t.Fatal(err)
-	}
-	d, err := DecodeState(bufio.NewReader(&buf))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := throughSnapshot(t, s)
 	a, _ := s.NextDue()
 	b, _ := d.NextDue()
 	if a != b || a != now+10*ms {

@@ -106,6 +106,9 @@ func (s *State) retire(c *Command, dry bool) Result {
 			s.retired.Set(retiredItem{ID: p.ID, r: &r})
 		}
 		s.unindex(st)
+		if s.prio.Len() > 0 {
+			s.prio.Delete(prioItem{id: p.ID})
+		}
 		s.execs.Delete(execItem{ID: p.ID})
 		s.execsWritten()
 		s.deleteSteps(p.ID)

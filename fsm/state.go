@@ -186,6 +186,7 @@ type State struct {
 	queueList []*queue
 	qsettings *btree.BTreeG[QueueSettings] // by name (queue_settings.go)
 	rates     map[string]*rateLog          // by name, of the settings with a rate (rate.go)
+	prio      *btree.BTreeG[prioItem]      // by execution ID, the priorities other than the default (priority.go)
 	// roomFreed: a lease of a queue with a concurrency limit ended during
 	// the command being applied (Apply reports Became.Due).
 	roomFreed bool
@@ -228,7 +229,7 @@ type State struct {
 	lastQueue     *queue        // the latest queue looked up (queueNamed)
 	queueScratch  []*queue      // a claim's selected queues
 	sourceScratch []claimSource // a claim of several queues' indexes
-	boundScratch  []int         // and their bounds
+	boundScratch  []claimBound  // and their queues' bounds
 	claimScratch  [3][]claimKey // claim's buffers (due prefix, lease prefix, taken)
 	buf           *Buffers      // ApplyWith's buffers, during the call
 }
@@ -258,6 +259,7 @@ func New() *State {
 		gen:       1,
 		queues:    map[string]*queue{},
 		qsettings: newTree(settingsLess),
+		prio:      newTree(prioLess),
 
 		list:      newListIndexes(),
 		schedules: newTree(scheduleLess),
@@ -304,6 +306,7 @@ func (s *State) Copy() *State {
 		archive:    s.archive,
 	}
 	c.qsettings = s.qsettings.Copy()
+	c.prio = s.prio.Copy()
 	if len(s.rates) > 0 {
 		c.rates = make(map[string]*rateLog, len(s.rates))
 		for name, l := range s.rates {
@@ -313,7 +316,7 @@ func (s *State) Copy() *State {
 	c.queues = make(map[string]*queue, len(s.queueList))
 	c.queueList = make([]*queue, len(s.queueList))
 	for i, q := range s.queueList {
-		cq := &queue{name: q.name, due: q.due.Copy(), leases: q.leases.Copy(), live: q.live}
+		cq := q.copy()
 		c.queues[q.name] = cq
 		c.queueList[i] = cq
 	}
@@ -465,7 +468,9 @@ func (s *State) nextClaimable() (claimKey, bool) { return s.firstIn(s.queueList)
 func (s *State) DueLen() int {
 	n := 0
 	for _, q := range s.queueList {
-		n += q.due.Len() + q.leases.Len()
+		for _, l := range q.lanes {
+			n += l.due.Len() + l.leases.Len()
+		}
 	}
 	return n
 }
@@ -477,9 +482,8 @@ func (s *State) DueLen() int {
 // a walk. Like Get, Backlog may run in several goroutines at once.
 func (s *State) Backlog(now int64) (due, leases, expired int) {
 	for _, q := range s.queueList {
-		due += countAtOrBefore(q.due, now)
-		leases += q.leases.Len()
-		expired += countAtOrBefore(q.leases, now)
+		st := q.stats(now)
+		due, leases, expired = due+st.Due, leases+st.Leased, expired+st.Expired
 	}
 	return due, leases, expired
 }
@@ -504,10 +508,12 @@ func (s *State) Upcoming(limit int, fn func(at int64, id string, leased bool) bo
 	}
 	var all []entry
 	for _, q := range s.queueList {
-		for _, leased := range [2]bool{false, true} {
-			t, _ := q.index(leased)
-			n := 0
-			t.Scan(func(k claimKey) bool { all = append(all, entry{k, leased}); n++; return n < limit })
+		for _, l := range q.lanes {
+			for _, leased := range [2]bool{false, true} {
+				t, _ := l.index(leased)
+				n := 0
+				t.Scan(func(k claimKey) bool { all = append(all, entry{k, leased}); n++; return n < limit })
+			}
 		}
 	}
 	slices.SortFunc(all, func(a, b entry) int {
@@ -599,22 +605,23 @@ func (s *State) put(old *stored, e *Execution) {
 	if old == nil {
 		q.live++
 	}
+	l := q.lane(s.priorityOf(e.ID))
 	if oldOK && newOK && oldAt == newAt && oldLeased == e.Leased() {
 		if stored != old { // same place in the index, new record
-			t, h := q.index(oldLeased)
+			t, h := l.index(oldLeased)
 			t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 		}
 		return
 	}
 	if oldOK {
-		t, h := q.index(oldLeased)
+		t, h := l.index(oldLeased)
 		t.DeleteHint(claimKey{At: oldAt, e: stored}, &h.del)
 		if oldLeased && !e.Leased() && s.limited(q.name) {
 			s.roomFreed = true
 		}
 	}
 	if newOK {
-		t, h := q.index(e.Leased())
+		t, h := l.index(e.Leased())
 		t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 	}
 	if ends {
@@ -677,14 +684,16 @@ func (s *State) ExpiredLeases(now int64, limit int, fn func(id string, token uin
 // which holds the claim's.
 func (s *State) ExpiredLeasesIn(names []string, now int64, limit int, fn func(id string, token uint64)) {
 	for _, q := range s.selectQueues(names) {
-		n := 0
-		q.leases.Scan(func(k claimKey) bool {
-			if k.At > now || n == limit {
-				return false
-			}
-			fn(k.e.ID(), k.e.LeaseToken())
-			n++
-			return true
-		})
+		for _, l := range q.lanes {
+			n := 0
+			l.leases.Scan(func(k claimKey) bool {
+				if k.At > now || n == limit {
+					return false
+				}
+				fn(k.e.ID(), k.e.LeaseToken())
+				n++
+				return true
+			})
+		}
 	}
 }

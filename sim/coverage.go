@@ -57,6 +57,9 @@ func (w *world) coverResult(o *op, got result) {
 	if o.kind == opClaim && got.Code == "" && w.model.rateHeld {
 		w.cover("queues", "a claim left a rate-limited queue's executions")
 	}
+	if o.kind == opClaim && got.Code == "" && w.model.prioritized {
+		w.cover("queues", "a claim leased a higher priority before an earlier due execution")
+	}
 	if o.kind == opClaim && got.Code == "" {
 		if paused, full := w.model.heldBackNow(); paused {
 			w.cover("queues", "a claim left a paused queue's executions")
@@ -190,6 +193,7 @@ var RequiredCells = []string{
 	"queues/a claim of named queues left another queue's due execution",
 	"queues/settings put", "queues/a claim left a paused queue's executions", "queues/a claim left a full queue's due executions",
 	"queues/a rate limit put", "queues/a claim left a rate-limited queue's executions", "boundary/claim at exactly a rate's release",
+	"queues/a claim leased a higher priority before an earlier due execution",
 	// Cancellations that end a tree: each execution before its children,
 	// in step key order.
 	"cancel/one execution", "cancel/a parent and a child", "cancel/a tree of three or more",

@@ -47,8 +47,9 @@ type model struct {
 	// limit since its rate was put, oldest first (queue_settings.go).
 	granted map[string][]int64
 	// rateHeld: the latest claim left an execution its queue's rate held
-	// back (coverage).
-	rateHeld bool
+	// back; prioritized: it leased an execution before an earlier one of a
+	// lower priority (coverage).
+	rateHeld, prioritized bool
 
 	retention time.Duration // Options.Retention; 0: off (retire.go)
 	archive   bool          // Options.Archive: retired records are read back Archived
@@ -81,6 +82,7 @@ type mgrant struct {
 type mexec struct {
 	id, workflow string
 	queue        string            // the queue named at admission; "": the workflow's own (and once retired)
+	prio         int               // 1 (claimed first) to 5; 0 once retired
 	params       []byte            // nil: no params
 	context      map[string]string // nil: no context
 	status       execstore.Status
@@ -304,7 +306,7 @@ func (m *model) validValue(v value) bool {
 func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	if (a.id != "" && !validID(a.id)) || !validID(a.workflow) || !a.params.valid || !a.context.valid ||
 		len(a.params.data)+a.context.size() > m.lim.EventBytes || a.maxAttempts < 0 || a.maxAttempts > execstore.MaxAttemptsLimit ||
-		(a.queue != "" && !validID(a.queue)) {
+		(a.queue != "" && !validID(a.queue)) || a.priority < 0 || a.priority > execstore.PriorityLast {
 		return m.nothing(fail(codeInvalidEvent))
 	}
 	now := m.stamp(clock)
@@ -321,7 +323,7 @@ func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	m.create(&mexec{
 		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
 		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now, maxAttempts: a.maxAttempts,
-		queue: map[bool]string{true: "", false: a.queue}[a.queue == a.workflow],
+		queue: map[bool]string{true: "", false: a.queue}[a.queue == a.workflow], prio: a.priority,
 	})
 	return result{ID: id}
 }
@@ -333,6 +335,9 @@ func (m *model) fresh(id string) bool {
 }
 
 func (m *model) create(e *mexec) {
+	if e.prio == 0 {
+		e.prio = execstore.PriorityDefault
+	}
 	e.steps, e.starts = map[string]string{}, map[string]mstart{}
 	m.changeAt(e, e.admittedAt)
 	m.execs[e.id] = e
@@ -400,11 +405,12 @@ func (m *model) claim(limit int, d time.Duration, key string, queues []string, c
 // (every queue when none is named).
 func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64) result {
 	type cand struct {
-		at int64
-		id string
+		prio int
+		at   int64
+		id   string
 	}
 	var due []cand
-	m.rateHeld = false
+	m.rateHeld, m.prioritized = false, false
 	room := map[string]int{} // each queue's room at the claim (queue_settings.go)
 	// rate: each rate-limited queue's rate room at the claim; once its
 	// leases are granted, the claim takes nothing more of the queue, not
@@ -425,10 +431,14 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 			continue
 		}
 		if at, ok := m.execs[id].claimable(); ok && at <= now {
-			due = append(due, cand{at, id})
+			due = append(due, cand{e.prio, at, id})
 		}
 	}
+	// In (priority, time, ID) order.
 	slices.SortFunc(due, func(a, b cand) int {
+		if a.prio != b.prio {
+			return a.prio - b.prio
+		}
 		if a.at != b.at {
 			return compare(a.at, b.at)
 		}
@@ -476,6 +486,7 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 		m.touch(e.id)
 		leases = append(leases, execstore.Lease{ExecutionID: e.id, Token: e.token, ExpiresAt: timeOf(e.expires)})
 		taken[e.queueName()]++
+		m.prioritized = m.prioritized || slices.ContainsFunc(due, func(d cand) bool { return d.prio > c.prio && d.at < c.at })
 		if _, ok := m.granted[e.queueName()]; ok {
 			m.granted[e.queueName()] = append(m.granted[e.queueName()], now)
 		}
@@ -826,6 +837,7 @@ func (m *model) start(l execstore.Lease, key, workflow string, p params, clock i
 		parent: &execstore.Parent{ExecutionID: caller.id, StepKey: key},
 		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now,
 		maxAttempts: caller.maxAttempts, // a child runs under its parent's bound
+		prio:        caller.prio,        // and at its parent's priority
 	})
 	return result{ID: generated}
 }
@@ -932,6 +944,7 @@ func (m *model) record(e *mexec) execstore.Record {
 		Attempts:    e.attempts,
 		MaxAttempts: e.maxAttempts,
 		Queue:       e.queue,
+		Priority:    map[bool]int{true: 0, false: e.prio}[e.prio == execstore.PriorityDefault],
 	}
 	if e.params == nil {
 		r.Params = nil

@@ -312,6 +312,9 @@ func (o *op) describe(t *trace) string {
 		if o.admit.queue != "" {
 			fmt.Fprintf(&b, " queue=%s", shortID(o.admit.queue))
 		}
+		if o.admit.priority != 0 {
+			fmt.Fprintf(&b, " priority=%d", o.admit.priority)
+		}
 	case opWake:
 		fmt.Fprintf(&b, " %s at=%s", t.alias(o.id), simTime(o.at))
 	case opClaim:

@@ -228,11 +228,12 @@ type admitArgs struct {
 	context      ctxArg
 	maxAttempts  int
 	queue        string // "": the workflow's own
+	priority     int    // 0: the default
 }
 
 func (a admitArgs) api() execstore.AdmitRequest {
 	return execstore.AdmitRequest{ExecutionID: a.id, WorkflowID: a.workflow, Params: a.params.bytes(), Context: a.context.copy(),
-		MaxAttempts: a.maxAttempts, Queue: a.queue}
+		MaxAttempts: a.maxAttempts, Queue: a.queue, Priority: a.priority}
 }
 
 // cancelReasons are the reasons the workload cancels with: valid ones, one

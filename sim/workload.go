@@ -335,6 +335,13 @@ func (w *world) genAdmit() *op {
 	if w.chance(5) {
 		a.queue = w.pickQueue(a.workflow)
 	}
+	// A fifth have a priority, rarely one out of range.
+	switch r := w.pick(100); {
+	case r < 20:
+		a.priority = 1 + w.pick(execstore.PriorityLast)
+	case r < 21:
+		a.priority = []int{-1, execstore.PriorityLast + 1}[w.pick(2)]
+	}
 	return &op{kind: opAdmit, admit: a}
 }
 
@@ -450,6 +457,7 @@ func (w *world) genRelease() *op {
 	if w.chance(50) {
 		o.cause = outcomeCatalog[6+w.pick(2)].err
 	}
+	w.released = &o.lease
 	return o
 }
 
@@ -491,6 +499,12 @@ func (w *world) treeRoots() []string {
 
 func (w *world) genAck() *op {
 	o := &op{kind: opAck, lease: w.pickLease(), out: w.pickOutcome()}
+	if w.released != nil && w.chance(20) {
+		// A worker that released its lease and then acknowledges a
+		// suspension with it, late: not a replay, even when the execution
+		// is still suspended from before.
+		o.lease, o.out = *w.released, outcomeCatalog[0]
+	}
 	w.lastAck = &ackArg{lease: o.lease, out: o.out}
 	return o
 }

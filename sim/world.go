@@ -69,6 +69,7 @@ type world struct {
 	kvKeys   []string
 	leases   []execstore.Lease // every lease a claim returned, for stale use
 	lastAck  *ackArg           // the latest acknowledgement generated, to repeat
+	released *execstore.Lease  // the latest lease a release named, to acknowledge late
 	// lastClaim is the latest keyed claim generated, to repeat; claimKeys
 	// numbers the request keys.
 	lastClaim *op

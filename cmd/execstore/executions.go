@@ -26,6 +26,7 @@ type admitBody struct {
 	Context     map[string]string `json:"context,omitempty"`
 	MaxAttempts int               `json:"maxAttempts,omitempty"`
 	Queue       *string           `json:"queue,omitempty"` // nil: the workflow's own; "" is refused
+	Priority    int               `json:"priority,omitempty"`
 }
 
 // queueArg is a body's queue: "" when left out. An empty string given is
@@ -61,7 +62,7 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
 		ExecutionID: given, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
-		MaxAttempts: body.MaxAttempts, Queue: queue,
+		MaxAttempts: body.MaxAttempts, Queue: queue, Priority: body.Priority,
 	})
 	if err != nil {
 		a.failAdmission(w, r, &body, err)
@@ -297,6 +298,7 @@ type recordJSON struct {
 	Attempts    int               `json:"attempts"`
 	MaxAttempts int               `json:"maxAttempts"`
 	Queue       string            `json:"queue,omitempty"`
+	Priority    int               `json:"priority,omitempty"`
 	Archived    bool              `json:"archived,omitempty"`
 }
 
@@ -313,6 +315,7 @@ func recordOut(r execstore.Record) recordJSON {
 		MaxAttempts: r.MaxAttempts,
 		Archived:    r.Archived,
 		Queue:       r.Queue,
+		Priority:    r.Priority,
 	}
 	if o := r.Outcome; o != nil {
 		out.Outcome = &outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}

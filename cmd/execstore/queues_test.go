@@ -90,3 +90,28 @@ func TestHTTPAClaimOfTheMostQueuesAtTheirWidestIsRead(t *testing.T) {
 		t.Fatalf("claim answered %v", out)
 	}
 }
+
+// Priorities over HTTP: an admission's priority orders the claims, the
+// record reports it, and one out of range is refused.
+func TestHTTPPrioritiesOrderClaims(t *testing.T) {
+	s := newServer(t)
+	s.expect("POST", "/v1/executions", `{"executionId":"low","workflowId":"w","priority":5}`, 201, "")
+	s.expect("POST", "/v1/executions", `{"executionId":"plain","workflowId":"w"}`, 201, "")
+	s.expect("POST", "/v1/executions", `{"executionId":"high","workflowId":"w","priority":1}`, 201, "")
+	leases := s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000}`, 200, "")["leases"].([]any)
+	var got []string
+	for _, l := range leases {
+		got = append(got, l.(map[string]any)["executionId"].(string))
+	}
+	if strings.Join(got, " ") != "high plain low" {
+		t.Fatalf("claimed %v, want high plain low", got)
+	}
+	if rec := s.expect("GET", "/v1/executions/plain", "", 200, ""); rec["priority"] != nil {
+		t.Fatalf("a record admitted without a priority: %v", rec)
+	}
+	if rec := s.expect("GET", "/v1/executions/low", "", 200, ""); rec["priority"] != 5.0 {
+		t.Fatalf("a record admitted with priority 5: %v", rec)
+	}
+	s.expect("POST", "/v1/executions", `{"executionId":"bad","workflowId":"w","priority":6}`, 400, "INVALID_EXECUTION_EVENT")
+	s.expect("GET", "/v1/executions/bad", "", 404, "")
+}

@@ -30,6 +30,9 @@ const (
 	// RateWindowOneTickShort makes a queue's rate window one nanosecond
 	// short: a grant leaves the count a tick before the period has passed.
 	RateWindowOneTickShort = false
+	// ClaimIgnoresPriority makes a claim of several lanes merge them by
+	// time alone, as if every execution had the default priority.
+	ClaimIgnoresPriority = false
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken = false

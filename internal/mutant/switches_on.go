@@ -15,6 +15,7 @@ var (
 	ConcurrencyLimitOneOver        bool
 	PausedQueueHandsOutOne         bool
 	RateWindowOneTickShort         bool
+	ClaimIgnoresPriority           bool
 	EncodeSkipsLastRecord          bool
 	SkipTailRewrite                bool
 	CompactPastKeep                bool
@@ -74,6 +75,7 @@ var All = map[string]*bool{
 	"ConcurrencyLimitOneOver":        &ConcurrencyLimitOneOver,
 	"PausedQueueHandsOutOne":         &PausedQueueHandsOutOne,
 	"RateWindowOneTickShort":         &RateWindowOneTickShort,
+	"ClaimIgnoresPriority":           &ClaimIgnoresPriority,
 	"EncodeSkipsLastRecord":          &EncodeSkipsLastRecord,
 	"SkipTailRewrite":                &SkipTailRewrite,
 	"CompactPastKeep":                &CompactPastKeep,

@@ -59,6 +59,19 @@ def test_a_queues_rate_limit_bounds_the_leases_granted_in_its_window(server):
         client.put_queue("rated", rate=2)
 
 
+def test_a_claim_takes_higher_priorities_first(server):
+    client = Client(server.url)
+    client.admit("ranked", "rank-low", priority=5)
+    client.admit("ranked", "rank-default")
+    client.admit("ranked", "rank-high", priority=1)
+    leases = client.claim(10, 30_000, queues=["ranked"])["leases"]
+    assert [lease["executionId"] for lease in leases] == ["rank-high", "rank-default", "rank-low"]
+    assert client.get("rank-high")["priority"] == 1 and "priority" not in client.get("rank-default")
+    with pytest.raises(InvalidArgumentError) as bad:
+        client.admit("ranked", "rank-bad", priority=6)
+    assert bad.value.code == "INVALID_EXECUTION_EVENT"
+
+
 def test_refuses_what_it_cannot_keep_with_typed_errors(server):
     client = Client(server.url)
     for bad in ("", ".", ".."):

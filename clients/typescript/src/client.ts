@@ -40,6 +40,8 @@ export interface AdmitRequest<P = JsonValue> {
   maxAttempts?: number;
   /** The execution's queue; left out, its workflow's own (which a worker with a handler for the workflow claims from). */
   queue?: string;
+  /** 1 (claimed first) to 5 within the queues a claim serves; left out, 3. A child runs at its parent's priority. */
+  priority?: number;
 }
 
 export interface ClaimRequest {

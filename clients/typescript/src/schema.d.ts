@@ -901,6 +901,8 @@ export interface components {
             /** @description At most this many deliveries in a row end without an outcome before the execution fails with ATTEMPTS_EXHAUSTED; 0 (default): no bound; at most 65535. */
             maxAttempts?: number;
             queue?: components["schemas"]["Queue"];
+            /** @description Within the queues a claim serves, every claimable execution of priority 1 is claimed before any of 2, and so on to 5, each priority in due-time order; strict, so lower priorities wait while higher ones are claimable. 0 or absent: 3, the default. A child runs at its parent's priority. Outside 0..5: 400 `INVALID_EXECUTION_EVENT`. */
+            priority?: number;
         };
         /**
          * @description The queue the execution is claimed from (1 to 200 bytes of UTF-8 without control
@@ -1024,6 +1026,8 @@ export interface components {
             archived?: boolean;
             /** @description The queue the execution was admitted to by name; absent for the default queue (named after `workflowId`) and once the record is retired. */
             queue?: string;
+            /** @description The execution's priority when it is not the default 3: 1 or 2 (claimed before) or 4 or 5 (after); absent for the default and once the record is retired. */
+            priority?: number;
         };
         QueueBody: {
             /** @description At most this many of the queue's executions leased at once; 0 or absent: no limit; over 1000000: 422. */

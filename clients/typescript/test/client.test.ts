@@ -89,6 +89,16 @@ describe("Client", () => {
     await assert.rejects(client.putQueue("rated", { rate: 2 }), InvalidArgumentError);
   });
 
+  test("a claim takes higher priorities first", async () => {
+    await client.admit({ executionId: "rank-low", workflowId: "ranked", priority: 5 });
+    await client.admit({ executionId: "rank-default", workflowId: "ranked" });
+    await client.admit({ executionId: "rank-high", workflowId: "ranked", priority: 1 });
+    const claimed = await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["ranked"] });
+    assert.deepEqual(claimed.leases.map((l) => l.executionId), ["rank-high", "rank-default", "rank-low"]);
+    assert.equal((await client.get("rank-high")).priority, 1);
+    await assert.rejects(client.admit({ executionId: "rank-bad", workflowId: "ranked", priority: 6 }), (err) => err instanceof InvalidArgumentError && err.code === "INVALID_EXECUTION_EVENT");
+  });
+
   test("refuses what it cannot keep with a typed error", async () => {
     await assert.rejects(client.admit({ executionId: "", workflowId: "w" }), InvalidArgumentError);
     await assert.rejects(client.admit({ executionId: "..", workflowId: "w" }), InvalidArgumentError);
