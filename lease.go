@@ -82,7 +82,9 @@ type ClaimRequest struct {
 	// nothing; it answers the leases the first granted that are still
 	// current (not acknowledged, released or superseded since), with their
 	// expiries as they are now. A repeat with another Limit or
-	// LeaseDuration is ErrInvalidArgument. A keyed claim that leased
+	// LeaseDuration is ErrInvalidArgument; one that names other Queues gets
+	// the first claim's leases all the same (the key, not the queues, names
+	// the claim). A keyed claim that leased
 	// nothing is not remembered, so its repeat claims afresh. Keys are
 	// remembered for at most 131,072 leases in all, the earliest to expire
 	// forgotten first; a forgotten key's repeat claims afresh, as a claim

@@ -376,3 +376,27 @@ func TestBadQueueSettingsAreRefused(t *testing.T) {
 		t.Fatalf("after refusals, ListQueues = %+v, %v", list, err)
 	}
 }
+
+// A keyed claim repeated with other queues answers the first claim's
+// leases: the key names the claim, not the queues.
+func TestAKeyedClaimRepeatedWithOtherQueuesAnswersItsLeases(t *testing.T) {
+	f := newFixture(t)
+	f.admit(execstore.AdmitRequest{ExecutionID: "a-1", WorkflowID: "a"})
+	f.admit(execstore.AdmitRequest{ExecutionID: "b-1", WorkflowID: "b"})
+	req := execstore.ClaimRequest{Limit: 5, LeaseDuration: time.Minute, Queues: []string{"a"}, RequestKey: "round-1"}
+	first, err := f.s.Claim(ctx, req)
+	if err != nil || len(first) != 1 || first[0].ExecutionID != "a-1" {
+		t.Fatalf("first claim = %v, %v", ids(first), err)
+	}
+	req.Queues = []string{"b"}
+	again, err := f.s.Claim(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Fatalf("the repeat naming another queue (-first +repeat):\n%s", diff)
+	}
+	if info, _ := f.s.Queue(ctx, "b"); info.Leased != 0 {
+		t.Fatalf("the repeat leased %d of queue b", info.Leased)
+	}
+}

@@ -38,8 +38,9 @@ func browser() string {
 }
 
 // An operator opens the web view, gives the token, filters the list to
-// failed executions, opens one and reads its error chain, then cancels a
-// suspended execution and sees it turn cancelled.
+// failed executions, opens one and reads its error chain, cancels a
+// suspended execution and sees it turn cancelled, then pauses a queue and
+// resumes it from the queues page.
 func TestAnOperatorFindsAFailureAndCancelsASuspendedExecutionInTheBrowser(t *testing.T) {
 	chrome := browser()
 	if chrome == "" {
@@ -125,6 +126,31 @@ func TestAnOperatorFindsAFailureAndCancelsASuspendedExecutionInTheBrowser(t *tes
 	}
 	cancelledShot := shoot("cancelled.png")
 
+	do("pause the charge-order queue through the confirmation",
+		chromedp.Navigate(base+"/ui/queues"),
+		chromedp.WaitVisible(css(`tr[data-queue="charge-order"] button[data-queue-pause="true"]`)),
+		chromedp.Click(css(`tr[data-queue="charge-order"] button[data-queue-pause="true"]`)),
+		chromedp.WaitVisible(css("#confirm-queue")),
+		chromedp.Click(css("#queue-confirm")),
+		chromedp.WaitVisible(css(`tr[data-queue="charge-order"] .badge.s-paused`)),
+	)
+	queuesShot := shoot("queues.png")
+	var queue struct{ Paused bool }
+	call(t, base, "GET", "/v1/queues/charge-order", nil, &queue)
+	if !queue.Paused {
+		t.Errorf("the API says charge-order is not paused after the web view paused it")
+	}
+	do("resume it",
+		chromedp.Click(css(`tr[data-queue="charge-order"] button[data-queue-pause="false"]`)),
+		chromedp.WaitVisible(css("#confirm-queue")),
+		chromedp.Click(css("#queue-confirm")),
+		chromedp.WaitVisible(css(`tr[data-queue="charge-order"] .badge.s-running`)),
+	)
+	call(t, base, "GET", "/v1/queues/charge-order", nil, &queue)
+	if queue.Paused {
+		t.Errorf("the API says charge-order is paused after the web view resumed it")
+	}
+
 	if len(rows) == 0 {
 		t.Fatal("the failed filter shows no rows")
 	}
@@ -146,7 +172,7 @@ func TestAnOperatorFindsAFailureAndCancelsASuspendedExecutionInTheBrowser(t *tes
 	if rec.Status != "cancelled" {
 		t.Errorf("the API says %s is %q after the cancellation", suspended, rec.Status)
 	}
-	for name, b := range map[string][]byte{"list": listShot, "record": recordShot, "cancelled": cancelledShot} {
+	for name, b := range map[string][]byte{"list": listShot, "record": recordShot, "cancelled": cancelledShot, "queues": queuesShot} {
 		if len(b) < 1000 {
 			t.Errorf("the %s screenshot has %d bytes", name, len(b))
 		}

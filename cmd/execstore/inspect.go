@@ -34,7 +34,7 @@ directory and removed afterwards: the directory itself, even a live store's,
 is only read.
 
 subcommands:
-  summary          counts by status, the due backlog, leases, the log, snapshots (the default)
+  summary          counts by status, the due backlog, leases, queues, the log, snapshots (the default)
   get ID           a record with its steps, watches and children
   list             a page of executions (--status, --workflow, --parent, --order, --limit, --cursor)
   wal dump         every logged command with its index and time (--execution ID to filter)
@@ -197,11 +197,16 @@ type summaryJSON struct {
 	Leases                   int                      `json:"leases"`
 	LeasesExpired            int                      `json:"leasesExpired"`
 	Schedules                int                      `json:"schedules"`
-	WALFirstIndex            uint64                   `json:"walFirstIndex"`
-	WALLastIndex             uint64                   `json:"walLastIndex"`
-	WALSegments              int                      `json:"walSegments"`
-	WALBytes                 int64                    `json:"walBytes"`
-	Snapshots                []snapshotSummary        `json:"snapshots"`
+	// Queues: the first execstore.GaugesQueues queues with settings or live
+	// executions, in name order, as GET /v1/queues/{name} answers each;
+	// QueuesOmitted counts the rest.
+	Queues        []queueJSON       `json:"queues"`
+	QueuesOmitted int               `json:"queuesOmitted"`
+	WALFirstIndex uint64            `json:"walFirstIndex"`
+	WALLastIndex  uint64            `json:"walLastIndex"`
+	WALSegments   int               `json:"walSegments"`
+	WALBytes      int64             `json:"walBytes"`
+	Snapshots     []snapshotSummary `json:"snapshots"`
 }
 
 // upcomingJSON is one of the next claimable executions.
@@ -226,7 +231,7 @@ func (in *inspector) summary() error {
 		Archived: g.Archived, ArchiveBytes: g.ArchiveBytes,
 		ByStatus: g.ByStatus, ByWorkflow: g.ByWorkflow, Now: g.Now, OldestDueMs: g.OldestDueAge.Milliseconds(),
 		Waiting: g.Waiting, DueNow: g.DueNow, Leases: g.Leases, LeasesExpired: g.LeasesExpired, Schedules: g.Schedules,
-		Upcoming:      []upcomingJSON{},
+		Upcoming: []upcomingJSON{}, Queues: []queueJSON{}, QueuesOmitted: g.QueuesOmitted,
 		WALFirstIndex: g.WALFirstIndex, WALLastIndex: g.WALLastIndex, WALSegments: g.WALSegments, WALBytes: g.WALBytes,
 		Snapshots: []snapshotSummary{},
 	}
@@ -241,6 +246,9 @@ func (in *inspector) summary() error {
 	}
 	for _, u := range g.Upcoming {
 		out.Upcoming = append(out.Upcoming, upcomingJSON{ExecutionID: u.ExecutionID, At: u.At, Leased: u.Leased})
+	}
+	for _, q := range g.Queues {
+		out.Queues = append(out.Queues, queueOut(q))
 	}
 	snaps, err := snapshot.List(vfs.Default, filepath.Join(in.data, "snapshots"))
 	if err != nil {
@@ -282,6 +290,13 @@ func (in *inspector) summary() error {
 	}
 	fmt.Fprintf(w, "leases:\t%d (%d expired)\n", g.Leases, g.LeasesExpired)
 	fmt.Fprintf(w, "schedules:\t%d\n", g.Schedules)
+	fmt.Fprintf(w, "queues:\t%d with settings or live executions\n", len(g.Queues)+g.QueuesOmitted)
+	for _, q := range g.Queues {
+		fmt.Fprintf(w, "  %s\t%s\n", q.Name, queueLine(q))
+	}
+	if g.QueuesOmitted > 0 {
+		fmt.Fprintf(w, "  …\t%d more (inspect --json lists the first %d as well)\n", g.QueuesOmitted, execstore.GaugesQueues)
+	}
 	fmt.Fprintf(w, "wal:\tentries %d to %d, %d segment(s), %s\n", g.WALFirstIndex, g.WALLastIndex, g.WALSegments, bytesText(g.WALBytes))
 	for _, s := range out.Snapshots {
 		fmt.Fprintf(w, "snapshot:\t%s (index %d, %s, written %s, %v ago)\n", s.File, s.Index, bytesText(s.Bytes),
@@ -291,6 +306,21 @@ func (in *inspector) summary() error {
 		fmt.Fprintf(w, "snapshot:\tnone\n")
 	}
 	return w.Flush()
+}
+
+// queueLine is a queue's counts and settings on one line.
+func queueLine(q execstore.QueueInfo) string {
+	line := fmt.Sprintf("%d live, %d due, %d leased (%d expired)", q.Live, q.Due, q.Leased, q.Expired)
+	if q.Concurrency > 0 {
+		line += fmt.Sprintf("; concurrency %d", q.Concurrency)
+	}
+	if q.Rate > 0 {
+		line += fmt.Sprintf("; rate %d per %v, %d granted in the window", q.Rate, q.RatePeriod, q.Granted)
+	}
+	if q.Paused {
+		line += "; paused"
+	}
+	return line
 }
 
 // ---- get and list ----------------------------------------------------------------

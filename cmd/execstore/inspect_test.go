@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,8 @@ func dirDigest(t *testing.T, dir string) string {
 
 // inspectStore is a live store (still open) with a snapshot behind it and
 // log entries after it: a failed execution with a chain of causes, a
-// suspended one with a step, a watch and a child, and a queued one.
+// suspended one with a step, a watch and a child, and a queued one of the
+// first priority in a paused queue with limits.
 func inspectStore(t *testing.T) (string, *execstore.Store) {
 	t.Helper()
 	dir := t.TempDir()
@@ -66,7 +68,10 @@ func inspectStore(t *testing.T) (string, *execstore.Store) {
 	if err := store.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "queued", WorkflowID: "w"}); err != nil {
+	if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "queued", WorkflowID: "w", Priority: execstore.PriorityFirst}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutQueue(ctx, execstore.QueueSettings{Name: "w", Concurrency: 3, Rate: 10, RatePeriod: time.Minute, Paused: true}); err != nil {
 		t.Fatal(err)
 	}
 	return dir, store
@@ -112,7 +117,8 @@ func TestInspectPrintsTextAndJSON(t *testing.T) {
 		return out.String()
 	}
 	text := inspectOut("summary", "--data", dir)
-	for _, want := range []string{"executions:", "4 (1 terminal, 0 retired, 2 pending)", "failed", "leases:", "due backlog:", "snapshot-0000"} {
+	for _, want := range []string{"executions:", "4 (1 terminal, 0 retired, 2 pending)", "failed", "leases:", "due backlog:", "snapshot-0000",
+		"queues:", "  w ", "1 live, 1 due, 0 leased (0 expired); concurrency 3; rate 10 per 1m0s, 0 granted in the window; paused"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("summary lacks %q:\n%s", want, text)
 		}
@@ -123,6 +129,13 @@ func TestInspectPrintsTextAndJSON(t *testing.T) {
 	}
 	if sum.Executions != 4 || sum.ByStatus[execstore.StatusFailed] != 1 || len(sum.Snapshots) != 1 || sum.WALSegments == 0 {
 		t.Errorf("summary --json: %+v", sum)
+	}
+	if i := slices.IndexFunc(sum.Queues, func(q queueJSON) bool { return q.Name == "w" }); i < 0 ||
+		sum.Queues[i] != (queueJSON{Name: "w", Concurrency: 3, Paused: true, Rate: 10, RatePeriodMs: 60000, Live: 1, Due: 1}) {
+		t.Errorf("summary --json queues: %+v", sum.Queues)
+	}
+	if g := inspectOut("get", "--json", "--data", dir, "queued"); !strings.Contains(g, `"priority": 1`) {
+		t.Errorf("get --json of an execution of priority 1:\n%s", g)
 	}
 
 	page, err := store.List(ctx, execstore.ListQuery{Status: execstore.StatusFailed})

@@ -122,6 +122,7 @@ func routeTable(a *api, u *webUI, metrics http.Handler) []route {
 		{"GET /ui/f/executions", u.fragment(u.list), nil, pageRoute},
 		{"GET /ui/f/executions/{id}", u.fragment(u.record), nil, pageRoute},
 		{"GET /ui/f/schedules", u.fragment(u.schedules), nil, pageRoute},
+		{"GET /ui/f/queues", u.fragment(u.queues), nil, pageRoute},
 	}
 }
 

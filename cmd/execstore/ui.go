@@ -26,7 +26,8 @@ import (
 // token and shows. Every fragment is rendered on the server by html/template,
 // which escapes every value for the context it lands in; the script only
 // moves fragments into the page, asks for the token, turns times into
-// relative ones and sends a cancellation through the API. Nothing is fetched
+// relative ones and sends a cancellation, or a queue's pause or resume,
+// through the API. Nothing is fetched
 // from anywhere else.
 
 //go:embed ui
@@ -324,6 +325,45 @@ func (u *webUI) schedules(ctx context.Context, _ *http.Request) (string, any, er
 		return "", nil, err
 	}
 	return "schedules", schedulesData{Now: u.store.Now(), Schedules: scs}, nil
+}
+
+// ---- queues ----------------------------------------------------------------------
+
+type queuesData struct {
+	Now    time.Time
+	Queues []queueView
+	More   bool   // a first page of execstore.ListQueuesMax; Next continues it
+	Next   string // the page after this one
+	After  string // this page's start ("" for the first)
+}
+
+type queueView struct {
+	execstore.QueueInfo
+	RatePeriodMs int64
+	Period       string // the rate's period as a person says it
+}
+
+// queues lists the queues with settings or live executions, a page of
+// ListQueuesMax from ?after=, each with its counts, limits and a pause or
+// resume button behind a confirmation.
+func (u *webUI) queues(ctx context.Context, r *http.Request) (string, any, error) {
+	after := r.URL.Query().Get("after")
+	list, err := u.store.ListQueues(ctx, after)
+	if err != nil {
+		return "", nil, err
+	}
+	d := queuesData{Now: u.store.Now(), After: after}
+	for _, q := range list {
+		v := queueView{QueueInfo: q, RatePeriodMs: q.RatePeriod.Milliseconds()}
+		if q.Rate > 0 {
+			v.Period = durationText(q.RatePeriod)
+		}
+		d.Queues = append(d.Queues, v)
+	}
+	if len(list) == execstore.ListQueuesMax {
+		d.More, d.Next = true, "/ui/queues?"+url.Values{"after": {list[len(list)-1].Name}}.Encode()
+	}
+	return "queues", d, nil
 }
 
 // ---- formatting ------------------------------------------------------------------

@@ -88,6 +88,7 @@ func TestTheWebViewEscapesMarkupInEveryValue(t *testing.T) {
 		"/ui/f/executions/" + url.PathEscape(failed):                               6,
 		"/ui/f/executions/" + url.PathEscape(suspended):                            6,
 		"/ui/f/schedules": 2, // its ID and workflow
+		"/ui/f/queues":    2, // the workflows' own queues' names, in the cell and the button
 	}
 	for path, minEscaped := range pages {
 		resp, body := send(t, "GET", base+path, "Bearer "+testToken, "")
@@ -179,5 +180,43 @@ func TestTheWebViewShellIsPublicAndItsDataNeedsTheToken(t *testing.T) {
 	}
 	if resp, _ := send(t, "POST", base+"/ui/", "", ""); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("POST /ui/ without a token: %d, want 401", resp.StatusCode)
+	}
+}
+
+// The queues page lists each queue with its counts and limits, and a pause
+// or resume button that carries the queue's settings (a put replaces them
+// all) for the confirmation to send back.
+func TestTheWebViewListsQueuesWithTheirLimits(t *testing.T) {
+	base, store := newTokenServer(t, testToken)
+	for i := range 3 {
+		if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("c-%d", i), WorkflowID: "charge"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.PutQueue(ctx, execstore.QueueSettings{Name: "charge", Concurrency: 2, Rate: 5, RatePeriod: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.PutQueue(ctx, execstore.QueueSettings{Name: "mail", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Claim(ctx, execstore.ClaimRequest{Limit: 10, LeaseDuration: time.Minute, Queues: []string{"charge"}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := send(t, "GET", base+"/ui/f/queues", "Bearer "+testToken, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d\n%s", resp.StatusCode, body)
+	}
+	page := string(body)
+	for _, want := range []string{
+		`<tr data-queue="charge">`, "2 of 2", "2 of 5 per 1 s", `data-queue-pause="true" data-name="charge"`,
+		`data-concurrency="2" data-rate="5" data-rate-period-ms="1000"`, ">Pause…<",
+		`<tr data-queue="mail">`, `badge s-paused`, `data-queue-pause="false" data-name="mail"`, ">Resume…<",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the queues page lacks %q:\n%s", want, page)
+		}
+	}
+	if resp, _ := send(t, "GET", base+"/ui/f/queues", "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the queues fragment without the token answered %d", resp.StatusCode)
 	}
 }

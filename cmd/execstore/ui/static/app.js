@@ -1,7 +1,7 @@
 // The web view's script: it fetches the server-rendered fragments under
 // /ui/f/ with the token (kept in this tab's session storage), puts them in
-// the page, turns times into relative ones, and sends cancellations through
-// the API. Fragments are escaped by the server; nothing here builds HTML
+// the page, turns times into relative ones, and sends cancellations and a
+// queue's pause or resume through the API. Fragments are escaped by the server; nothing here builds HTML
 // from data.
 "use strict";
 
@@ -101,8 +101,32 @@ document.addEventListener("click", (ev) => {
     document.getElementById("cancel-error").hidden = true;
     dlg.dataset.id = c.dataset.cancel;
     dlg.showModal();
+    return;
+  }
+  const q = ev.target.closest("button[data-queue-pause]");
+  if (q) {
+    const dlg = document.getElementById("confirm-queue");
+    const pause = q.dataset.queuePause === "true";
+    document.getElementById("queue-name").textContent = q.dataset.name;
+    document.getElementById("queue-verb").textContent = pause ? "Pause" : "Resume";
+    document.getElementById("queue-confirm").textContent = pause ? "Pause queue" : "Resume queue";
+    document.getElementById("queue-pause-text").hidden = !pause;
+    document.getElementById("queue-resume-text").hidden = pause;
+    document.getElementById("queue-error").hidden = true;
+    Object.assign(dlg.dataset, { name: q.dataset.name, pause: q.dataset.queuePause, concurrency: q.dataset.concurrency,
+      rate: q.dataset.rate, ratePeriodMs: q.dataset.ratePeriodMs });
+    dlg.showModal();
   }
 });
+
+// refused shows an API's refusal in a dialog's error line.
+async function refused(resp, id) {
+  const err = document.getElementById(id);
+  let msg = resp.status + "";
+  try { const b = await resp.json(); msg = b.code + ": " + b.message; } catch (e) { /* not JSON */ }
+  err.textContent = "Refused: " + msg;
+  err.hidden = false;
+}
 
 document.addEventListener("submit", async (ev) => {
   const form = ev.target;
@@ -124,20 +148,34 @@ document.addEventListener("submit", async (ev) => {
       body: JSON.stringify({ reason: document.getElementById("cancel-reason").value }),
     });
     if (!resp.ok) {
-      const err = document.getElementById("cancel-error");
-      let msg = resp.status + "";
-      try { const b = await resp.json(); msg = b.code + ": " + b.message; } catch (e) { /* not JSON */ }
-      err.textContent = "Refused: " + msg;
-      err.hidden = false;
+      await refused(resp, "cancel-error");
       return;
     }
     dlg.close();
+    load();
+  } else if (form.id === "queue-form") {
+    // A put replaces every setting: the queue's limits go with the pause.
+    ev.preventDefault();
+    const d = document.getElementById("confirm-queue").dataset;
+    const body = { concurrency: Number(d.concurrency), paused: d.pause === "true" };
+    if (Number(d.rate) > 0) Object.assign(body, { rate: Number(d.rate), ratePeriodMs: Number(d.ratePeriodMs) });
+    const resp = await fetch("/v1/queues/" + encodeURIComponent(d.name), {
+      method: "PUT",
+      headers: authHeaders({ "Content-Type": "application/json" }),
+      body: JSON.stringify(body),
+    });
+    if (!resp.ok) {
+      await refused(resp, "queue-error");
+      return;
+    }
+    document.getElementById("confirm-queue").close();
     load();
   }
 });
 
 document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("cancel-keep").addEventListener("click", () => document.getElementById("confirm-cancel").close());
+  document.getElementById("queue-keep").addEventListener("click", () => document.getElementById("confirm-queue").close());
   window.addEventListener("popstate", load);
   load();
 });
