@@ -3,6 +3,7 @@ package execstore
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/execstore/execstore/fsm"
 )
@@ -42,6 +43,17 @@ type AdmitRequest struct {
 	// whatever else is due needs a queue of its own. A child started by
 	// Start runs at its parent's priority.
 	Priority int
+
+	// Deadline, when not zero, is when the execution fails unless it has
+	// ended: the store's writer then ends it with an error matching
+	// ErrDeadlineExceeded, stamped with the store's time, exactly as Cancel
+	// would end it otherwise (its lease ends, so its worker's next write is
+	// refused; every execution it started that has not ended is cancelled;
+	// its parent, if any, is woken). It fires once, across restarts, at the
+	// deadline or as soon after it as the writer runs (an admission already
+	// past it ends at once). A child started with Start has no deadline of
+	// its own (StartRequest.Deadline gives one), but ends with its parent.
+	Deadline time.Time
 }
 
 // The priorities of AdmitRequest.Priority: 1 is claimed first.
@@ -88,10 +100,10 @@ func (s *Store) Get(ctx context.Context, executionID string) (Record, error) {
 		archived, ok bool
 		aerr         error
 	)
-	prio := 0
+	prio, deadline := 0, time.Time{}
 	if err := s.read(ctx, func(st *fsm.State) {
 		e, archived, ok, aerr = s.getRecord(st, executionID)
-		prio = st.PriorityOf(executionID)
+		prio, deadline = st.PriorityOf(executionID), timeFromNanos(st.DeadlineOf(executionID))
 	}); err != nil {
 		return Record{}, err
 	}
@@ -104,6 +116,7 @@ func (s *Store) Get(ctx context.Context, executionID string) (Record, error) {
 	rec := recordFromFSM(&e)
 	rec.Archived = archived
 	rec.Priority = prio
+	rec.Deadline = deadline
 	return rec, nil
 }
 

@@ -66,6 +66,11 @@ var (
 	// failed with an error matching it, whose cause is the release's error
 	// or a lease-expired error.
 	ErrAttemptsExhausted error = &Error{fsm.CodeAttemptsExhausted, fsm.NameAttemptsExhausted, "attempts exhausted"}
+	// ErrDeadlineExceeded: the execution had not ended by its deadline
+	// (AdmitRequest.Deadline, StartRequest.Deadline); it failed with an
+	// error matching it, and every execution it started that had not ended
+	// was cancelled.
+	ErrDeadlineExceeded error = &Error{fsm.CodeDeadlineExceeded, fsm.NameDeadlineExceeded, "deadline exceeded"}
 	// ErrScheduleNotFound: no schedule has this ID.
 	ErrScheduleNotFound error = &Error{"SCHEDULE_NOT_FOUND", "ScheduleNotFoundError", "schedule not found"}
 )

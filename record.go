@@ -35,6 +35,9 @@ type Record struct {
 	// default (PriorityDefault), as Queue is "" for the default queue, and
 	// 0 once the record is retired.
 	Priority int
+	// Deadline is when the execution fails unless it has ended
+	// (AdmitRequest.Deadline); zero without one, and once it has ended.
+	Deadline time.Time
 	// Archived: the execution was retired to the archive (Options.Archive)
 	// and this record was read from there. It has what a retired record
 	// has: no params, context, steps, lease or wake.

@@ -439,23 +439,42 @@ func planSchedule(fires []fsm.Fire, sc *fsm.Schedule, o *occurrences, now, late 
 // sooner, and returns its channel; nil (never ready) when no schedule has a
 // next occurrence, or this store does not lead.
 func (w *writer) armScheduleTimer() <-chan time.Time {
-	var next int64
+	return w.armFor(&w.sched, (*fsm.State).NextOccurrence)
+}
+
+// armFor sets a timer of the writer's for the time next gives (the next
+// occurrence, the next deadline), checked again within
+// Options.ScheduleCheck so that a clock that jumps is followed, and returns
+// its channel; nil (never ready) when next gives none, or this node does
+// not lead.
+func (w *writer) armFor(t *writerTimer, next func(*fsm.State) (int64, bool)) <-chan time.Time {
+	var at int64
 	ok := false
 	if w.c.leads() {
-		w.c.view(func(s *fsm.State) { next, ok = s.NextOccurrence() })
+		w.c.view(func(s *fsm.State) { at, ok = next(s) })
 	}
 	if !ok {
-		w.sched.stop()
+		t.stop()
 		return nil
 	}
 	o := &w.s.opts
 	now := o.Clock.Now()
 	deadline := now.Add(o.ScheduleCheck)
-	switch at := timeFromNanos(next); {
-	case next <= w.last:
+	switch d := timeFromNanos(at); {
+	case at <= w.last:
 		deadline = now // come in the store's time, which may be ahead of the clock
-	case at.Before(deadline):
-		deadline = at
+	case d.Before(deadline):
+		deadline = d
 	}
-	return w.sched.set(o.Clock, deadline)
+	return t.set(o.Clock, deadline)
+}
+
+// come reports whether the time next gives (the next occurrence, the next
+// deadline) has come: at or before the clock, or the store's time.
+func (w *writer) come(next func(*fsm.State) (int64, bool)) bool {
+	var at int64
+	ok := false
+	w.c.view(func(st *fsm.State) { at, ok = next(st) })
+	clock, _ := nanosFromTime(w.s.opts.Now())
+	return ok && at <= max(clock, w.last)
 }

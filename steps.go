@@ -3,6 +3,7 @@ package execstore
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/execstore/execstore/fsm"
 )
@@ -163,6 +164,11 @@ type StartRequest struct {
 	// recognised by its step key, workflow and params; its queue is the
 	// first start's.
 	Queue string
+	// Deadline, when not zero, is the child's, as AdmitRequest.Deadline is
+	// an admission's: past it, the child fails with an error matching
+	// ErrDeadlineExceeded and the caller is woken, as for any child that
+	// ends. A repeat's deadline is the first start's.
+	Deadline time.Time
 }
 
 // StartWith is Start with its arguments in a StartRequest, which may name
@@ -191,6 +197,14 @@ func (s *Store) StartWith(ctx context.Context, lease Lease, req StartRequest) (s
 	if msg := checkParams(params); msg != "" {
 		return "", invalidEvent("%s", msg)
 	}
+	var deadline int64
+	if !req.Deadline.IsZero() {
+		at, ok := nanosFromTime(req.Deadline)
+		if !ok {
+			return "", invalidEvent("deadline %v is past the latest time the store keeps", req.Deadline)
+		}
+		deadline = at
+	}
 	c := fsm.Command{
 		Kind:        fsm.KindStart,
 		ExecutionID: lease.ExecutionID,
@@ -199,6 +213,7 @@ func (s *Store) StartWith(ctx context.Context, lease Lease, req StartRequest) (s
 		WorkflowID:  workflowID,
 		ChildID:     newID(s.idTime(), s.opts.IDRand),
 		Queue:       queue,
+		Deadline:    deadline,
 	}
 	if params != nil {
 		c.Params, c.HasParams = string(params), true

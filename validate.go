@@ -82,6 +82,13 @@ func admitCommand(req *AdmitRequest, lim *Limits, genID string) (fsm.Command, er
 			detail: fmt.Sprintf("priority %d is outside %d..%d", req.Priority, PriorityFirst, PriorityLast)}
 	}
 	c.Priority = req.Priority
+	if !req.Deadline.IsZero() {
+		at, ok := nanosFromTime(req.Deadline)
+		if !ok {
+			return c, invalidEvent("deadline %v is past the latest time the store keeps", req.Deadline)
+		}
+		c.Deadline = at
+	}
 	if req.Queue != "" {
 		if err := idError(ErrInvalidExecutionEvent, "queue", req.Queue); err != nil {
 			return c, err

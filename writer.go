@@ -23,7 +23,9 @@ type writer struct {
 	group   groupCommit // how many callers a batch waits for (group.go)
 	sched   writerTimer // the timer for the next schedule occurrence (schedules.go)
 	retain  writerTimer // the timer for the next retention check
-	taken   []*request
+	// deadline is the timer for the next deadline (deadlines.go).
+	deadline writerTimer
+	taken    []*request
 }
 
 // run is the writer goroutine.
@@ -32,6 +34,7 @@ func (w *writer) run() {
 	defer close(s.stopped)
 	defer w.sched.stop()
 	defer w.retain.stop()
+	defer w.deadline.stop()
 	timed := false // a timer of the writer's woke it
 	for {
 		// The committer's own work (snapshot requests and a finished
@@ -73,6 +76,9 @@ func (w *writer) run() {
 		case <-w.armRetentionTimer():
 			w.retain.fired()
 			timed = true
+		case <-w.armDeadlineTimer():
+			w.deadline.fired()
+			timed = true
 		}
 	}
 }
@@ -87,7 +93,8 @@ func (w *writer) run() {
 //
 // Retirement comes first, all that is due (retire commands in a row until
 // one retires fewer than it may), so that a write that follows a
-// retention's deadline answers after the retirement; then one fire of the
+// retention's deadline answers after the retirement; then the executions'
+// deadlines that have come, all of them, likewise; then one fire of the
 // schedules' occurrences that have come, so that a write stamped at or after
 // an occurrence answers after it. When more have come than one fire command
 // holds, the schedule timer, set for a time that has come, wakes the writer
@@ -96,6 +103,8 @@ func (w *writer) ownCommands() {
 	for w.own(w.retirement) {
 	}
 	for w.own(w.forgetting) { // archived.go
+	}
+	for w.own(w.deadlineExpiry) { // deadlines.go
 	}
 	w.own(w.scheduleFires)
 }
@@ -228,14 +237,7 @@ func (w *writer) retireCutoff(now int64) int64 {
 // scheduleFires makes a fire-schedules command when some schedule's next
 // occurrence has come; what it fires is planned at the batch's time.
 func (w *writer) scheduleFires() (*request, func() bool) {
-	var next int64
-	ok := false
-	w.c.view(func(st *fsm.State) { next, ok = st.NextOccurrence() })
-	if !ok {
-		return nil, nil
-	}
-	clock, _ := nanosFromTime(w.s.opts.Now())
-	if next > max(clock, w.last) {
+	if !w.come((*fsm.State).NextOccurrence) {
 		return nil, nil
 	}
 	r := newRequest()

@@ -138,6 +138,7 @@ func (s *State) admit(c *Command, now int64, dry bool) Result {
 	}
 	e.Queue = ownQueue(c.Queue, c.WorkflowID)
 	s.setPriority(id, uint8(c.Priority)) // priority.go
+	s.setDeadline(id, c.Deadline)        // deadline.go
 	s.put(nil, &e)
 	return Result{ID: id, Became: Transitions{Due: true}}
 }
@@ -384,7 +385,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 			// the recorded outcome. A repeat of the suspension that ended
 			// its own lease, with nothing since, gets the record as it is:
 			// the caller (Store) tells a replay from a late one.
-			return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), Unchanged: true}
+			return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), Deadline: s.DeadlineOf(p.ID()), Unchanged: true}
 		}
 		return *fail
 	}
@@ -415,7 +416,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)
-	r.Exec, r.Priority = e.WithoutPositions(), s.keptPriority(e.ID)
+	r.Exec, r.Priority, r.Deadline = e.WithoutPositions(), s.keptPriority(e.ID), s.DeadlineOf(e.ID)
 	if e.Terminal() {
 		if e.WatchCount > 0 {
 			s.dropWatches(e.ID)
@@ -534,6 +535,7 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 		Queue: ownQueue(c.Queue, c.WorkflowID),
 	}
 	s.setPriority(id, s.priorityOf(caller.ID())) // a child runs at its parent's priority
+	s.setDeadline(id, c.Deadline)
 	s.put(nil, &child)
 	s.starts.Set(startEntry{
 		Caller:     caller.ID(),
@@ -689,34 +691,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 	}
 	out := &Outcome{Status: StatusCancelled, Error: &ErrorInfo{Name: NameCancelled, Message: c.Reason, Code: CodeCancelled}}
 	var r Result
-	// Depth first, each execution before the children it started (in step
-	// key order): a child then never wakes a parent that is being cancelled.
-	stack := []string{p.ID()}
-	for len(stack) > 0 {
-		id := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		e := s.lookup(id) // looked up now: ending another may have replaced it
-		if e == nil || e.Terminal() {
-			continue
-		}
-		s.end(e, out, now, &r)
-		if mutant.CancelSparesChildren {
-			break
-		}
-		n := len(stack)
-		s.starts.Ascend(startEntry{Caller: id}, func(st startEntry) bool {
-			if st.Caller != id {
-				return false
-			}
-			if c := s.lookup(st.Child); c != nil && s.startedBy(c.Parent(), st.Child) {
-				stack = append(stack, st.Child)
-			}
-			return true
-		})
-		if !mutant.CancelTakesLastKeyFirst {
-			slices.Reverse(stack[n:]) // the first step key is taken first
-		}
-	}
+	s.endTree(p, out, out, now, &r) // deadline.go
 	r.Exec, _ = s.Get(c.ExecutionID)
 	r.Priority = s.keptPriority(c.ExecutionID)
 	return r

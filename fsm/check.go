@@ -92,6 +92,11 @@ func CheckState(r BufferedReader) (StateSummary, error) {
 			return StateSummary{}, err
 		}
 	}
+	if version >= 12 {
+		if err := c.deadlines(); err != nil { // deadline.go
+			return StateSummary{}, err
+		}
+	}
 	c.r.Discard(c.off) // what follows the state is the caller's to read
 	return sum, nil
 }

@@ -17,8 +17,9 @@ import (
 // the queues' settings commands (put-queue, delete-queue). Version 7 adds a
 // put-queue's rate limit (trailing fields); an older put has none. Version 8
 // adds an admission's priority (a trailing byte); an older admission has the
-// default.
-const CodecVersion = 8
+// default. Version 9 adds an admission's deadline (a trailing field) and the
+// expire-deadlines command.
+const CodecVersion = 9
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16

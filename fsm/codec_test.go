@@ -25,6 +25,7 @@ func sampleCommands() []Command {
 		{Kind: KindPutQueue, Now: 4, QueueSettings: &QueueSettings{Name: "charge-order", Concurrency: 16}, Limit: MaxQueueSettings},
 		{Kind: KindPutQueue, Now: 4, QueueSettings: &QueueSettings{Name: "bulk", Paused: true}, Limit: MaxQueueSettings},
 		{Kind: KindPutQueue, Now: 4, QueueSettings: &QueueSettings{Name: "api", Concurrency: 8, Rate: 100, Period: MinRatePeriod * 1000}, Limit: MaxQueueSettings},
+		{Kind: KindExpireDeadlines, Now: 5, Limit: 1024},
 		{Kind: KindDeleteQueue, Now: 4, Queue: "bulk"},
 		{Kind: KindRenew, Now: 5, ExecutionID: "e", Token: 7, Duration: 1},
 		{Kind: KindRelease, Now: 6, ExecutionID: "e", Token: 7},

@@ -48,6 +48,10 @@ const (
 	KindDeleteQueue Kind = 24
 )
 
+// KindExpireDeadlines ends the executions whose deadlines have passed
+// (deadline.go).
+const KindExpireDeadlines Kind = 25
+
 func (k Kind) String() string {
 	if d := kindOf(k); d != nil {
 		return d.name
@@ -124,6 +128,9 @@ type Command struct {
 	// Priority (admit, codec version 8, priority.go): 0 for the default, or
 	// PriorityFirst to PriorityLast.
 	Priority int
+	// Deadline (admit, start, codec version 9, deadline.go): when the new
+	// execution fails unless it has ended; 0: none.
+	Deadline int64
 	// put-queue (codec version 6): the settings, with Limit the most queues
 	// with settings there may be. delete-queue: Queue names the queue.
 	QueueSettings *QueueSettings
@@ -188,8 +195,9 @@ type Result struct {
 	Lease     Lease     // renew
 	Exec      Execution // acknowledge: the record afterwards
 	Priority  uint8     // acknowledge, cancel: Exec's priority, 0 for the default (priority.go)
+	Deadline  int64     // acknowledge: Exec's deadline while it has not ended (deadline.go)
 	Woken     []string  // acknowledge (parent), commit (watchers): executions woken, in order
-	Count     int       // retire: executions retired; forget: forgotten
+	Count     int       // retire: executions retired; forget: forgotten; expire-deadlines: executions ended
 	// Retired (retire, a state with an archive): the records it removed,
 	// in the order retired, for the archive. The state keeps none of them.
 	Retired []ArchivedRecord

@@ -25,10 +25,11 @@ import (
 // (archive.go). Version 8 keeps each record's queue (queues.go).
 // Version 9 adds the queues' settings (queue_settings.go). Version 10
 // adds their rate limits and grant logs (rate.go). Version 11 keeps each
-// record's priority (priority.go).
+// record's priority (priority.go). Version 12 adds the deadlines
+// (deadline.go).
 // Version 7 adds the cutoff of the forgotten executions
 // (forget.go).
-const StateVersion = 11
+const StateVersion = 12
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -75,6 +76,7 @@ type Reader interface {
 //	         caught-up:uv, then (version 8) queue:str
 //	changes  (version 4) the change log: see list_codec.go
 //	grants   (version 5) the claims' request keys: see claimkeys.go
+//	deadlines (version 12) see deadline.go
 //	queues   (version 9) the queues' settings: see queue_settings.go
 //	         (version 10: and their rate limits, rate.go)
 //
@@ -113,7 +115,8 @@ func (s *State) Encode(w Writer) error { return s.encodeAs(w, StateVersion) }
 func (s *State) encodeAs(w Writer, version uint64) error {
 	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) || (version < 7 && s.meta.ForgotBefore > 0) ||
 		(version < 8 && s.namesQueues()) || (version < 9 && s.qsettings.Len() > 0) ||
-		(version < 10 && len(s.rates) > 0) || (version < 11 && s.prio.Len() > 0) {
+		(version < 10 && len(s.rates) > 0) || (version < 11 && s.prio.Len() > 0) ||
+		(version < 12 && s.deadlineOf.Len() > 0) {
 		panic("fsm: encode in version " + itoa(version))
 	}
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
@@ -197,6 +200,9 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 	}
 	if e.err == nil && version >= 9 {
 		s.encodeQueueSettings(e, version) // queue_settings.go
+	}
+	if e.err == nil && version >= 12 {
+		s.encodeDeadlines(e) // deadline.go
 	}
 	e.flush(true)
 	return e.err
@@ -449,6 +455,11 @@ func DecodeState(r Reader) (*State, error) {
 		s.execs.Load(execItem{ID: e.ID(), no: e.AdmitNo()})
 	}
 	s.execsWritten()
+	if version >= 12 {
+		if err := s.decodeDeadlines(d); err != nil { // deadline.go, which looks the records up
+			return nil, err
+		}
+	}
 	return s, nil
 }
 

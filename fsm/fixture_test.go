@@ -57,6 +57,7 @@ var fixturePairs = []fixturePair{
 	{"testdata/commands-v6.bin", "testdata/state-v9.bin", 6, 9},
 	{"testdata/commands-v7.bin", "testdata/state-v10.bin", 7, 10},
 	{"testdata/commands-v8.bin", "testdata/state-v11.bin", 8, 11},
+	{"testdata/commands-v9.bin", "testdata/state-v12.bin", 9, 12},
 }
 
 func fixtureCommandList() []Command {
@@ -70,12 +71,13 @@ func fixtureCommandList() []Command {
 		cmds = append(cmds, c)
 	}
 	// The state ends with a rate limit's log of grants (state version 10)
-	// and an execution of the first priority (version 11),
+	// and an execution of the first priority with a deadline (versions 11
+	// and 12),
 	// whatever the generated commands left.
 	now := g.now + 1000
 	for _, c := range []Command{
 		{Kind: KindPutQueue, Now: now, QueueSettings: &QueueSettings{Name: "rated", Rate: 2, Period: MinRatePeriod}, Limit: MaxQueueSettings},
-		{Kind: KindAdmit, Now: now, ExecutionID: "rated-1", WorkflowID: "w", Queue: "rated", Priority: PriorityFirst},
+		{Kind: KindAdmit, Now: now, ExecutionID: "rated-1", WorkflowID: "w", Queue: "rated", Priority: PriorityFirst, Deadline: now + 1e9},
 		{Kind: KindClaim, Now: now, Limit: 4, Duration: 1e9, Queues: []string{"rated"}},
 	} {
 		s.Apply(&c)

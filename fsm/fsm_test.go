@@ -254,6 +254,9 @@ func (g *gen) next() Command {
 		if g.rng.IntN(3) == 0 {
 			c.Priority = []int{PriorityFirst, 2, PriorityDefault, 4, PriorityLast}[g.rng.IntN(5)]
 		}
+		if g.rng.IntN(4) == 0 {
+			c.Deadline = g.now + int64(1+g.rng.IntN(8))*1000
+		}
 	case KindWake:
 		c.At = g.now + int64(g.rng.IntN(5)-2)*1000
 		if c.At <= 0 {
@@ -298,6 +301,9 @@ func (g *gen) next() Command {
 			c.Params, c.HasParams = []string{`{"a":1,"b":2}`, `{"b":2, "a":1}`, `{"a":2}`}[g.rng.IntN(3)], true
 		}
 		c.Queue = g.queue()
+		if g.rng.IntN(4) == 0 {
+			c.Deadline = g.now + int64(1+g.rng.IntN(8))*1000
+		}
 	case KindCommit:
 		c.ExecutionID = ""
 		for i := g.rng.IntN(3); i > 0; i-- {
@@ -336,6 +342,8 @@ func (g *gen) next() Command {
 		c.QueueSettings, c.Limit = st, 3 // four names: the fourth put may be over the limit
 	case KindDeleteQueue:
 		c.ExecutionID, c.Queue = "", g.queueName()
+	case KindExpireDeadlines:
+		c.ExecutionID, c.Limit = "", 1+g.rng.IntN(3)
 	case KindPutSchedule, KindDeleteSchedule, KindFireSchedules:
 		c.ExecutionID = ""
 		g.scheduleCommand(&c) // schedule_test.go

@@ -123,6 +123,9 @@ func (s *State) CheckInvariants() error {
 	if err := s.checkSchedules(); err != nil { // schedule_state.go
 		return err
 	}
+	if err := s.checkDeadlines(); err != nil { // deadline.go
+		return err
+	}
 	if err := s.checkPriorities(); err != nil { // priority.go
 		return err
 	}

@@ -200,6 +200,14 @@ var kinds = [...]kindDef{
 		settles: (*BatchView).settlesDeleteQueue, note: (*BatchView).noteDeleteQueue,
 		notFound: NotFoundNever, limit: LimitNever,
 	},
+	KindExpireDeadlines: {
+		name: "expire-deadlines", since: 9,
+		encode: encodeExpireDeadlines, decode: decodeExpireDeadlines, size: sizeExpireDeadlines,
+		bound: boundExpireDeadlines, check: checkExpireDeadlines,
+		apply:   func(s *State, c *Command, now int64, dry bool) Result { return s.expireDeadlines(c, now, dry) },
+		settles: settlesNever, note: noteNothing,
+		notFound: NotFoundNever, limit: LimitNever,
+	},
 	KindDeleteSchedule: {
 		name: "delete-schedule", since: 1,
 		encode: encodeDeleteSchedule, decode: decodeDeleteSchedule, size: sizeDeleteSchedule,
@@ -334,6 +342,9 @@ func encodeAdmit(dst []byte, c *Command, version byte) []byte {
 	if version >= 8 {
 		dst = append(dst, byte(c.Priority))
 	}
+	if version >= 9 {
+		dst = binary.AppendUvarint(dst, uint64(c.Deadline))
+	}
 	return dst
 }
 
@@ -352,17 +363,21 @@ func decodeAdmit(d *Decoder, c *Command, version byte) {
 	if version >= 8 {
 		c.Priority = int(d.Byte())
 	}
+	if version >= 9 {
+		c.Deadline = d.Int()
+	}
 }
 
 func sizeAdmit(c *Command) int {
 	return strLen(c.ExecutionID) + 1 + strLen(c.WorkflowID) + optLen(c.Params, c.HasParams) + contextLen(c.Context) +
-		uvarintLen(uint64(c.MaxAttempts)) + strLen(c.Queue) + 1
+		uvarintLen(uint64(c.MaxAttempts)) + strLen(c.Queue) + 1 + uvarintLen(uint64(c.Deadline))
 }
 
 // boundAdmit: params and context share Event; each context entry adds two
-// lengths; the attempt bound, then the queue, then the priority, last.
+// lengths; the attempt bound, then the queue, the priority and the
+// deadline, last.
 func boundAdmit(b *Bounds) int {
-	return b.id() + 1 + b.id() + boundNum + boundNum + b.Event + b.ContextEntries*2*boundNum + boundNum + b.id() + 1
+	return b.id() + 1 + b.id() + boundNum + boundNum + b.Event + b.ContextEntries*2*boundNum + boundNum + b.id() + 1 + boundNum
 }
 
 func checkAdmit(c *Command) string {
@@ -375,6 +390,8 @@ func checkAdmit(c *Command) string {
 		return "context keys not sorted and unique"
 	case !validPriority(c.Priority):
 		return "priority outside " + itoa(PriorityFirst) + ".." + itoa(PriorityLast)
+	case c.Deadline < 0:
+		return "negative deadline"
 	}
 	return ""
 }
@@ -634,6 +651,7 @@ func checkSaveStep(c *Command) string {
 // ---- Start ----------------------------------------------------------------------
 
 //	start  id:str token:uv key:str workflow:str params:opt child:str
+//	       queue:str (version 5) deadline:uv (version 9)
 
 func encodeStart(dst []byte, c *Command, version byte) []byte {
 	dst = appendStr(dst, c.ExecutionID)
@@ -644,6 +662,9 @@ func encodeStart(dst []byte, c *Command, version byte) []byte {
 	dst = appendStr(dst, c.ChildID)
 	if version >= 5 {
 		dst = appendStr(dst, c.Queue)
+	}
+	if version >= 9 {
+		dst = binary.AppendUvarint(dst, uint64(c.Deadline))
 	}
 	return dst
 }
@@ -658,20 +679,26 @@ func decodeStart(d *Decoder, c *Command, version byte) {
 	if version >= 5 {
 		c.Queue = d.Str()
 	}
+	if version >= 9 {
+		c.Deadline = d.Int()
+	}
 }
 
 func sizeStart(c *Command) int {
 	return strLen(c.ExecutionID) + uvarintLen(c.Token) + strLen(c.Key) + strLen(c.WorkflowID) +
-		optLen(c.Params, c.HasParams) + strLen(c.ChildID) + strLen(c.Queue)
+		optLen(c.Params, c.HasParams) + strLen(c.ChildID) + strLen(c.Queue) + uvarintLen(uint64(c.Deadline))
 }
 
 func boundStart(b *Bounds) int {
-	return b.id() + boundNum + b.str(b.Key) + b.id() + boundNum + b.Event + b.id() + b.id()
+	return b.id() + boundNum + b.str(b.Key) + b.id() + boundNum + b.Event + b.id() + b.id() + boundNum
 }
 
 func checkStart(c *Command) string {
-	if c.ExecutionID == "" || c.Key == "" || c.WorkflowID == "" || c.ChildID == "" {
+	switch {
+	case c.ExecutionID == "" || c.Key == "" || c.WorkflowID == "" || c.ChildID == "":
 		return "empty caller, step key, workflow or child ID"
+	case c.Deadline < 0:
+		return "negative deadline"
 	}
 	return ""
 }

@@ -187,6 +187,10 @@ type State struct {
 	qsettings *btree.BTreeG[QueueSettings] // by name (queue_settings.go)
 	rates     map[string]*rateLog          // by name, of the settings with a rate (rate.go)
 	prio      *btree.BTreeG[prioItem]      // by execution ID, the priorities other than the default (priority.go)
+	// deadlines (deadline.go): of the executions that have not ended, by
+	// (time, ID) and by ID.
+	deadlines  *btree.BTreeG[dueKey]
+	deadlineOf *btree.BTreeG[deadlineItem]
 	// roomFreed: a lease of a queue with a concurrency limit ended during
 	// the command being applied (Apply reports Became.Due).
 	roomFreed bool
@@ -261,6 +265,9 @@ func New() *State {
 		qsettings: newTree(settingsLess),
 		prio:      newTree(prioLess),
 
+		deadlines:  newTree(dueLess),
+		deadlineOf: newTree(deadlineLess),
+
 		list:      newListIndexes(),
 		schedules: newTree(scheduleLess),
 		schedDue:  newTree(dueLess),
@@ -307,6 +314,7 @@ func (s *State) Copy() *State {
 	}
 	c.qsettings = s.qsettings.Copy()
 	c.prio = s.prio.Copy()
+	c.deadlines, c.deadlineOf = s.deadlines.Copy(), s.deadlineOf.Copy()
 	if len(s.rates) > 0 {
 		c.rates = make(map[string]*rateLog, len(s.rates))
 		for name, l := range s.rates {
@@ -625,6 +633,7 @@ func (s *State) put(old *stored, e *Execution) {
 		t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 	}
 	if ends {
+		s.dropDeadline(e.ID) // deadline.go
 		if q.live--; q.live == 0 {
 			s.dropQueue(q)
 		}

@@ -57,6 +57,14 @@ func (w *world) coverResult(o *op, got result) {
 	if o.kind == opClaim && got.Code == "" && w.model.rateHeld {
 		w.cover("queues", "a claim left a rate-limited queue's executions")
 	}
+	if w.model.expired {
+		w.cover("deadlines", "an execution failed at its deadline")
+		w.model.expired = false
+	}
+	if w.model.expiredTree {
+		w.cover("deadlines", "a deadline cancelled what its execution started")
+		w.model.expiredTree = false
+	}
 	if o.kind == opClaim && got.Code == "" && w.model.prioritized {
 		w.cover("queues", "a claim leased a higher priority before an earlier due execution")
 	}
@@ -194,6 +202,7 @@ var RequiredCells = []string{
 	"queues/settings put", "queues/a claim left a paused queue's executions", "queues/a claim left a full queue's due executions",
 	"queues/a rate limit put", "queues/a claim left a rate-limited queue's executions", "boundary/claim at exactly a rate's release",
 	"queues/a claim leased a higher priority before an earlier due execution",
+	"deadlines/an execution failed at its deadline", "deadlines/a deadline cancelled what its execution started",
 	// Cancellations that end a tree: each execution before its children,
 	// in step key order.
 	"cancel/one execution", "cancel/a parent and a child", "cancel/a tree of three or more",

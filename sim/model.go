@@ -50,6 +50,10 @@ type model struct {
 	// back; prioritized: it leased an execution before an earlier one of a
 	// lower priority (coverage).
 	rateHeld, prioritized bool
+	// expired: the writer ended executions at their deadlines before the
+	// latest operation; expiredTree: and an execution one of them started
+	// (coverage).
+	expired, expiredTree bool
 
 	retention time.Duration // Options.Retention; 0: off (retire.go)
 	archive   bool          // Options.Archive: retired records are read back Archived
@@ -83,6 +87,7 @@ type mexec struct {
 	id, workflow string
 	queue        string            // the queue named at admission; "": the workflow's own (and once retired)
 	prio         int               // 1 (claimed first) to 5; 0 once retired
+	deadline     int64             // when it fails unless it has ended; 0: none
 	params       []byte            // nil: no params
 	context      map[string]string // nil: no context
 	status       execstore.Status
@@ -171,14 +176,16 @@ func (m *model) clone() *model {
 // stamp is the time of a command that reaches the store's writer: never
 // earlier than any earlier command's. The writer reaches the schedules'
 // occurrences due at that time first (schedules.go), after it retires the
-// terminal executions the retention has passed (retire.go); when it does
-// either, it logs commands of its own, and writerLogs says so.
+// terminal executions the retention has passed (retire.go) and ends those
+// whose deadlines have come (expireDeadlines); when it does any, it logs
+// commands of its own, and writerLogs says so.
 func (m *model) stamp(clock int64) int64 {
 	m.last = max(m.last, clock)
 	retired := m.retire(m.last)
 	forgot := m.forget(m.last)
+	expired := m.expireDeadlines(m.last)
 	reached := m.reachOccurrences(m.last)
-	m.writerLogs = m.writerLogs || retired || forgot || reached
+	m.writerLogs = m.writerLogs || retired || forgot || expired || reached
 	return m.last
 }
 
@@ -323,7 +330,7 @@ func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	m.create(&mexec{
 		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
 		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now, maxAttempts: a.maxAttempts,
-		queue: map[bool]string{true: "", false: a.queue}[a.queue == a.workflow], prio: a.priority,
+		queue: map[bool]string{true: "", false: a.queue}[a.queue == a.workflow], prio: a.priority, deadline: a.deadline,
 	})
 	return result{ID: id}
 }
@@ -566,6 +573,63 @@ func (m *model) end(e *mexec, out *execstore.Outcome, now int64) {
 	}
 }
 
+// endTree ends a non-terminal execution with out and, depth first in
+// step-key order, every non-terminal execution it started with descendants.
+func (m *model) endTree(e *mexec, out, descendants *execstore.Outcome, now int64) {
+	var tree func(e *mexec, out *execstore.Outcome)
+	tree = func(e *mexec, out *execstore.Outcome) {
+		if e.terminal() {
+			return
+		}
+		m.cancelled++
+		m.end(e, out, now)
+		for _, key := range slices.Sorted(maps.Keys(e.starts)) {
+			// A child forgotten and its ID admitted again is
+			// another execution (Options.ForgetAfter).
+			if c := m.execs[e.starts[key].child]; c != nil && m.startedBy(c.parent, c.id) == e {
+				tree(c, descendants)
+			}
+		}
+	}
+	tree(e, out)
+}
+
+// The outcomes of a deadline: the execution's, and those of the
+// executions it started.
+var (
+	deadlineOutcome = &execstore.Outcome{Status: execstore.StatusFailed, Error: &execstore.WorkflowError{
+		Name: "DeadlineExceededError", Message: "the execution's deadline passed before it ended", Code: "DEADLINE_EXCEEDED"}}
+	cancelledByDeadline = &execstore.Outcome{Status: execstore.StatusCancelled, Error: &execstore.WorkflowError{
+		Name: "CancelledError", Message: "an execution that started it passed its deadline", Code: "CANCELLED"}}
+)
+
+// expireDeadlines is what the writer does before a command at now: it ends
+// every execution whose deadline has come, in (deadline, ID) order, as a
+// cancel would, with DEADLINE_EXCEEDED. It reports whether it ended any.
+func (m *model) expireDeadlines(now int64) bool {
+	var due []*mexec
+	for _, id := range m.order {
+		if e := m.execs[id]; e.deadline != 0 && e.deadline <= now && !e.terminal() {
+			due = append(due, e)
+		}
+	}
+	slices.SortFunc(due, func(a, b *mexec) int {
+		if c := compare(a.deadline, b.deadline); c != 0 {
+			return c
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	cancelled := m.cancelled // a cancel's count, not a deadline's
+	for _, e := range due {
+		m.cancelled = 0
+		m.endTree(e, deadlineOutcome, cancelledByDeadline, now)
+		m.expiredTree = m.expiredTree || m.cancelled > 1
+	}
+	m.cancelled = cancelled
+	m.expired = m.expired || len(due) > 0
+	return len(due) > 0
+}
+
 // cancel ends a non-terminal execution and, depth first in step-key order,
 // every non-terminal execution it started, all with the same outcome.
 func (m *model) cancel(id, reason string, clock int64) result {
@@ -583,22 +647,7 @@ func (m *model) cancel(id, reason string, clock int64) result {
 	case !e.terminal():
 		out := &execstore.Outcome{Status: execstore.StatusCancelled,
 			Error: &execstore.WorkflowError{Name: "CancelledError", Message: reason, Code: "CANCELLED"}}
-		var tree func(e *mexec)
-		tree = func(e *mexec) {
-			if e.terminal() {
-				return
-			}
-			m.cancelled++
-			m.end(e, out, now)
-			for _, key := range slices.Sorted(maps.Keys(e.starts)) {
-				// A child forgotten and its ID admitted again is
-				// another execution (Options.ForgetAfter).
-				if c := m.execs[e.starts[key].child]; c != nil && m.startedBy(c.parent, c.id) == e {
-					tree(c)
-				}
-			}
-		}
-		tree(e)
+		m.endTree(e, out, out, now)
 		rec := m.record(e)
 		return result{Record: &rec}
 	}
@@ -945,6 +994,9 @@ func (m *model) record(e *mexec) execstore.Record {
 		MaxAttempts: e.maxAttempts,
 		Queue:       e.queue,
 		Priority:    map[bool]int{true: 0, false: e.prio}[e.prio == execstore.PriorityDefault],
+	}
+	if !e.terminal() {
+		r.Deadline = timeOf(e.deadline)
 	}
 	if e.params == nil {
 		r.Params = nil

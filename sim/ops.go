@@ -315,6 +315,9 @@ func (o *op) describe(t *trace) string {
 		if o.admit.priority != 0 {
 			fmt.Fprintf(&b, " priority=%d", o.admit.priority)
 		}
+		if o.admit.deadline != 0 {
+			fmt.Fprintf(&b, " deadline=%s", simTime(timeOf(o.admit.deadline)))
+		}
 	case opWake:
 		fmt.Fprintf(&b, " %s at=%s", t.alias(o.id), simTime(o.at))
 	case opClaim:

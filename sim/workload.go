@@ -335,6 +335,10 @@ func (w *world) genAdmit() *op {
 	if w.chance(5) {
 		a.queue = w.pickQueue(a.workflow)
 	}
+	// An eighth have a deadline, from a second to half a minute away.
+	if w.chance(12) {
+		a.deadline = w.clock.nanos() + int64(1+w.pick(30))*int64(time.Second)
+	}
 	// A fifth have a priority, rarely one out of range.
 	switch r := w.pick(100); {
 	case r < 20:

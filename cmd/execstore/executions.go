@@ -27,6 +27,15 @@ type admitBody struct {
 	MaxAttempts int               `json:"maxAttempts,omitempty"`
 	Queue       *string           `json:"queue,omitempty"` // nil: the workflow's own; "" is refused
 	Priority    int               `json:"priority,omitempty"`
+	Deadline    *time.Time        `json:"deadline,omitempty"`
+}
+
+// timeArg is a body's optional time: zero when left out.
+func timeArg(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // queueArg is a body's queue: "" when left out. An empty string given is
@@ -62,7 +71,7 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
 		ExecutionID: given, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
-		MaxAttempts: body.MaxAttempts, Queue: queue, Priority: body.Priority,
+		MaxAttempts: body.MaxAttempts, Queue: queue, Priority: body.Priority, Deadline: timeArg(body.Deadline),
 	})
 	if err != nil {
 		a.failAdmission(w, r, &body, err)
@@ -299,6 +308,7 @@ type recordJSON struct {
 	MaxAttempts int               `json:"maxAttempts"`
 	Queue       string            `json:"queue,omitempty"`
 	Priority    int               `json:"priority,omitempty"`
+	Deadline    *time.Time        `json:"deadline,omitempty"`
 	Archived    bool              `json:"archived,omitempty"`
 }
 
@@ -316,6 +326,10 @@ func recordOut(r execstore.Record) recordJSON {
 		Archived:    r.Archived,
 		Queue:       r.Queue,
 		Priority:    r.Priority,
+	}
+	if !r.Deadline.IsZero() {
+		d := r.Deadline
+		out.Deadline = &d
 	}
 	if o := r.Outcome; o != nil {
 		out.Outcome = &outcomeJSON{Status: o.Status, Result: o.Result, Error: errorOut(o.Error)}

@@ -318,6 +318,7 @@ type startBody struct {
 	WorkflowID string          `json:"workflowId"`
 	Params     json.RawMessage `json:"params,omitempty"`
 	Queue      *string         `json:"queue,omitempty"` // the child's (execstore.StartRequest.Queue); "" is refused
+	Deadline   *time.Time      `json:"deadline,omitempty"`
 }
 
 func (a *api) start(w http.ResponseWriter, r *http.Request) {
@@ -330,7 +331,7 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, err := a.store.StartWith(r.Context(), body.Lease.lease(),
-		execstore.StartRequest{StepKey: body.StepKey, WorkflowID: body.WorkflowID, Params: body.Params, Queue: queue})
+		execstore.StartRequest{StepKey: body.StepKey, WorkflowID: body.WorkflowID, Params: body.Params, Queue: queue, Deadline: timeArg(body.Deadline)})
 	if err != nil {
 		a.fail(w, err)
 		return

@@ -115,3 +115,22 @@ func TestHTTPPrioritiesOrderClaims(t *testing.T) {
 	s.expect("POST", "/v1/executions", `{"executionId":"bad","workflowId":"w","priority":6}`, 400, "INVALID_EXECUTION_EVENT")
 	s.expect("GET", "/v1/executions/bad", "", 404, "")
 }
+
+// A deadline over HTTP: an admission whose deadline has passed fails with
+// DEADLINE_EXCEEDED as soon as the writer runs, and the record said its
+// deadline until then; a child's deadline is taken by a start.
+func TestHTTPADeadlineFailsTheExecution(t *testing.T) {
+	s := newServer(t)
+	s.expect("POST", "/v1/executions", `{"executionId":"late","workflowId":"w","deadline":"2000-01-01T00:00:00Z"}`, 201, "")
+	rec := s.expect("GET", "/v1/executions/late/await?timeoutMs=10000", "", 200, "")
+	outcome, _ := rec["outcome"].(map[string]any)
+	errBody, _ := outcome["error"].(map[string]any)
+	if rec["status"] != "failed" || errBody["code"] != "DEADLINE_EXCEEDED" || rec["deadline"] != nil {
+		t.Fatalf("an execution past its deadline: %v", rec)
+	}
+	s.expect("POST", "/v1/executions", `{"executionId":"far","workflowId":"w","deadline":"2099-01-01T00:00:00Z"}`, 201, "")
+	if rec := s.expect("GET", "/v1/executions/far", "", 200, ""); rec["deadline"] != "2099-01-01T00:00:00Z" {
+		t.Fatalf("a record with a deadline: %v", rec)
+	}
+	s.expect("POST", "/v1/executions", `{"executionId":"bad","workflowId":"w","deadline":"soon"}`, 400, "INVALID_EXECUTION_EVENT")
+}

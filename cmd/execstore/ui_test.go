@@ -220,3 +220,19 @@ func TestTheWebViewListsQueuesWithTheirLimits(t *testing.T) {
 		t.Errorf("the queues fragment without the token answered %d", resp.StatusCode)
 	}
 }
+
+// A record's page shows its queue, priority and deadline when it has them.
+func TestTheWebViewShowsARecordsQueuePriorityAndDeadline(t *testing.T) {
+	base, store := newTokenServer(t, testToken)
+	deadline := store.Now().Add(time.Hour)
+	if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "order-1", WorkflowID: "charge", Queue: "payments",
+		Priority: execstore.PriorityFirst, Deadline: deadline}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := send(t, "GET", base+"/ui/f/executions/order-1", "Bearer "+testToken, "")
+	for _, want := range []string{"<th>Queue</th><td>payments</td>", "<th>Priority</th><td>1 ", `<th>Deadline</th><td><time datetime="` + deadline.UTC().Format(time.RFC3339Nano)} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("the record's page lacks %q:\n%s", want, body)
+		}
+	}
+}

@@ -33,6 +33,9 @@ const (
 	// ClaimIgnoresPriority makes a claim of several lanes merge them by
 	// time alone, as if every execution had the default priority.
 	ClaimIgnoresPriority = false
+	// DeadlineFiresTwice makes an execution that ends keep its place in the
+	// deadlines' time order, so that its deadline fires after it ended.
+	DeadlineFiresTwice = false
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken = false

@@ -16,6 +16,7 @@ var (
 	PausedQueueHandsOutOne         bool
 	RateWindowOneTickShort         bool
 	ClaimIgnoresPriority           bool
+	DeadlineFiresTwice             bool
 	EncodeSkipsLastRecord          bool
 	SkipTailRewrite                bool
 	CompactPastKeep                bool
@@ -76,6 +77,7 @@ var All = map[string]*bool{
 	"PausedQueueHandsOutOne":         &PausedQueueHandsOutOne,
 	"RateWindowOneTickShort":         &RateWindowOneTickShort,
 	"ClaimIgnoresPriority":           &ClaimIgnoresPriority,
+	"DeadlineFiresTwice":             &DeadlineFiresTwice,
 	"EncodeSkipsLastRecord":          &EncodeSkipsLastRecord,
 	"SkipTailRewrite":                &SkipTailRewrite,
 	"CompactPastKeep":                &CompactPastKeep,

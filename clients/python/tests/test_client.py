@@ -72,6 +72,13 @@ def test_a_claim_takes_higher_priorities_first(server):
     assert bad.value.code == "INVALID_EXECUTION_EVENT"
 
 
+def test_an_execution_past_its_deadline_fails(server):
+    client = Client(server.url)
+    client.admit("timed", "timed-1", deadline="2000-01-01T00:00:00Z")
+    rec = client.wait("timed-1", timeout=10.0)
+    assert rec["status"] == "failed" and rec["outcome"]["error"]["code"] == "DEADLINE_EXCEEDED"
+
+
 def test_refuses_what_it_cannot_keep_with_typed_errors(server):
     client = Client(server.url)
     for bad in ("", ".", ".."):

@@ -42,6 +42,8 @@ export interface AdmitRequest<P = JsonValue> {
   queue?: string;
   /** 1 (claimed first) to 5 within the queues a claim serves; left out, 3. A child runs at its parent's priority. */
   priority?: number;
+  /** RFC 3339: past it, the execution fails with DEADLINE_EXCEEDED unless it has ended. */
+  deadline?: string;
 }
 
 export interface ClaimRequest {

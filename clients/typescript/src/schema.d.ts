@@ -901,6 +901,11 @@ export interface components {
             /** @description At most this many deliveries in a row end without an outcome before the execution fails with ATTEMPTS_EXHAUSTED; 0 (default): no bound; at most 65535. */
             maxAttempts?: number;
             queue?: components["schemas"]["Queue"];
+            /**
+             * Format: date-time
+             * @description When the execution fails unless it has ended: the store then ends it with an error whose code is `DEADLINE_EXCEEDED`, stamped with the store's time, as a cancel would end it otherwise (its lease ends, the executions it started that have not ended are cancelled, its parent is woken). It fires once, across restarts; one already past ends the execution at once. Left out: none.
+             */
+            deadline?: string;
             /** @description Within the queues a claim serves, every claimable execution of priority 1 is claimed before any of 2, and so on to 5, each priority in due-time order; strict, so lower priorities wait while higher ones are claimable. 0 or absent: 3, the default. A child runs at its parent's priority. Outside 0..5: 400 `INVALID_EXECUTION_EVENT`. */
             priority?: number;
         };
@@ -1026,6 +1031,11 @@ export interface components {
             archived?: boolean;
             /** @description The queue the execution was admitted to by name; absent for the default queue (named after `workflowId`) and once the record is retired. */
             queue?: string;
+            /**
+             * Format: date-time
+             * @description When the execution fails unless it has ended; absent without one, and once it has ended.
+             */
+            deadline?: string;
             /** @description The execution's priority when it is not the default 3: 1 or 2 (claimed before) or 4 or 5 (after); absent for the default and once the record is retired. */
             priority?: number;
         };
@@ -2270,6 +2280,11 @@ export interface operations {
                     params?: components["schemas"]["Params"];
                     /** @description The child's queue; left out, its own workflow's (not its parent's). A repeat answers the first start's child, in the first start's queue. */
                     queue?: components["schemas"]["Queue"];
+                    /**
+                     * Format: date-time
+                     * @description The child's deadline, as an admission's: past it, the child fails with `DEADLINE_EXCEEDED` and its parent is woken. A repeat's is the first start's.
+                     */
+                    deadline?: string;
                 };
             };
         };

@@ -99,6 +99,13 @@ describe("Client", () => {
     await assert.rejects(client.admit({ executionId: "rank-bad", workflowId: "ranked", priority: 6 }), (err) => err instanceof InvalidArgumentError && err.code === "INVALID_EXECUTION_EVENT");
   });
 
+  test("an execution past its deadline fails", async () => {
+    await client.admit({ executionId: "timed-1", workflowId: "timed", deadline: "2000-01-01T00:00:00Z" });
+    const rec = await client.await("timed-1", 10_000);
+    assert.equal(rec.status, "failed");
+    assert.equal(rec.outcome?.error?.code, "DEADLINE_EXCEEDED");
+  });
+
   test("refuses what it cannot keep with a typed error", async () => {
     await assert.rejects(client.admit({ executionId: "", workflowId: "w" }), InvalidArgumentError);
     await assert.rejects(client.admit({ executionId: "..", workflowId: "w" }), InvalidArgumentError);

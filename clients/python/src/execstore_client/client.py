@@ -74,11 +74,13 @@ class Client:
 
     def admit(self, workflow_id: str, execution_id: Optional[str] = None, params: JSON = None,
               context: Optional[Dict[str, str]] = None, max_attempts: Optional[int] = None,
-              queue: Optional[str] = None, priority: Optional[int] = None) -> Dict[str, Any]:
+              queue: Optional[str] = None, priority: Optional[int] = None,
+              deadline: Optional[str] = None) -> Dict[str, Any]:
         """Admits an execution once, ever; a repeat raises ExecutionIdConflictError.
 
         priority, 1 (claimed first) to 5, orders the claims of its queue; left
-        out, 3.
+        out, 3. deadline (RFC 3339): past it, the execution fails with
+        DEADLINE_EXCEEDED unless it has ended.
 
         After a retry of this very call, a conflict whose same_event is true
         means the first attempt was admitted, and admit answers as if this one
@@ -97,6 +99,8 @@ class Client:
             body["queue"] = queue  # left out: the workflow's own queue
         if priority is not None:
             body["priority"] = priority
+        if deadline is not None:
+            body["deadline"] = deadline
         sent = [0]
         try:
             return self._call("POST", "/v1/executions", body, ALWAYS if execution_id is not None else NOT_LEADER, sent)
