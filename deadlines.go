@@ -27,7 +27,10 @@ func (w *writer) deadlineExpiry() (*request, func() bool) {
 	}
 	r := newRequest()
 	r.cmd = fsm.Command{Kind: fsm.KindExpireDeadlines, Limit: expireLimit}
-	return r, func() bool { return r.err == nil && r.res.Count == expireLimit }
+	// More may be due however many this one ended (a deadline whose
+	// execution an earlier one's cancelled ends nothing): ask again. Each
+	// command takes at least one due deadline, so the loop ends.
+	return r, func() bool { return r.err == nil && w.come((*fsm.State).NextDeadline) }
 }
 
 // armDeadlineTimer sets the timer for the next deadline and returns its

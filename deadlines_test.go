@@ -3,6 +3,7 @@ package execstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,5 +64,34 @@ func TestADeadlineFailsTheExecutionOnceEvenAcrossARestart(t *testing.T) {
 	}
 	if _, err := f.s.Admit(ctx, execstore.AdmitRequest{ExecutionID: "far", WorkflowID: "w", Deadline: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)}); !errors.Is(err, execstore.ErrInvalidExecutionEvent) {
 		t.Fatalf("a deadline past what the store keeps: %v", err)
+	}
+}
+
+// When more deadlines have passed than one command ends, the writer ends
+// them all before the batch it took, even when an earlier one's execution
+// cancelled a later one's (which that later deadline then ends nothing):
+// an acknowledgement after them all finds its execution failed.
+func TestEveryPassedDeadlineFiresBeforeTheNextWrite(t *testing.T) {
+	f := newFixture(t)
+	f.untimed()
+	f.reopen()
+	start := f.clock.Now()
+	f.admit(execstore.AdmitRequest{ExecutionID: "parent", WorkflowID: "p", Deadline: start.Add(time.Second)})
+	pl := f.claimIn(1, "p")[0]
+	if _, err := f.s.StartWith(ctx, pl, execstore.StartRequest{StepKey: "c", WorkflowID: "c", Deadline: start.Add(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1100 {
+		f.admit(execstore.AdmitRequest{ExecutionID: fmt.Sprintf("x-%04d", i), WorkflowID: "x", Deadline: start.Add(10 * time.Second)})
+	}
+	f.admit(execstore.AdmitRequest{ExecutionID: "last", WorkflowID: "last", Deadline: start.Add(20 * time.Second)})
+	l := f.claimIn(1, "last")[0]
+	f.clock.Advance(time.Hour)
+	rec, err := f.s.Acknowledge(ctx, l, execstore.Completed(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != execstore.StatusFailed || !errors.Is(rec.Outcome.Error, execstore.ErrDeadlineExceeded) {
+		t.Fatalf("an acknowledgement after every deadline passed: %+v, want the deadline's failure", rec.Outcome)
 	}
 }

@@ -43,8 +43,9 @@ type QueueSettings struct {
 	// most MaxQueueRate: a higher rate is a shorter period (100,000 a second
 	// is at most 10,000 in every 100 ms).
 	Rate int
-	// RatePeriod is the rate's window, from MinRatePeriod to MaxRatePeriod;
-	// required with a Rate, 0 without.
+	// RatePeriod is the rate's window, from MinRatePeriod to MaxRatePeriod
+	// in whole milliseconds (as HTTP writes it, so that a put read back over
+	// HTTP and put again is the same); required with a Rate, 0 without.
 	RatePeriod time.Duration
 }
 
@@ -102,6 +103,8 @@ func (s *Store) PutQueue(ctx context.Context, st QueueSettings) (QueueSettings, 
 		return QueueSettings{}, invalidArg("queue rate period %v is under %v", st.RatePeriod, MinRatePeriod)
 	case st.Rate > 0 && st.RatePeriod > MaxRatePeriod:
 		return QueueSettings{}, overLimit(ErrInvalidArgument, "queue rate period %v is over the limit of %v", st.RatePeriod, MaxRatePeriod)
+	case st.RatePeriod%time.Millisecond != 0:
+		return QueueSettings{}, invalidArg("queue rate period %v is not a whole number of milliseconds", st.RatePeriod)
 	case st.Rate == 0 && st.RatePeriod != 0:
 		return QueueSettings{}, invalidArg("queue rate period %v without a rate", st.RatePeriod)
 	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:

@@ -363,6 +363,7 @@ func TestBadQueueSettingsAreRefused(t *testing.T) {
 		{Name: "q", Rate: 1},
 		{Name: "q", Rate: 1, RatePeriod: execstore.MinRatePeriod - 1},
 		{Name: "q", Rate: 1, RatePeriod: execstore.MaxRatePeriod + 1},
+		{Name: "q", Rate: 1, RatePeriod: 1500 * time.Microsecond},
 		{Name: "q", Concurrency: 1, RatePeriod: time.Second},
 	} {
 		if _, err := f.s.PutQueue(ctx, st); !errors.Is(err, execstore.ErrInvalidArgument) {

@@ -118,6 +118,9 @@ type checker struct {
 	seq     [2][]byte // the current and the previous key of a sorted list inside an item
 	liveIDs []byte    // every record's ID, back to back, for the retired records' check
 	liveEnd []int     // liveEnd[i] is the end of record i's ID in liveIDs
+	// open: a hash of the ID of every record that has not ended, for the
+	// deadlines' check (deadline.go): 8 bytes per such record.
+	open []uint64
 
 	live int // records read (not retired), for the change log's check
 }
@@ -382,6 +385,9 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 		if keepIDs {
 			c.liveIDs = append(c.liveIDs, id...)
 			c.liveEnd = append(c.liveEnd, len(c.liveIDs))
+		}
+		if version >= 12 && !e.Status.Terminal() {
+			c.open = append(c.open, idHash(id))
 		}
 		sum.Records++
 		c.live++

@@ -235,9 +235,11 @@ func (s *State) decodeDeadlines(d *streamDecoder) error {
 }
 
 // deadlines checks the deadlines section as decodeDeadlines reads it: in ID
-// order, each at a positive time (the records they name are checked when
-// the state is decoded).
+// order, each at a positive time, each of a record that has not ended (by
+// the hashes of those records' IDs, which the records' check kept: a
+// stray deadline whose ID collides with one of them in 64 bits passes).
 func (c *checker) deadlines() error {
+	slices.Sort(c.open)
 	for i, n := 0, c.count(maxCount); i < n && c.err == nil; i++ {
 		id := c.str(&c.key[0])
 		at := c.int()
@@ -250,6 +252,19 @@ func (c *checker) deadlines() error {
 		if !c.after(i == 0, id, nil) {
 			return decodeErr("state: deadlines out of order at " + quote(string(id)))
 		}
+		if _, found := slices.BinarySearch(c.open, idHash(id)); !found {
+			return decodeErr("state: a deadline for " + quote(string(id)) + ", which has ended or has no record")
+		}
 	}
 	return c.err
+}
+
+// idHash is a 64-bit FNV-1a hash of an ID.
+func idHash(id []byte) uint64 {
+	h := uint64(14695981039346656037)
+	for _, b := range id {
+		h ^= uint64(b)
+		h *= 1099511628211
+	}
+	return h
 }

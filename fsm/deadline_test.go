@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"bufio"
+	"bytes"
 	"testing"
 )
 
@@ -81,5 +83,37 @@ func TestADeadlineEndsTheExecutionAndWhatItStartedOnce(t *testing.T) {
 	}
 	if c := (Command{Kind: KindAdmit, Now: 1, ExecutionID: "x", WorkflowID: "w", Deadline: -1}); c.Check() == nil {
 		t.Fatal("a negative deadline passes its check")
+	}
+}
+
+// A snapshot that keeps a deadline for an execution that has ended, or has
+// no record, is refused by the check that gates deleting older snapshots,
+// as decoding refuses it.
+func TestAStrayDeadlineIsRefusedByTheCheckAndTheDecoder(t *testing.T) {
+	for name, stray := range map[string]string{"no record": "ghost", "ended": "done"} {
+		s := New()
+		now := int64(1000)
+		apply := checkedApply(t, s, &now)
+		apply(Command{Kind: KindAdmit, ExecutionID: "open", WorkflowID: "w", Deadline: 9000})
+		apply(Command{Kind: KindAdmit, ExecutionID: "done", WorkflowID: "w"})
+		l := apply(Command{Kind: KindClaim, Limit: 10, Duration: 1000, Queues: []string{"w"}}).Leases
+		for _, x := range l {
+			if x.ExecutionID == "done" {
+				apply(Command{Kind: KindAcknowledge, ExecutionID: "done", Token: x.Token, Outcome: Outcome{Status: StatusCompleted}})
+			}
+		}
+		good := encodeState(t, s)
+		if _, err := CheckState(bufio.NewReader(bytes.NewReader(good))); err != nil {
+			t.Fatalf("%s: a good state fails its check: %v", name, err)
+		}
+		s.deadlines.Set(dueKey{At: 5000, ID: stray})
+		s.deadlineOf.Set(deadlineItem{id: stray, at: 5000})
+		bad := encodeState(t, s)
+		if _, err := CheckState(bufio.NewReader(bytes.NewReader(bad))); err == nil {
+			t.Errorf("%s: CheckState passes a deadline for %q", name, stray)
+		}
+		if _, err := DecodeState(bufio.NewReader(bytes.NewReader(bad))); err == nil {
+			t.Errorf("%s: DecodeState passes a deadline for %q", name, stray)
+		}
 	}
 }

@@ -76,9 +76,9 @@ type Reader interface {
 //	         caught-up:uv, then (version 8) queue:str
 //	changes  (version 4) the change log: see list_codec.go
 //	grants   (version 5) the claims' request keys: see claimkeys.go
-//	deadlines (version 12) see deadline.go
 //	queues   (version 9) the queues' settings: see queue_settings.go
 //	         (version 10: and their rate limits, rate.go)
+//	deadlines (version 12) see deadline.go
 //
 // The due index, the retirement queue, the two watch indexes and the
 // schedules' due index are derived, not stored: decoding rebuilds the due

@@ -209,6 +209,8 @@ func (st *QueueSettings) check() string {
 		return "rate outside 0.." + itoa(MaxQueueRate)
 	case st.Rate > 0 && (st.Period < MinRatePeriod || st.Period > MaxRatePeriod):
 		return "rate period outside " + itoa(uint64(MinRatePeriod)) + ".." + itoa(uint64(MaxRatePeriod)) + " ns"
+	case st.Period%MinRatePeriod != 0:
+		return "rate period not a whole number of milliseconds"
 	case st.Rate == 0 && st.Period != 0:
 		return "a rate period without a rate"
 	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:

@@ -103,6 +103,7 @@ func TestRateSettingsAndLogsOutsideTheirBoundsAreRefused(t *testing.T) {
 		{Name: "q", Rate: MaxQueueRate + 1, Period: MinRatePeriod},
 		{Name: "q", Rate: 1, Period: MinRatePeriod - 1},
 		{Name: "q", Rate: 1, Period: MaxRatePeriod + 1},
+		{Name: "q", Rate: 1, Period: MinRatePeriod + 1},
 		{Name: "q", Rate: 1},
 		{Name: "q", Concurrency: 1, Period: MinRatePeriod},
 	} {

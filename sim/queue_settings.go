@@ -25,6 +25,8 @@ func (m *model) putQueue(st execstore.QueueSettings, clock int64) result {
 		return m.nothing(fail(codeInvalidArg)) // over a limit: also ErrLimitExceeded, coded as the argument
 	case st.Rate > 0 && (st.RatePeriod < execstore.MinRatePeriod || st.RatePeriod > execstore.MaxRatePeriod):
 		return m.nothing(fail(codeInvalidArg))
+	case st.RatePeriod%time.Millisecond != 0:
+		return m.nothing(fail(codeInvalidArg))
 	case st.Rate == 0 && st.RatePeriod != 0:
 		return m.nothing(fail(codeInvalidArg))
 	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:
@@ -271,7 +273,9 @@ func (w *world) checkQueueSettings(s *execstore.Store) error {
 		if n := w.model.leasedIn(q.Name); q.Leased != n {
 			return violationf("queue %s has %d current leases, the model %d", q.Name, q.Leased, n)
 		}
-		if n := w.model.inWindow(q.Name, max(w.clock.nanos(), w.model.last)); q.Rate > 0 && q.Granted != n {
+		// Granted counts at the store's time (Store.Now), which a request
+		// that wrote nothing does not move, while the model's does.
+		if n := w.model.inWindow(q.Name, s.Now().UnixNano()); q.Rate > 0 && q.Granted != n {
 			return violationf("queue %s granted %d leases in its rate's window, the model %d", q.Name, q.Granted, n)
 		}
 	}

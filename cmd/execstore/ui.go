@@ -339,8 +339,7 @@ type queuesData struct {
 
 type queueView struct {
 	execstore.QueueInfo
-	RatePeriodMs int64
-	Period       string // the rate's period as a person says it
+	Period string // the rate's period as a person says it
 }
 
 // queues lists the queues with settings or live executions, a page of
@@ -354,7 +353,7 @@ func (u *webUI) queues(ctx context.Context, r *http.Request) (string, any, error
 	}
 	d := queuesData{Now: u.store.Now(), After: after}
 	for _, q := range list {
-		v := queueView{QueueInfo: q, RatePeriodMs: q.RatePeriod.Milliseconds()}
+		v := queueView{QueueInfo: q}
 		if q.Rate > 0 {
 			v.Period = durationText(q.RatePeriod)
 		}

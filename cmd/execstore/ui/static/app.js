@@ -113,8 +113,7 @@ document.addEventListener("click", (ev) => {
     document.getElementById("queue-pause-text").hidden = !pause;
     document.getElementById("queue-resume-text").hidden = pause;
     document.getElementById("queue-error").hidden = true;
-    Object.assign(dlg.dataset, { name: q.dataset.name, pause: q.dataset.queuePause, concurrency: q.dataset.concurrency,
-      rate: q.dataset.rate, ratePeriodMs: q.dataset.ratePeriodMs });
+    Object.assign(dlg.dataset, { name: q.dataset.name, pause: q.dataset.queuePause });
     dlg.showModal();
   }
 });
@@ -154,12 +153,21 @@ document.addEventListener("submit", async (ev) => {
     dlg.close();
     load();
   } else if (form.id === "queue-form") {
-    // A put replaces every setting: the queue's limits go with the pause.
+    // A put replaces every setting: the queue's limits, read again just
+    // before (another operator may have changed them since the page was
+    // drawn), go back with the pause.
     ev.preventDefault();
     const d = document.getElementById("confirm-queue").dataset;
-    const body = { concurrency: Number(d.concurrency), paused: d.pause === "true" };
-    if (Number(d.rate) > 0) Object.assign(body, { rate: Number(d.rate), ratePeriodMs: Number(d.ratePeriodMs) });
-    const resp = await fetch("/v1/queues/" + encodeURIComponent(d.name), {
+    const url = "/v1/queues/" + encodeURIComponent(d.name);
+    const now = await fetch(url, { headers: authHeaders(), cache: "no-store" });
+    if (!now.ok) {
+      await refused(now, "queue-error");
+      return;
+    }
+    const q = await now.json();
+    const body = { concurrency: q.concurrency, paused: d.pause === "true" };
+    if (q.rate > 0) Object.assign(body, { rate: q.rate, ratePeriodMs: q.ratePeriodMs });
+    const resp = await fetch(url, {
       method: "PUT",
       headers: authHeaders({ "Content-Type": "application/json" }),
       body: JSON.stringify(body),
