@@ -53,7 +53,7 @@ func agree(t *testing.T, what string, b []byte) bool {
 // and reports the decoded state's summary: on random states, on every
 // truncation, and on every one-byte change of an encoding.
 func TestCheckStateAgreesWithDecodeState(t *testing.T) {
-	for seed := uint64(1); seed <= 40; seed++ {
+	for seed := uint64(1); seed <= seeds(40); seed++ {
 		s := randomState(seed, 400)
 		b := encodeState(t, s)
 		if !agree(t, "random state", b) {

@@ -12,7 +12,7 @@ import (
 // replaces records in their slots (claims of records a copy shares) or
 // copies the state, it must find exactly what a plain search finds.
 func TestLookupFindsWhatASearchFinds(t *testing.T) {
-	for seed := uint64(1); seed <= 6; seed++ {
+	for seed := uint64(1); seed <= seeds(6); seed++ {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		s := New()
 		s.meta.Now = 1e9
