@@ -137,8 +137,9 @@ func (s *State) admit(c *Command, now int64, dry bool) Result {
 		MaxAttempts: uint16(c.MaxAttempts),
 	}
 	e.Queue = ownQueue(c.Queue, c.WorkflowID)
-	s.setPriority(id, uint8(c.Priority)) // priority.go
-	s.setDeadline(id, c.Deadline)        // deadline.go
+	s.setPriority(id, uint8(c.Priority))      // priority.go
+	s.setDeadline(id, c.Deadline)             // deadline.go
+	s.setConcurrencyKey(id, c.ConcurrencyKey) // conckeys.go
 	s.put(nil, &e)
 	return Result{ID: id, Became: Transitions{Due: true}}
 }
@@ -240,10 +241,14 @@ func (s *State) claim(c *Command, now int64, dry bool) Result {
 		e.LeaseToken = e.LastToken
 		e.LeaseExpiresAt = expires
 		e.UpdatedAt = now
+		q := s.queueNamed(e.QueueName())
+		if k, key := s.keyedOf(q, e.ID); k != nil && k.waitedForSlot(p) { // conckeys.go
+			k.keyClaimed(key, taken[i].At, e.ID)
+		}
 		stored := s.putRecord(p, &e)
 		// Lease expiries mostly come last in their index: Load appends
 		// without a search when the key is greater than every other.
-		s.queueNamed(e.QueueName()).lane(s.priorityOf(e.ID)).leases.Load(claimKey{At: expires, e: stored})
+		q.lane(s.priorityOf(e.ID)).leases.Load(claimKey{At: expires, e: stored})
 		if len(s.rates) > 0 {
 			s.noteGrant(e.QueueName(), now) // rate.go
 		}
@@ -385,7 +390,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 			// the recorded outcome. A repeat of the suspension that ended
 			// its own lease, with nothing since, gets the record as it is:
 			// the caller (Store) tells a replay from a late one.
-			return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), Deadline: s.DeadlineOf(p.ID()), Unchanged: true}
+			return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), Deadline: s.DeadlineOf(p.ID()), ConcurrencyKey: s.ConcurrencyKeyOf(p.ID()), Unchanged: true}
 		}
 		return *fail
 	}
@@ -416,7 +421,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)
-	r.Exec, r.Priority, r.Deadline = e.WithoutPositions(), s.keptPriority(e.ID), s.DeadlineOf(e.ID)
+	r.Exec, r.Priority, r.Deadline, r.ConcurrencyKey = e.WithoutPositions(), s.keptPriority(e.ID), s.DeadlineOf(e.ID), s.ConcurrencyKeyOf(e.ID)
 	if e.Terminal() {
 		if e.WatchCount > 0 {
 			s.dropWatches(e.ID)
@@ -536,6 +541,7 @@ func (s *State) start(c *Command, now int64, dry bool) Result {
 	}
 	s.setPriority(id, s.priorityOf(caller.ID())) // a child runs at its parent's priority
 	s.setDeadline(id, c.Deadline)
+	s.setConcurrencyKey(id, c.ConcurrencyKey) // conckeys.go: the start's, never the parent's
 	s.put(nil, &child)
 	s.starts.Set(startEntry{
 		Caller:     caller.ID(),
@@ -685,7 +691,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 		if dry && mutant.CancelOfTerminalWrites {
 			return mutates // logged, and then applied as the no-op it is
 		}
-		return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID())}
+		return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), ConcurrencyKey: s.ConcurrencyKeyOf(p.ID())}
 	case dry:
 		return mutates
 	}
@@ -693,7 +699,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 	var r Result
 	s.endTree(p, out, out, now, &r) // deadline.go
 	r.Exec, _ = s.Get(c.ExecutionID)
-	r.Priority = s.keptPriority(c.ExecutionID)
+	r.Priority, r.ConcurrencyKey = s.keptPriority(c.ExecutionID), s.ConcurrencyKeyOf(c.ExecutionID)
 	return r
 }
 

@@ -373,6 +373,11 @@ func (c *checker) execs(sum *StateSummary, version uint64) error {
 				return decodeErr("state: record " + quote(string(id)) + ": priority " + itoa(uint64(p)))
 			}
 		}
+		if version >= 13 {
+			if k := c.str(&c.seq[0]); c.err == nil && !validConcurrencyKey(string(k)) {
+				return decodeErr("state: record " + quote(string(id)) + ": concurrency key not 0 to " + itoa(MaxConcurrencyKeyBytes) + " bytes of UTF-8")
+			}
+		}
 		if c.err != nil {
 			break
 		}

@@ -18,8 +18,9 @@ import (
 // put-queue's rate limit (trailing fields); an older put has none. Version 8
 // adds an admission's priority (a trailing byte); an older admission has the
 // default. Version 9 adds an admission's deadline (a trailing field) and the
-// expire-deadlines command.
-const CodecVersion = 9
+// expire-deadlines command. Version 10 adds an admission's concurrency key
+// and a put-queue's key limit (trailing fields); older ones have none.
+const CodecVersion = 10
 
 // maxErrorDepth bounds a recorded error's cause chain, here and in the codec.
 const MaxErrorDepth = 16

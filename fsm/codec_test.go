@@ -25,6 +25,8 @@ func sampleCommands() []Command {
 		{Kind: KindPutQueue, Now: 4, QueueSettings: &QueueSettings{Name: "charge-order", Concurrency: 16}, Limit: MaxQueueSettings},
 		{Kind: KindPutQueue, Now: 4, QueueSettings: &QueueSettings{Name: "bulk", Paused: true}, Limit: MaxQueueSettings},
 		{Kind: KindPutQueue, Now: 4, QueueSettings: &QueueSettings{Name: "api", Concurrency: 8, Rate: 100, Period: MinRatePeriod * 1000}, Limit: MaxQueueSettings},
+		{Kind: KindPutQueue, Now: 4, QueueSettings: &QueueSettings{Name: "charge-order", Concurrency: 32, KeyLimit: 1, KeyLive: true}, Limit: MaxQueueSettings},
+		{Kind: KindAdmit, Now: 4, ExecutionID: "order-43", WorkflowID: "charge-order", ConcurrencyKey: "customer-7", Priority: 2},
 		{Kind: KindExpireDeadlines, Now: 5, Limit: 1024},
 		{Kind: KindDeleteQueue, Now: 4, Queue: "bulk"},
 		{Kind: KindRenew, Now: 5, ExecutionID: "e", Token: 7, Duration: 1},
@@ -100,14 +102,16 @@ func TestCodecRoundTripsEveryKind(t *testing.T) {
 
 // A command written by codec version 1 decodes with the defaults of the
 // fields version 2 added (no attempt bound, no release cause), version 3
-// (no request key) and version 5 (the default queue, a claim of every
-// queue), and encodes back in version 1 to the same bytes.
+// (no request key), version 5 (the default queue, a claim of every
+// queue), versions 8 to 10 (the default priority, no deadline, no
+// concurrency key), and encodes back in version 1 to the same bytes.
 func TestVersion1CommandsDecodeWithTheNewFieldsAtTheirDefaults(t *testing.T) {
 	for _, c := range sampleCommands() {
 		if kindOf(c.Kind).since > 1 {
 			continue // refused in version 1: TestCodecRefusesKindsBeforeTheirVersion
 		}
 		c.MaxAttempts, c.Cause, c.RequestKey, c.Queue, c.Queues = 0, nil, "", "", nil
+		c.Priority, c.Deadline, c.ConcurrencyKey = 0, 0, "" // versions 8, 9 and 10
 		b := appendEncode(nil, &c, 1)
 		got, err := Decode(b)
 		if err != nil {

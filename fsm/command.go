@@ -131,6 +131,9 @@ type Command struct {
 	// Deadline (admit, start, codec version 9, deadline.go): when the new
 	// execution fails unless it has ended; 0: none.
 	Deadline int64
+	// ConcurrencyKey (admit, start, codec version 10, conckeys.go): the new
+	// execution's concurrency key; "" for none.
+	ConcurrencyKey string
 	// put-queue (codec version 6): the settings, with Limit the most queues
 	// with settings there may be. delete-queue: Queue names the queue.
 	QueueSettings *QueueSettings
@@ -189,15 +192,16 @@ type Result struct {
 	// and Exec is the record as it was (or, for a suspension, the lease's
 	// own acknowledgement suspended it); claim, a repeat of a keyed claim,
 	// answered with the leases it granted that are still current.
-	Unchanged bool
-	ID        string    // admit, start: the execution's ID
-	Leases    []Lease   // claim
-	Lease     Lease     // renew
-	Exec      Execution // acknowledge: the record afterwards
-	Priority  uint8     // acknowledge, cancel: Exec's priority, 0 for the default (priority.go)
-	Deadline  int64     // acknowledge: Exec's deadline while it has not ended (deadline.go)
-	Woken     []string  // acknowledge (parent), commit (watchers): executions woken, in order
-	Count     int       // retire: executions retired; forget: forgotten; expire-deadlines: executions ended
+	Unchanged      bool
+	ID             string    // admit, start: the execution's ID
+	Leases         []Lease   // claim
+	Lease          Lease     // renew
+	Exec           Execution // acknowledge: the record afterwards
+	Priority       uint8     // acknowledge, cancel: Exec's priority, 0 for the default (priority.go)
+	Deadline       int64     // acknowledge: Exec's deadline while it has not ended (deadline.go)
+	ConcurrencyKey string    // acknowledge, cancel: Exec's concurrency key (conckeys.go)
+	Woken          []string  // acknowledge (parent), commit (watchers): executions woken, in order
+	Count          int       // retire: executions retired; forget: forgotten; expire-deadlines: executions ended
 	// Retired (retire, a state with an archive): the records it removed,
 	// in the order retired, for the archive. The state keeps none of them.
 	Retired []ArchivedRecord

@@ -26,10 +26,11 @@ import (
 // Version 9 adds the queues' settings (queue_settings.go). Version 10
 // adds their rate limits and grant logs (rate.go). Version 11 keeps each
 // record's priority (priority.go). Version 12 adds the deadlines
-// (deadline.go).
+// (deadline.go). Version 13 keeps each record's concurrency key and the
+// queues' key limits (conckeys.go).
 // Version 7 adds the cutoff of the forgotten executions
 // (forget.go).
-const StateVersion = 12
+const StateVersion = 13
 
 // Writer receives encoded state. It is io.Writer's method, declared here so
 // that this package stays free of io (and its synchronisation).
@@ -116,7 +117,7 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 	if version < 5 || version > StateVersion || (version < 6 && s.meta.Archived > 0) || (version < 7 && s.meta.ForgotBefore > 0) ||
 		(version < 8 && s.namesQueues()) || (version < 9 && s.qsettings.Len() > 0) ||
 		(version < 10 && len(s.rates) > 0) || (version < 11 && s.prio.Len() > 0) ||
-		(version < 12 && s.deadlineOf.Len() > 0) {
+		(version < 12 && s.deadlineOf.Len() > 0) || (version < 13 && (s.ckeys.Len() > 0 || s.limitsKeys())) {
 		panic("fsm: encode in version " + itoa(version))
 	}
 	e := &encoder{w: w, buf: make([]byte, 0, flushAt+4096)}
@@ -139,6 +140,9 @@ func (s *State) encodeAs(w Writer, version uint64) error {
 		e.buf = appendExecution(e.buf, &v, version)
 		if version >= 11 {
 			e.buf = append(e.buf, s.priorityOf(v.ID))
+		}
+		if version >= 13 {
+			e.buf = appendStr(e.buf, s.ConcurrencyKeyOf(v.ID))
 		}
 		e.flush(false)
 		return e.err == nil
@@ -460,6 +464,14 @@ func DecodeState(r Reader) (*State, error) {
 			return nil, err
 		}
 	}
+	// The queues that limit keys count them, which needs the records.
+	s.qsettings.Scan(func(st QueueSettings) bool {
+		if st.KeyLimit > 0 {
+			s.rekey(st.Name, st, true) // conckeys.go
+		}
+		return true
+	})
+	s.roomFreed = false
 	return s, nil
 }
 
@@ -481,9 +493,17 @@ func (s *State) decodeExecs(d *streamDecoder, version uint64) ([]*stored, error)
 		if version >= 11 {
 			prio = d.Byte()
 		}
+		key := ""
+		if version >= 13 {
+			key = d.Str()
+		}
 		if d.err != nil {
 			break
 		}
+		if !validConcurrencyKey(key) {
+			return nil, decodeErr("state: record " + quote(e.ID) + ": concurrency key not 0 to " + itoa(MaxConcurrencyKeyBytes) + " bytes of UTF-8")
+		}
+		s.setConcurrencyKey(e.ID, key)
 		if i > 0 && e.ID <= prev {
 			return nil, decodeErr("state: records out of order at " + quote(e.ID))
 		}

@@ -58,6 +58,7 @@ var fixturePairs = []fixturePair{
 	{"testdata/commands-v7.bin", "testdata/state-v10.bin", 7, 10},
 	{"testdata/commands-v8.bin", "testdata/state-v11.bin", 8, 11},
 	{"testdata/commands-v9.bin", "testdata/state-v12.bin", 9, 12},
+	{"testdata/commands-v10.bin", "testdata/state-v13.bin", 10, 13},
 }
 
 func fixtureCommandList() []Command {
@@ -65,20 +66,24 @@ func fixtureCommandList() []Command {
 	s := New()
 	s.TrackRetirement()
 	cmds := make([]Command, 0, fixtureCommands)
-	for range fixtureCommands - 3 {
+	for range fixtureCommands - 7 {
 		c := g.next()
 		g.observe(s.Apply(&c))
 		cmds = append(cmds, c)
 	}
 	// The state ends with a rate limit's log of grants (state version 10)
 	// and an execution of the first priority with a deadline (versions 11
-	// and 12),
+	// and 12), and a queue whose key limit parks an execution (version 13),
 	// whatever the generated commands left.
 	now := g.now + 1000
 	for _, c := range []Command{
 		{Kind: KindPutQueue, Now: now, QueueSettings: &QueueSettings{Name: "rated", Rate: 2, Period: MinRatePeriod}, Limit: MaxQueueSettings},
 		{Kind: KindAdmit, Now: now, ExecutionID: "rated-1", WorkflowID: "w", Queue: "rated", Priority: PriorityFirst, Deadline: now + 1e9},
 		{Kind: KindClaim, Now: now, Limit: 4, Duration: 1e9, Queues: []string{"rated"}},
+		{Kind: KindPutQueue, Now: now, QueueSettings: &QueueSettings{Name: "keyed", KeyLimit: 1, KeyLive: true}, Limit: MaxQueueSettings},
+		{Kind: KindAdmit, Now: now, ExecutionID: "keyed-1", WorkflowID: "w", Queue: "keyed", ConcurrencyKey: "customer-1"},
+		{Kind: KindAdmit, Now: now, ExecutionID: "keyed-2", WorkflowID: "w", Queue: "keyed", ConcurrencyKey: "customer-1"},
+		{Kind: KindClaim, Now: now, Limit: 4, Duration: 1e9, Queues: []string{"keyed"}},
 	} {
 		s.Apply(&c)
 		cmds = append(cmds, c)

@@ -257,6 +257,9 @@ func (g *gen) next() Command {
 		if g.rng.IntN(4) == 0 {
 			c.Deadline = g.now + int64(1+g.rng.IntN(8))*1000
 		}
+		if g.rng.IntN(2) == 0 {
+			c.ConcurrencyKey = []string{"k0", "k1"}[g.rng.IntN(2)]
+		}
 	case KindWake:
 		c.At = g.now + int64(g.rng.IntN(5)-2)*1000
 		if c.At <= 0 {
@@ -304,6 +307,9 @@ func (g *gen) next() Command {
 		if g.rng.IntN(4) == 0 {
 			c.Deadline = g.now + int64(1+g.rng.IntN(8))*1000
 		}
+		if g.rng.IntN(3) == 0 {
+			c.ConcurrencyKey = []string{"k0", "k1", "k2"}[g.rng.IntN(3)]
+		}
 	case KindCommit:
 		c.ExecutionID = ""
 		for i := g.rng.IntN(3); i > 0; i-- {
@@ -336,7 +342,10 @@ func (g *gen) next() Command {
 			// A millisecond is about a thousand commands of gen's.
 			st.Rate, st.Period = 1+g.rng.IntN(3), MinRatePeriod*int64(1+g.rng.IntN(2))
 		}
-		if st.Concurrency == 0 && st.Rate == 0 {
+		if g.rng.IntN(3) > 0 {
+			st.KeyLimit, st.KeyLive = 1+g.rng.IntN(6)/5, g.rng.IntN(2) == 0
+		}
+		if st.Concurrency == 0 && st.Rate == 0 && st.KeyLimit == 0 {
 			st.Paused = true
 		}
 		c.QueueSettings, c.Limit = st, 3 // four names: the fourth put may be over the limit
@@ -364,7 +373,7 @@ func (g *gen) observe(r Result) {
 }
 
 func TestRandomCommandsKeepTheInvariantsAndPrecheckAgreesWithApply(t *testing.T) {
-	for seed := uint64(1); seed <= 40; seed++ {
+	for seed := uint64(1); seed <= seeds(40); seed++ {
 		g := &gen{rng: rand.New(rand.NewPCG(seed, 1)), now: 1000}
 		s := New()
 		for i := 0; i < 400; i++ {
@@ -399,7 +408,7 @@ func TestRandomCommandsKeepTheInvariantsAndPrecheckAgreesWithApply(t *testing.T)
 // An acknowledge-batch command must be exactly its acknowledgements applied
 // one after the other as acknowledge commands: same state, same results.
 func TestAcknowledgeBatchIsItsAcknowledgementsInOrder(t *testing.T) {
-	for seed := uint64(1); seed <= 40; seed++ {
+	for seed := uint64(1); seed <= seeds(40); seed++ {
 		g := &gen{rng: rand.New(rand.NewPCG(seed, 3)), now: 1000}
 		batched, single := New(), New()
 		for i := 0; i < 400; i++ {
@@ -628,9 +637,11 @@ func TestBacklogAndUpcomingAgreeWithAWalkOfTheRecords(t *testing.T) {
 				id string
 			}
 			var cands []cand
+			parked := parkedByRecords(s) // in no claimable index: neither counted nor listed
 			s.execs.Scan(func(it execItem) bool {
 				e := s.rec(it)
 				a, ok := e.ClaimableAt()
+				ok = ok && !parked[e.ID()]
 				switch {
 				case !ok:
 				case e.Leased():

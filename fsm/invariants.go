@@ -50,12 +50,16 @@ func (s *State) CheckInvariants() error {
 				return fail(e.ID, "claimable at priority "+itoa(uint64(prio))+", which its queue has no lane of")
 			}
 			t, _ := l.index(e.Leased())
-			if e.Leased() {
+			// One waiting for its key's slot is in no claimable index (checkKeys).
+			parked := !e.Leased() && s.isParked(q, e.ID, at)
+			switch {
+			case parked:
+			case e.Leased():
 				leaseWant[laneKey{q.name, prio}]++
-			} else {
+			default:
 				dueWant[laneKey{q.name, prio}]++
 			}
-			if _, in := t.Get(claimKey{At: at, e: st}); !in {
+			if _, in := t.Get(claimKey{At: at, e: st}); !in && !parked {
 				return fail(e.ID, "missing from the "+indexName(e.Leased())+" index at "+itoa(uint64(at)))
 			}
 		}
@@ -124,6 +128,9 @@ func (s *State) CheckInvariants() error {
 		return err
 	}
 	if err := s.checkDeadlines(); err != nil { // deadline.go
+		return err
+	}
+	if err := s.checkKeys(); err != nil { // conckeys.go
 		return err
 	}
 	if err := s.checkPriorities(); err != nil { // priority.go

@@ -345,6 +345,9 @@ func encodeAdmit(dst []byte, c *Command, version byte) []byte {
 	if version >= 9 {
 		dst = binary.AppendUvarint(dst, uint64(c.Deadline))
 	}
+	if version >= 10 {
+		dst = appendStr(dst, c.ConcurrencyKey)
+	}
 	return dst
 }
 
@@ -366,18 +369,22 @@ func decodeAdmit(d *Decoder, c *Command, version byte) {
 	if version >= 9 {
 		c.Deadline = d.Int()
 	}
+	if version >= 10 {
+		c.ConcurrencyKey = d.Str()
+	}
 }
 
 func sizeAdmit(c *Command) int {
 	return strLen(c.ExecutionID) + 1 + strLen(c.WorkflowID) + optLen(c.Params, c.HasParams) + contextLen(c.Context) +
-		uvarintLen(uint64(c.MaxAttempts)) + strLen(c.Queue) + 1 + uvarintLen(uint64(c.Deadline))
+		uvarintLen(uint64(c.MaxAttempts)) + strLen(c.Queue) + 1 + uvarintLen(uint64(c.Deadline)) + strLen(c.ConcurrencyKey)
 }
 
 // boundAdmit: params and context share Event; each context entry adds two
 // lengths; the attempt bound, then the queue, the priority and the
-// deadline, last.
+// deadline, and the concurrency key, last.
 func boundAdmit(b *Bounds) int {
-	return b.id() + 1 + b.id() + boundNum + boundNum + b.Event + b.ContextEntries*2*boundNum + boundNum + b.id() + 1 + boundNum
+	return b.id() + 1 + b.id() + boundNum + boundNum + b.Event + b.ContextEntries*2*boundNum + boundNum + b.id() + 1 + boundNum +
+		boundNum + MaxConcurrencyKeyBytes
 }
 
 func checkAdmit(c *Command) string {
@@ -392,6 +399,8 @@ func checkAdmit(c *Command) string {
 		return "priority outside " + itoa(PriorityFirst) + ".." + itoa(PriorityLast)
 	case c.Deadline < 0:
 		return "negative deadline"
+	case !validConcurrencyKey(c.ConcurrencyKey):
+		return "concurrency key not 0 to " + itoa(MaxConcurrencyKeyBytes) + " bytes of UTF-8"
 	}
 	return ""
 }
@@ -651,7 +660,7 @@ func checkSaveStep(c *Command) string {
 // ---- Start ----------------------------------------------------------------------
 
 //	start  id:str token:uv key:str workflow:str params:opt child:str
-//	       queue:str (version 5) deadline:uv (version 9)
+//	       queue:str (version 5) deadline:uv (version 9) concurrency-key:str (version 10)
 
 func encodeStart(dst []byte, c *Command, version byte) []byte {
 	dst = appendStr(dst, c.ExecutionID)
@@ -665,6 +674,9 @@ func encodeStart(dst []byte, c *Command, version byte) []byte {
 	}
 	if version >= 9 {
 		dst = binary.AppendUvarint(dst, uint64(c.Deadline))
+	}
+	if version >= 10 {
+		dst = appendStr(dst, c.ConcurrencyKey)
 	}
 	return dst
 }
@@ -682,15 +694,18 @@ func decodeStart(d *Decoder, c *Command, version byte) {
 	if version >= 9 {
 		c.Deadline = d.Int()
 	}
+	if version >= 10 {
+		c.ConcurrencyKey = d.Str()
+	}
 }
 
 func sizeStart(c *Command) int {
 	return strLen(c.ExecutionID) + uvarintLen(c.Token) + strLen(c.Key) + strLen(c.WorkflowID) +
-		optLen(c.Params, c.HasParams) + strLen(c.ChildID) + strLen(c.Queue) + uvarintLen(uint64(c.Deadline))
+		optLen(c.Params, c.HasParams) + strLen(c.ChildID) + strLen(c.Queue) + uvarintLen(uint64(c.Deadline)) + strLen(c.ConcurrencyKey)
 }
 
 func boundStart(b *Bounds) int {
-	return b.id() + boundNum + b.str(b.Key) + b.id() + boundNum + b.Event + b.id() + b.id() + boundNum
+	return b.id() + boundNum + b.str(b.Key) + b.id() + boundNum + b.Event + b.id() + b.id() + boundNum + boundNum + MaxConcurrencyKeyBytes
 }
 
 func checkStart(c *Command) string {
@@ -699,6 +714,8 @@ func checkStart(c *Command) string {
 		return "empty caller, step key, workflow or child ID"
 	case c.Deadline < 0:
 		return "negative deadline"
+	case !validConcurrencyKey(c.ConcurrencyKey):
+		return "concurrency key not 0 to " + itoa(MaxConcurrencyKeyBytes) + " bytes of UTF-8"
 	}
 	return ""
 }

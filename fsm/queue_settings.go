@@ -47,6 +47,11 @@ type QueueSettings struct {
 	Paused      bool  // claims take nothing
 	Rate        int   // at most this many leases granted in any Period; 0: no limit
 	Period      int64 // the rate's window (ns): 0 without a rate
+	// KeyLimit: at most this many executions of one concurrency key hold a
+	// slot at once; 0: no limit. KeyLive: an execution holds its slot from
+	// its first lease until it ends, not only while leased (conckeys.go).
+	KeyLimit int
+	KeyLive  bool
 }
 
 func settingsLess(a, b QueueSettings) bool { return a.Name < b.Name }
@@ -169,6 +174,9 @@ func (s *State) putQueue(c *Command, dry bool) Result {
 	}
 	s.qsettings.Set(st)
 	s.setRate(old, exists, st) // rate.go
+	if old.KeyLimit != st.KeyLimit || old.KeyLive != st.KeyLive {
+		s.rekey(st.Name, st, true) // conckeys.go
+	}
 	// A resume or a higher limit may let claims take what they could not.
 	return Result{QueueSettings: &st, Became: Transitions{Due: true}}
 }
@@ -183,7 +191,10 @@ func (s *State) deleteQueue(c *Command, dry bool) Result {
 	}
 	s.qsettings.Delete(old)
 	delete(s.rates, old.Name)
-	return Result{Became: Transitions{Due: old.Paused || old.Concurrency > 0 || old.Rate > 0}}
+	if old.KeyLimit > 0 {
+		s.rekey(old.Name, QueueSettings{}, false) // conckeys.go
+	}
+	return Result{Became: Transitions{Due: old.Paused || old.Concurrency > 0 || old.Rate > 0 || old.KeyLimit > 0}}
 }
 
 // checkQueueSettings verifies the settings: each one valid, none the
@@ -213,7 +224,11 @@ func (st *QueueSettings) check() string {
 		return "rate period not a whole number of milliseconds"
 	case st.Rate == 0 && st.Period != 0:
 		return "a rate period without a rate"
-	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:
+	case st.KeyLimit < 0 || st.KeyLimit > MaxQueueConcurrency:
+		return "key limit outside 0.." + itoa(MaxQueueConcurrency)
+	case st.KeyLimit == 0 && st.KeyLive:
+		return "a key limit's meaning without a key limit"
+	case st.Concurrency == 0 && !st.Paused && st.Rate == 0 && st.KeyLimit == 0:
 		return "settings that change nothing"
 	}
 	return ""
@@ -223,6 +238,7 @@ func (st *QueueSettings) check() string {
 
 //	put-queue     name:str concurrency:uv paused:1B limit:uv   (version 6)
 //	              rate:uv period:uv                            (version 7)
+//	              key-limit:uv key-live:1B                     (version 10)
 //	delete-queue  name:str                                     (version 6)
 
 func encodePutQueue(dst []byte, c *Command, version byte) []byte {
@@ -234,7 +250,14 @@ func encodePutQueue(dst []byte, c *Command, version byte) []byte {
 	if version >= 7 {
 		dst = appendRate(dst, st) // rate.go
 	}
+	if version >= 10 {
+		dst = appendKeyLimit(dst, st)
+	}
 	return dst
+}
+
+func appendKeyLimit(dst []byte, st *QueueSettings) []byte {
+	return append(binary.AppendUvarint(dst, uint64(st.KeyLimit)), boolByte(st.KeyLive))
 }
 
 func decodePutQueue(d *Decoder, c *Command, version byte) {
@@ -243,15 +266,18 @@ func decodePutQueue(d *Decoder, c *Command, version byte) {
 	if version >= 7 {
 		c.QueueSettings.Rate, c.QueueSettings.Period = int(d.Int()), d.Int()
 	}
+	if version >= 10 {
+		c.QueueSettings.KeyLimit, c.QueueSettings.KeyLive = int(d.Int()), d.Bool()
+	}
 }
 
 func sizePutQueue(c *Command) int {
 	st := c.QueueSettings
 	return strLen(st.Name) + uvarintLen(uint64(st.Concurrency)) + 1 + uvarintLen(uint64(c.Limit)) +
-		uvarintLen(uint64(st.Rate)) + uvarintLen(uint64(st.Period))
+		uvarintLen(uint64(st.Rate)) + uvarintLen(uint64(st.Period)) + uvarintLen(uint64(st.KeyLimit)) + 1
 }
 
-func boundPutQueue(b *Bounds) int { return b.id() + boundNum + 1 + 3*boundNum }
+func boundPutQueue(b *Bounds) int { return b.id() + boundNum + 1 + 3*boundNum + boundNum + 1 }
 
 func checkPutQueue(c *Command) string {
 	switch {
@@ -309,7 +335,8 @@ func (v *BatchView) noteQueue(name string, st *QueueSettings) {
 
 //	queues  (version 9) count:uv, then (name:str concurrency:uv paused:1B) in
 //	        name order, each followed (version 10) by its rate and grant log
-//	        (rate.go)
+//	        (rate.go): rate:uv period:uv, then (version 13) key-limit:uv
+//	        key-live:1B, then the log when the rate is not 0
 
 func (s *State) encodeQueueSettings(e *encoder, version uint64) {
 	e.uv(uint64(s.qsettings.Len()))
@@ -319,6 +346,9 @@ func (s *State) encodeQueueSettings(e *encoder, version uint64) {
 		e.buf = append(e.buf, boolByte(st.Paused))
 		if version >= 10 {
 			e.buf = appendRate(e.buf, &st)
+			if version >= 13 {
+				e.buf = appendKeyLimit(e.buf, &st)
+			}
 			if st.Rate > 0 {
 				s.rates[st.Name].encode(e)
 			}
@@ -333,6 +363,9 @@ func (s *State) decodeQueueSettings(d *streamDecoder, version uint64) error {
 		st := QueueSettings{Name: d.Str(), Concurrency: int(d.int()), Paused: d.Bool()}
 		if version >= 10 {
 			st.Rate, st.Period = int(d.int()), d.int()
+		}
+		if version >= 13 {
+			st.KeyLimit, st.KeyLive = int(d.int()), d.Bool()
 		}
 		if d.err != nil {
 			break
@@ -365,6 +398,9 @@ func (c *checker) queueSettings(version uint64) error {
 		st := QueueSettings{Name: nonEmpty(len(name) > 0), Concurrency: int(c.int()), Paused: c.Bool()}
 		if version >= 10 {
 			st.Rate, st.Period = int(c.int()), c.int()
+		}
+		if version >= 13 {
+			st.KeyLimit, st.KeyLive = int(c.int()), c.Bool()
 		}
 		if c.err != nil {
 			break

@@ -55,8 +55,9 @@ func (s *State) namesQueues() bool {
 // its executions have (priority.go).
 type queue struct {
 	name  string
-	lanes []*lane // by priority, the first claimed first; the default's always
-	live  int     // executions of the queue that are not terminal
+	lanes []*lane  // by priority, the first claimed first; the default's always
+	live  int      // executions of the queue that are not terminal
+	keyed *keyBook // while its settings limit concurrency keys (conckeys.go)
 }
 
 // lane is the claimable indexes of a queue's executions of one priority.
@@ -156,6 +157,7 @@ func (q *queue) leased() int {
 // stats counts the queue's executions at now.
 func (q *queue) stats(now int64) QueueStats {
 	st := QueueStats{Name: q.name, Live: q.live}
+	st.Parked = q.parkedCount() // conckeys.go
 	for _, l := range q.lanes {
 		st.Due += countAtOrBefore(l.due, now)
 		st.Leased += l.leases.Len()
@@ -168,6 +170,9 @@ func (q *queue) copy() *queue {
 	c := &queue{name: q.name, lanes: make([]*lane, len(q.lanes)), live: q.live}
 	for i, l := range q.lanes {
 		c.lanes[i] = &lane{prio: l.prio, due: l.due.Copy(), leases: l.leases.Copy()}
+	}
+	if q.keyed != nil {
+		c.keyed = q.keyed.copy()
 	}
 	return c
 }
@@ -182,6 +187,11 @@ func (s *State) queueNamed(name string) *queue {
 	q, ok := s.queues[name]
 	if !ok {
 		q = newQueue(name)
+		if s.qsettings.Len() > 0 {
+			if st, ok := s.qsettings.Get(QueueSettings{Name: name}); ok && st.KeyLimit > 0 {
+				q.keyed = newKeyBook(st)
+			}
+		}
 		s.queues[name] = q
 		s.queueList = append(s.queueList, q)
 	}
@@ -262,6 +272,9 @@ type QueueStats struct {
 	// lease); Leased, the current leases, and Expired, those of them that
 	// have expired by the time, which a claim would supersede.
 	Live, Due, Leased, Expired int
+	// Parked counts the executions waiting for a slot of their concurrency
+	// key, which no claim looks at until the key has one (conckeys.go).
+	Parked int
 }
 
 // Queues calls fn with the counts of each queue at time now, in name order,

@@ -29,12 +29,13 @@ func claimModel(s *State, names []string, limit int, now int64, grants *grantHis
 	}
 	var cands []cand
 	leasedIn := map[string]int{} // current leases by queue
+	parked := parkedByRecords(s) // waiting for a slot of their key: none is taken
 	s.execs.Scan(func(it execItem) bool {
 		e := s.rec(it).Value()
 		if e.Leased() {
 			leasedIn[e.QueueName()]++
 		}
-		if len(names) > 0 && !slices.Contains(names, e.QueueName()) {
+		if (len(names) > 0 && !slices.Contains(names, e.QueueName())) || parked[e.ID] {
 			return true
 		}
 		if at, ok := e.ClaimableAt(); ok && at <= now {
@@ -103,7 +104,7 @@ func claimModel(s *State, names []string, limit int, now int64, grants *grantHis
 // queue is the workflow's name, so naming it reaches the executions admitted
 // without a queue and those admitted to the workflow's name.
 func TestAClaimTakesFromTheQueuesItNamesInTimeThenIDOrder(t *testing.T) {
-	claims, withQueues, leasedTotal, rateLimited := 0, 0, 0, 0
+	claims, withQueues, leasedTotal, rateLimited, keyParked := 0, 0, 0, 0, 0
 	for seed := uint64(1); seed <= 60; seed++ {
 		g := &gen{rng: rand.New(rand.NewPCG(seed, 35)), now: 1000}
 		s := New()
@@ -111,6 +112,9 @@ func TestAClaimTakesFromTheQueuesItNamesInTimeThenIDOrder(t *testing.T) {
 		for i := range 400 {
 			c := g.next()
 			if c.Kind == KindClaim && c.RequestKey == "" {
+				if len(parkedByRecords(s)) > 0 {
+					keyParked++
+				}
 				wantLeased, wantFailed := claimModel(s, c.Queues, c.Limit, c.Now, grants)
 				r := grants.apply(s, &c)
 				var gotLeased []string
@@ -139,6 +143,9 @@ func TestAClaimTakesFromTheQueuesItNamesInTimeThenIDOrder(t *testing.T) {
 			}
 		}
 		rateLimited += grants.held
+	}
+	if keyParked < 15 {
+		t.Fatalf("only %d claims met an execution waiting for its key's slot: the test reaches too little", keyParked)
 	}
 	if rateLimited < 20 {
 		t.Fatalf("only %d claims met a rate limit: the test reaches too little", rateLimited)

@@ -109,6 +109,9 @@ func (s *State) retire(c *Command, dry bool) Result {
 		if s.prio.Len() > 0 {
 			s.prio.Delete(prioItem{id: p.ID})
 		}
+		if s.ckeys.Len() > 0 {
+			s.ckeys.Delete(keyItem{id: p.ID})
+		}
 		s.execs.Delete(execItem{ID: p.ID})
 		s.execsWritten()
 		s.deleteSteps(p.ID)

@@ -187,6 +187,7 @@ type State struct {
 	qsettings *btree.BTreeG[QueueSettings] // by name (queue_settings.go)
 	rates     map[string]*rateLog          // by name, of the settings with a rate (rate.go)
 	prio      *btree.BTreeG[prioItem]      // by execution ID, the priorities other than the default (priority.go)
+	ckeys     *btree.BTreeG[keyItem]       // by execution ID, the concurrency keys (conckeys.go)
 	// deadlines (deadline.go): of the executions that have not ended, by
 	// (time, ID) and by ID.
 	deadlines  *btree.BTreeG[dueKey]
@@ -264,6 +265,7 @@ func New() *State {
 		queues:    map[string]*queue{},
 		qsettings: newTree(settingsLess),
 		prio:      newTree(prioLess),
+		ckeys:     newTree(keyItemLess),
 
 		deadlines:  newTree(dueLess),
 		deadlineOf: newTree(deadlineLess),
@@ -314,6 +316,7 @@ func (s *State) Copy() *State {
 	}
 	c.qsettings = s.qsettings.Copy()
 	c.prio = s.prio.Copy()
+	c.ckeys = s.ckeys.Copy()
 	c.deadlines, c.deadlineOf = s.deadlines.Copy(), s.deadlineOf.Copy()
 	if len(s.rates) > 0 {
 		c.rates = make(map[string]*rateLog, len(s.rates))
@@ -479,6 +482,7 @@ func (s *State) DueLen() int {
 		for _, l := range q.lanes {
 			n += l.due.Len() + l.leases.Len()
 		}
+		n += q.parkedCount() // due, waiting for a slot of their key (conckeys.go)
 	}
 	return n
 }
@@ -605,6 +609,12 @@ func (s *State) put(old *stored, e *Execution) {
 	}
 	newAt, newOK := e.ClaimableAt()
 	ends := old != nil && !old.Terminal() && e.Terminal() // before old may change in place
+	oldRole := keyNone
+	if old != nil && s.ckeys.Len() > 0 {
+		if q := s.queues[old.QueueName()]; q != nil && q.keyed != nil {
+			oldRole, _ = q.keyed.roleOfStored(old)
+		}
+	}
 	stored := s.putRecord(old, e)
 	if !oldOK && !newOK && !ends && old != nil {
 		return // in no index before or after, and not ending
@@ -612,6 +622,19 @@ func (s *State) put(old *stored, e *Execution) {
 	q := s.queueNamed(e.QueueName())
 	if old == nil {
 		q.live++
+	}
+	if k, key := s.keyedOf(q, e.ID); k != nil { // conckeys.go
+		s.putKeyed(q, k, key, oldRole, oldAt, oldOK, oldLeased, stored, e)
+		if oldLeased && !e.Leased() && s.limited(q.name) {
+			s.roomFreed = true
+		}
+		if ends {
+			s.dropDeadline(e.ID)
+			if q.live--; q.live == 0 {
+				s.dropQueue(q)
+			}
+		}
+		return
 	}
 	l := q.lane(s.priorityOf(e.ID))
 	if oldOK && newOK && oldAt == newAt && oldLeased == e.Leased() {

@@ -36,6 +36,9 @@ const (
 	// DeadlineFiresTwice makes an execution that ends keep its place in the
 	// deadlines' time order, so that its deadline fires after it ended.
 	DeadlineFiresTwice = false
+	// KeyLimitOneOver gives each concurrency key one slot more than its
+	// queue's key limit.
+	KeyLimitOneOver = false
 	// ReuseToken makes a claim that supersedes an expired lease issue the
 	// same token again.
 	ReuseToken = false

@@ -17,6 +17,7 @@ var (
 	RateWindowOneTickShort         bool
 	ClaimIgnoresPriority           bool
 	DeadlineFiresTwice             bool
+	KeyLimitOneOver                bool
 	EncodeSkipsLastRecord          bool
 	SkipTailRewrite                bool
 	CompactPastKeep                bool
@@ -78,6 +79,7 @@ var All = map[string]*bool{
 	"RateWindowOneTickShort":         &RateWindowOneTickShort,
 	"ClaimIgnoresPriority":           &ClaimIgnoresPriority,
 	"DeadlineFiresTwice":             &DeadlineFiresTwice,
+	"KeyLimitOneOver":                &KeyLimitOneOver,
 	"EncodeSkipsLastRecord":          &EncodeSkipsLastRecord,
 	"SkipTailRewrite":                &SkipTailRewrite,
 	"CompactPastKeep":                &CompactPastKeep,

@@ -225,6 +225,7 @@ func (s *Stored) Leased() bool               { return s.e.LeaseToken != 0 }
 func (s *Stored) Exhausted() bool            { return s.e.Exhausted() }
 func (s *Stored) SuspendedBy(t uint64) bool  { return s.e.SuspendedBy(t) }
 func (s *Stored) LeaseToken() uint64         { return s.e.LeaseToken }
+func (s *Stored) LastToken() uint64          { return s.e.LastToken }
 func (s *Stored) LeaseExpiresAt() int64      { return s.e.LeaseExpiresAt }
 func (s *Stored) DueAt() int64               { return s.e.DueAt }
 func (s *Stored) AdmittedAt() int64          { return s.e.AdmittedAt }
