@@ -54,7 +54,21 @@ type AdmitRequest struct {
 	// past it ends at once). A child started with Start has no deadline of
 	// its own (StartRequest.Deadline gives one), but ends with its parent.
 	Deadline time.Time
+
+	// ConcurrencyKey, when not "", groups the execution with the others of
+	// its queue that have the same key, for the queue's key limit
+	// (QueueSettings.KeyLimit): a customer, a tenant, an account or a
+	// downstream resource. At most KeyLimit executions of one key hold a
+	// slot at once; the others wait, in the order they became due, and
+	// claims do not look at them until a slot is free. A key has no effect
+	// in a queue without a key limit. 1 to MaxConcurrencyKeyBytes bytes of
+	// UTF-8. A child started by Start has no key unless its StartRequest
+	// gives one.
+	ConcurrencyKey string
 }
+
+// MaxConcurrencyKeyBytes bounds AdmitRequest.ConcurrencyKey.
+const MaxConcurrencyKeyBytes = fsm.MaxConcurrencyKeyBytes
 
 // The priorities of AdmitRequest.Priority: 1 is claimed first.
 const (
@@ -100,10 +114,10 @@ func (s *Store) Get(ctx context.Context, executionID string) (Record, error) {
 		archived, ok bool
 		aerr         error
 	)
-	prio, deadline := 0, time.Time{}
+	prio, deadline, key := 0, time.Time{}, ""
 	if err := s.read(ctx, func(st *fsm.State) {
 		e, archived, ok, aerr = s.getRecord(st, executionID)
-		prio, deadline = st.PriorityOf(executionID), timeFromNanos(st.DeadlineOf(executionID))
+		prio, deadline, key = st.PriorityOf(executionID), timeFromNanos(st.DeadlineOf(executionID)), st.ConcurrencyKeyOf(executionID)
 	}); err != nil {
 		return Record{}, err
 	}
@@ -117,6 +131,7 @@ func (s *Store) Get(ctx context.Context, executionID string) (Record, error) {
 	rec.Archived = archived
 	rec.Priority = prio
 	rec.Deadline = deadline
+	rec.ConcurrencyKey = key
 	return rec, nil
 }
 

@@ -43,6 +43,6 @@ func (s *Store) Cancel(ctx context.Context, executionID, reason string) (Record,
 		return Record{}, err
 	}
 	rec := recordFromFSM(&res.Exec)
-	rec.Priority = int(res.Priority)
+	rec.Priority, rec.ConcurrencyKey = int(res.Priority), res.ConcurrencyKey
 	return rec, nil
 }

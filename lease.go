@@ -270,7 +270,7 @@ func (s *Store) Acknowledge(ctx context.Context, lease Lease, outcome RunOutcome
 		return Record{}, err
 	}
 	rec := recordFromFSM(&res.Exec)
-	rec.Priority, rec.Deadline = int(res.Priority), timeFromNanos(res.Deadline)
+	rec.Priority, rec.Deadline, rec.ConcurrencyKey = int(res.Priority), timeFromNanos(res.Deadline), res.ConcurrencyKey
 	return rec, nil
 }
 
@@ -489,7 +489,7 @@ func setAckResult(out *AckResult, err error, res *fsm.Result, a *fsm.Ack, o *Out
 		out.Err = err
 	case res.Code == fsm.CodeOK:
 		out.Record = recordInto(&res.Exec, o)
-		out.Record.Priority, out.Record.Deadline = int(res.Priority), timeFromNanos(res.Deadline)
+		out.Record.Priority, out.Record.Deadline, out.Record.ConcurrencyKey = int(res.Priority), timeFromNanos(res.Deadline), res.ConcurrencyKey
 		out.Applied = !res.Unchanged
 		if res.Unchanged && repeats(&res.Exec, a) {
 			out.Applied, out.Replayed = true, true

@@ -66,7 +66,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) (ListPage, error) {
 	err = s.read(ctx, func(st *fsm.State) {
 		next, more = st.List(fq, func(e *fsm.Execution) {
 			r := recordFromFSM(e)
-			r.Priority, r.Deadline = st.PriorityOf(e.ID), timeFromNanos(st.DeadlineOf(e.ID))
+			r.Priority, r.Deadline, r.ConcurrencyKey = st.PriorityOf(e.ID), timeFromNanos(st.DeadlineOf(e.ID)), st.ConcurrencyKeyOf(e.ID)
 			page.Records = append(page.Records, r)
 		})
 	})

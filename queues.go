@@ -47,7 +47,36 @@ type QueueSettings struct {
 	// in whole milliseconds (as HTTP writes it, so that a put read back over
 	// HTTP and put again is the same); required with a Rate, 0 without.
 	RatePeriod time.Duration
+	// KeyLimit, when positive, is the most executions of one concurrency
+	// key (AdmitRequest.ConcurrencyKey) that hold a slot at once; KeyMode
+	// says what holding one means. A key's other executions wait, in the
+	// order they became due (then by ID), whatever their priority, and
+	// claims do not look at them until the key has a free slot: a key with a
+	// million waiting costs a claim nothing. Executions without a key are
+	// not limited. Lowering the limit takes no slot away. 0: no limit. At
+	// most MaxQueueConcurrency.
+	KeyLimit int
+	// KeyMode is what holding one of a key's slots means: KeyLeased (the
+	// default, "" when put) while the execution holds a current lease, which
+	// bounds the calls in flight for one key; KeyLive from its first lease
+	// until it ends, through its suspensions and sleeps, which runs a key's
+	// executions one after another (with KeyLimit 1), each to its end.
+	// Changing it counts the queue's keys again. "" without a KeyLimit.
+	KeyMode KeyMode
 }
+
+// KeyMode is what holding a slot of a concurrency key means
+// (QueueSettings.KeyMode).
+type KeyMode string
+
+const (
+	// KeyLeased: an execution holds its key's slot while it holds a current
+	// lease (expired or not, until superseded).
+	KeyLeased KeyMode = "leased"
+	// KeyLive: an execution holds its key's slot from its first lease until
+	// it ends.
+	KeyLive KeyMode = "live"
+)
 
 // MaxQueueConcurrency bounds QueueSettings.Concurrency.
 const MaxQueueConcurrency = fsm.MaxQueueConcurrency
@@ -76,14 +105,52 @@ type QueueInfo struct {
 	// at the store's time (0 without a Rate): Rate minus Granted is what a
 	// claim could take now.
 	Granted int
+	// Parked counts the executions waiting for a slot of their concurrency
+	// key (not counted in Due), which no claim looks at until the key has
+	// one; QueueKeys lists the keys.
+	Parked int
+}
+
+// KeyInfo is one concurrency key's counts in a queue with a KeyLimit.
+type KeyInfo struct {
+	Key string
+	// Holding counts the key's executions that hold a slot; Ready, those
+	// waiting that a claim may take (when due); Parked, those waiting for a
+	// slot.
+	Holding, Ready, Parked int
+}
+
+// QueueKeysMax bounds what QueueKeys returns.
+const QueueKeysMax = 1000
+
+// QueueKeys returns the concurrency keys of a queue with a KeyLimit that
+// have executions holding a slot or waiting, the most waiting first (then
+// by key), at most limit of them (at most QueueKeysMax): a queue's backlog by
+// key. A queue without a KeyLimit has none. Errors: ErrInvalidArgument (a
+// bad name, or limit outside 1..QueueKeysMax).
+func (s *Store) QueueKeys(ctx context.Context, name string, limit int) ([]KeyInfo, error) {
+	if err := idError(ErrInvalidArgument, "queue", name); err != nil {
+		return nil, err
+	}
+	if limit < 1 || limit > QueueKeysMax {
+		return nil, invalidArg("limit %d is outside 1..%d", limit, QueueKeysMax)
+	}
+	var out []KeyInfo
+	err := s.read(ctx, func(st *fsm.State) {
+		st.QueueKeys(name, limit, func(k fsm.QueueKeyStats) bool {
+			out = append(out, KeyInfo{Key: k.Key, Holding: k.Holding, Ready: k.Ready, Parked: k.Parked})
+			return true
+		})
+	})
+	return out, err
 }
 
 // PutQueue sets a queue's settings, replacing any it had, and returns them.
 // Settings identical to those stored write nothing; settings that limit
-// nothing (no concurrency limit, no rate, not paused) are the absence of
+// nothing (no concurrency limit, no rate, no key limit, not paused) are the absence of
 // settings, and put removes any the queue had. The queue's executions are
 // untouched: a pause or a lower limit ends no lease. Errors:
-// ErrInvalidArgument (a bad name, limit, rate or period), ErrLimitExceeded
+// ErrInvalidArgument (a bad name, limit, rate, period or key mode), ErrLimitExceeded
 // (MaxQueueSettings queues have settings already, or the limit or rate is
 // over MaxQueueConcurrency or MaxQueueRate); nothing is written.
 func (s *Store) PutQueue(ctx context.Context, st QueueSettings) (QueueSettings, error) {
@@ -107,13 +174,22 @@ func (s *Store) PutQueue(ctx context.Context, st QueueSettings) (QueueSettings, 
 		return QueueSettings{}, invalidArg("queue rate period %v is not a whole number of milliseconds", st.RatePeriod)
 	case st.Rate == 0 && st.RatePeriod != 0:
 		return QueueSettings{}, invalidArg("queue rate period %v without a rate", st.RatePeriod)
-	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:
+	case st.KeyLimit < 0:
+		return QueueSettings{}, invalidArg("queue key limit %d is negative", st.KeyLimit)
+	case st.KeyLimit > MaxQueueConcurrency:
+		return QueueSettings{}, overLimit(ErrInvalidArgument, "queue key limit %d is over the limit of %d", st.KeyLimit, MaxQueueConcurrency)
+	case st.KeyMode != "" && st.KeyMode != KeyLeased && st.KeyMode != KeyLive:
+		return QueueSettings{}, invalidArg("queue key mode %q is neither %q nor %q", st.KeyMode, KeyLeased, KeyLive)
+	case st.KeyLimit == 0 && st.KeyMode == KeyLive:
+		return QueueSettings{}, invalidArg("queue key mode %q without a key limit", st.KeyMode)
+	case st.Concurrency == 0 && !st.Paused && st.Rate == 0 && st.KeyLimit == 0:
 		if err := s.DeleteQueue(ctx, st.Name); err != nil {
 			return QueueSettings{}, err
 		}
 		return st, nil
 	}
-	def := fsm.QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused, Rate: st.Rate, Period: int64(st.RatePeriod)}
+	def := fsm.QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused, Rate: st.Rate, Period: int64(st.RatePeriod),
+		KeyLimit: st.KeyLimit, KeyLive: st.KeyMode == KeyLive}
 	c := fsm.Command{Kind: fsm.KindPutQueue, QueueSettings: &def, Limit: MaxQueueSettings}
 	res, err := s.do(ctx, &c)
 	if err != nil {
@@ -153,7 +229,7 @@ func (s *Store) Queue(ctx context.Context, name string) (QueueInfo, error) {
 		now := s.readTime(st)
 		q := st.QueueStatsOf(name, now)
 		out = QueueInfo{QueueSettings: queueSettingsFromFSM(set), Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired,
-			Granted: st.RateGranted(name, now)}
+			Granted: st.RateGranted(name, now), Parked: q.Parked}
 	})
 	return out, err
 }
@@ -208,7 +284,7 @@ func queuesPage(st *fsm.State, after string, limit int, now int64) []QueueInfo {
 	})
 	st.Queues(now, after, limit, func(q fsm.QueueStats) bool {
 		i := add(q.Name)
-		i.Live, i.Due, i.Leased, i.Expired = q.Live, q.Due, q.Leased, q.Expired
+		i.Live, i.Due, i.Leased, i.Expired, i.Parked = q.Live, q.Due, q.Leased, q.Expired, q.Parked
 		return true
 	})
 	slices.Sort(names)
@@ -233,5 +309,13 @@ func queuesCount(st *fsm.State) int {
 }
 
 func queueSettingsFromFSM(st fsm.QueueSettings) QueueSettings {
-	return QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused, Rate: st.Rate, RatePeriod: time.Duration(st.Period)}
+	out := QueueSettings{Name: st.Name, Concurrency: st.Concurrency, Paused: st.Paused, Rate: st.Rate, RatePeriod: time.Duration(st.Period),
+		KeyLimit: st.KeyLimit}
+	switch {
+	case st.KeyLive:
+		out.KeyMode = KeyLive
+	case st.KeyLimit > 0:
+		out.KeyMode = KeyLeased
+	}
+	return out
 }

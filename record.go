@@ -38,6 +38,10 @@ type Record struct {
 	// Deadline is when the execution fails unless it has ended
 	// (AdmitRequest.Deadline); zero without one, and once it has ended.
 	Deadline time.Time
+	// ConcurrencyKey is the execution's concurrency key
+	// (AdmitRequest.ConcurrencyKey); "" without one, and once the record
+	// is retired.
+	ConcurrencyKey string
 	// Archived: the execution was retired to the archive (Options.Archive)
 	// and this record was read from there. It has what a retired record
 	// has: no params, context, steps, lease or wake.

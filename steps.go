@@ -169,6 +169,11 @@ type StartRequest struct {
 	// ErrDeadlineExceeded and the caller is woken, as for any child that
 	// ends. A repeat's deadline is the first start's.
 	Deadline time.Time
+	// ConcurrencyKey is the child's, as AdmitRequest.ConcurrencyKey is an
+	// admission's; a child never inherits its parent's (under a limit of
+	// one, a parent that waits for a child of its own key would wait
+	// forever). A repeat's key is the first start's.
+	ConcurrencyKey string
 }
 
 // StartWith is Start with its arguments in a StartRequest, which may name
@@ -205,6 +210,9 @@ func (s *Store) StartWith(ctx context.Context, lease Lease, req StartRequest) (s
 		}
 		deadline = at
 	}
+	if err := concurrencyKeyError(req.ConcurrencyKey); err != nil {
+		return "", err
+	}
 	c := fsm.Command{
 		Kind:        fsm.KindStart,
 		ExecutionID: lease.ExecutionID,
@@ -214,6 +222,8 @@ func (s *Store) StartWith(ctx context.Context, lease Lease, req StartRequest) (s
 		ChildID:     newID(s.idTime(), s.opts.IDRand),
 		Queue:       queue,
 		Deadline:    deadline,
+
+		ConcurrencyKey: req.ConcurrencyKey,
 	}
 	if params != nil {
 		c.Params, c.HasParams = string(params), true

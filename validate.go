@@ -82,6 +82,10 @@ func admitCommand(req *AdmitRequest, lim *Limits, genID string) (fsm.Command, er
 			detail: fmt.Sprintf("priority %d is outside %d..%d", req.Priority, PriorityFirst, PriorityLast)}
 	}
 	c.Priority = req.Priority
+	if err := concurrencyKeyError(req.ConcurrencyKey); err != nil {
+		return c, err
+	}
+	c.ConcurrencyKey = req.ConcurrencyKey
 	if !req.Deadline.IsZero() {
 		at, ok := nanosFromTime(req.Deadline)
 		if !ok {
@@ -175,4 +179,20 @@ func checkLease(l Lease) error {
 		return leaseNotFound(l.ExecutionID)
 	}
 	return nil
+}
+
+// concurrencyKeyError checks a concurrency key: "" or 1 to
+// MaxConcurrencyKeyBytes bytes of UTF-8. Its error is an admission's, which
+// is also a bad argument's, and over the length, one over a limit.
+func concurrencyKeyError(k string) error {
+	also := []error{ErrInvalidArgument}
+	switch {
+	case len(k) > MaxConcurrencyKeyBytes:
+		also = append(also, ErrLimitExceeded)
+	case !utf8.ValidString(k):
+	default:
+		return nil
+	}
+	return &detailError{sentinel: ErrInvalidExecutionEvent.(*Error), also: also,
+		detail: fmt.Sprintf("concurrency key of %d bytes: want at most %d bytes of UTF-8", len(k), MaxConcurrencyKeyBytes)}
 }

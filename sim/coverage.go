@@ -49,6 +49,8 @@ func (w *world) coverResult(o *op, got result) {
 		w.cover("queues", "a claim of named queues leased")
 	case o.kind == opClaim && len(o.queues) > 0 && got.Code == "" && len(got.Leases) == 0 && w.model.dueOutside(o.queues):
 		w.cover("queues", "a claim of named queues left another queue's due execution")
+	case o.kind == opPutQueue && got.Code == "" && o.queue.KeyLimit > 0:
+		w.cover("queues", "a key limit put "+map[bool]string{true: "live", false: "leased"}[o.queue.KeyMode == execstore.KeyLive])
 	case o.kind == opPutQueue && got.Code == "" && o.queue.Rate > 0:
 		w.cover("queues", "a rate limit put")
 	case o.kind == opPutQueue && got.Code == "" && (o.queue.Paused || o.queue.Concurrency > 0):
@@ -64,6 +66,9 @@ func (w *world) coverResult(o *op, got result) {
 	if w.model.expiredTree {
 		w.cover("deadlines", "a deadline cancelled what its execution started")
 		w.model.expiredTree = false
+	}
+	if o.kind == opClaim && got.Code == "" && w.model.keyHeld {
+		w.cover("queues", "a claim left an execution waiting for its key's slot")
 	}
 	if o.kind == opClaim && got.Code == "" && w.model.prioritized {
 		w.cover("queues", "a claim leased a higher priority before an earlier due execution")
@@ -202,6 +207,7 @@ var RequiredCells = []string{
 	"queues/settings put", "queues/a claim left a paused queue's executions", "queues/a claim left a full queue's due executions",
 	"queues/a rate limit put", "queues/a claim left a rate-limited queue's executions", "boundary/claim at exactly a rate's release",
 	"queues/a claim leased a higher priority before an earlier due execution",
+	"queues/a key limit put leased", "queues/a key limit put live", "queues/a claim left an execution waiting for its key's slot",
 	"deadlines/an execution failed at its deadline", "deadlines/a deadline cancelled what its execution started",
 	// Cancellations that end a tree: each execution before its children,
 	// in step key order.

@@ -48,8 +48,9 @@ type model struct {
 	granted map[string][]int64
 	// rateHeld: the latest claim left an execution its queue's rate held
 	// back; prioritized: it leased an execution before an earlier one of a
-	// lower priority (coverage).
-	rateHeld, prioritized bool
+	// lower priority (coverage); keyHeld: it left an execution waiting for a
+	// slot of its concurrency key (coverage).
+	rateHeld, prioritized, keyHeld bool
 	// expired: the writer ended executions at their deadlines before the
 	// latest operation; expiredTree: and an execution one of them started
 	// (coverage).
@@ -87,6 +88,7 @@ type mexec struct {
 	id, workflow string
 	queue        string            // the queue named at admission; "": the workflow's own (and once retired)
 	prio         int               // 1 (claimed first) to 5; 0 once retired
+	ckey         string            // its concurrency key; "": none (and once retired)
 	deadline     int64             // when it fails unless it has ended; 0: none
 	params       []byte            // nil: no params
 	context      map[string]string // nil: no context
@@ -313,7 +315,8 @@ func (m *model) validValue(v value) bool {
 func (m *model) admit(a admitArgs, clock int64, generated string) result {
 	if (a.id != "" && !validID(a.id)) || !validID(a.workflow) || !a.params.valid || !a.context.valid ||
 		len(a.params.data)+a.context.size() > m.lim.EventBytes || a.maxAttempts < 0 || a.maxAttempts > execstore.MaxAttemptsLimit ||
-		(a.queue != "" && !validID(a.queue)) || a.priority < 0 || a.priority > execstore.PriorityLast {
+		(a.queue != "" && !validID(a.queue)) || a.priority < 0 || a.priority > execstore.PriorityLast ||
+		len(a.ckey) > execstore.MaxConcurrencyKeyBytes || !utf8Valid(a.ckey) {
 		return m.nothing(fail(codeInvalidEvent))
 	}
 	now := m.stamp(clock)
@@ -331,6 +334,7 @@ func (m *model) admit(a admitArgs, clock int64, generated string) result {
 		id: id, workflow: a.workflow, params: a.params.bytes(), context: a.context.copy(),
 		status: execstore.StatusAdmitted, admittedAt: now, updatedAt: now, due: now, maxAttempts: a.maxAttempts,
 		queue: map[bool]string{true: "", false: a.queue}[a.queue == a.workflow], prio: a.priority, deadline: a.deadline,
+		ckey: a.ckey,
 	})
 	return result{ID: id}
 }
@@ -417,7 +421,8 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 		id   string
 	}
 	var due []cand
-	m.rateHeld, m.prioritized = false, false
+	m.rateHeld, m.prioritized, m.keyHeld = false, false, false
+	parked := m.keyParked()  // waiting for a slot of their key: no claim takes them (conckeys.go)
 	room := map[string]int{} // each queue's room at the claim (queue_settings.go)
 	// rate: each rate-limited queue's rate room at the claim; once its
 	// leases are granted, the claim takes nothing more of the queue, not
@@ -438,6 +443,10 @@ func (m *model) claimDue(limit int, d time.Duration, queues []string, now int64)
 			continue
 		}
 		if at, ok := m.execs[id].claimable(); ok && at <= now {
+			if parked[id] {
+				m.keyHeld = true
+				continue
+			}
 			due = append(due, cand{e.prio, at, id})
 		}
 	}
@@ -994,6 +1003,8 @@ func (m *model) record(e *mexec) execstore.Record {
 		MaxAttempts: e.maxAttempts,
 		Queue:       e.queue,
 		Priority:    map[bool]int{true: 0, false: e.prio}[e.prio == execstore.PriorityDefault],
+
+		ConcurrencyKey: e.ckey,
 	}
 	if !e.terminal() {
 		r.Deadline = timeOf(e.deadline)
@@ -1026,6 +1037,7 @@ type summary struct {
 func (m *model) summary() summary {
 	var s summary
 	next := int64(0)
+	parked := m.keyParked()
 	for _, id := range m.order {
 		e := m.execs[id]
 		s.Executions++
@@ -1037,7 +1049,7 @@ func (m *model) summary() summary {
 		}
 		if at, ok := e.claimable(); ok {
 			s.Pending++
-			if !m.heldBack(e) {
+			if !m.heldBack(e) && !parked[id] {
 				next = earliest(next, max(at, m.rateRelease(e.queueName())))
 			}
 		}

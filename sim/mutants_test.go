@@ -34,6 +34,7 @@ var mutations = []struct {
 	{"RateWindowOneTickShort", &mutant.RateWindowOneTickShort, 0},
 	{"ClaimIgnoresPriority", &mutant.ClaimIgnoresPriority, 0},
 	{"DeadlineFiresTwice", &mutant.DeadlineFiresTwice, 0},
+	{"KeyLimitOneOver", &mutant.KeyLimitOneOver, 0},
 	// Rarer: it takes a storage error, the reopen after it, and a crash before
 	// the last segment is fsynced again (about one seed in ten).
 	{"SkipTailRewrite", &mutant.SkipTailRewrite, 40},

@@ -29,11 +29,23 @@ func (m *model) putQueue(st execstore.QueueSettings, clock int64) result {
 		return m.nothing(fail(codeInvalidArg))
 	case st.Rate == 0 && st.RatePeriod != 0:
 		return m.nothing(fail(codeInvalidArg))
-	case st.Concurrency == 0 && !st.Paused && st.Rate == 0:
+	case st.KeyLimit < 0 || st.KeyLimit > execstore.MaxQueueConcurrency:
+		return m.nothing(fail(codeInvalidArg))
+	case st.KeyMode != "" && st.KeyMode != execstore.KeyLeased && st.KeyMode != execstore.KeyLive:
+		return m.nothing(fail(codeInvalidArg))
+	case st.KeyLimit == 0 && st.KeyMode == execstore.KeyLive:
+		return m.nothing(fail(codeInvalidArg))
+	case st.Concurrency == 0 && !st.Paused && st.Rate == 0 && st.KeyLimit == 0:
 		m.deleteQueue(st.Name, clock)
 		return result{Queue: &st}
 	}
 	m.stamp(clock) // it reaches the writer, which answers it from the state
+	switch {       // the store answers the mode it keeps: leased by default, none without a limit
+	case st.KeyLimit == 0:
+		st.KeyMode = ""
+	case st.KeyMode == "":
+		st.KeyMode = execstore.KeyLeased
+	}
 	old, ok := m.qsettings[st.Name]
 	if ok && old == st {
 		return m.nothing(result{Queue: &old})
@@ -190,15 +202,23 @@ func (w *world) genPutQueue() *op {
 		st.Concurrency = []int{-1, execstore.MaxQueueConcurrency + 1}[w.pick(2)]
 	case r < 35:
 		st.Name = invalidQueues[w.pick(len(invalidQueues))]
-	case r < 65:
+	case r < 55:
 		// A rate of a few leases over a period of the clock's ticks (one
 		// to 2,000 ms), at times with a concurrency limit too.
 		st.Rate, st.RatePeriod = 1+w.pick(3), []time.Duration{time.Second, 2500 * time.Millisecond, 6 * time.Second}[w.pick(3)]
 		if w.chance(50) {
 			st.Concurrency = 0
 		}
-	case r < 68:
+	case r < 58:
 		st.Rate, st.RatePeriod = []int{-1, execstore.MaxQueueRate + 1, 1, 1, 0}[w.pick(5)], []time.Duration{time.Second, time.Second, 0, execstore.MaxRatePeriod + 1, time.Second}[w.pick(5)]
+	case r < 92:
+		// A key limit of one or two, leased or live, at times alone.
+		st.KeyLimit, st.KeyMode = 1+w.pick(2), []execstore.KeyMode{"", execstore.KeyLeased, execstore.KeyLive}[w.pick(3)]
+		if w.chance(50) {
+			st.Concurrency = 0
+		}
+	case r < 94:
+		st.KeyLimit, st.KeyMode = []int{-1, execstore.MaxQueueConcurrency + 1, 0, 1}[w.pick(4)], []execstore.KeyMode{"", execstore.KeyLive, "serial"}[w.pick(3)]
 	}
 	if prev, ok := w.model.qsettings[st.Name]; ok && w.chance(5) {
 		st = prev // the same again: writes nothing
@@ -248,7 +268,7 @@ func (o *op) applyQueue(m *model, clock int64) result {
 
 func (o *op) describeQueue() string {
 	if o.kind == opPutQueue {
-		return fmt.Sprintf(" %s concurrency=%d paused=%v rate=%d/%v", shortID(o.queue.Name), o.queue.Concurrency, o.queue.Paused, o.queue.Rate, o.queue.RatePeriod)
+		return fmt.Sprintf(" %s concurrency=%d paused=%v rate=%d/%v keys=%d/%s", shortID(o.queue.Name), o.queue.Concurrency, o.queue.Paused, o.queue.Rate, o.queue.RatePeriod, o.queue.KeyLimit, o.queue.KeyMode)
 	}
 	return " " + shortID(o.id)
 }
@@ -267,8 +287,11 @@ func (w *world) checkQueueSettings(s *execstore.Store) error {
 	}
 	got := map[string]execstore.QueueSettings{}
 	for _, q := range list {
-		if q.Paused || q.Concurrency > 0 || q.Rate > 0 {
+		if q.Paused || q.Concurrency > 0 || q.Rate > 0 || q.KeyLimit > 0 {
 			got[q.Name] = q.QueueSettings
+		}
+		if n := w.model.parkedIn(q.Name); q.Parked != n {
+			return violationf("queue %s has %d executions parked for their keys' slots, the model %d", q.Name, q.Parked, n)
 		}
 		if n := w.model.leasedIn(q.Name); q.Leased != n {
 			return violationf("queue %s has %d current leases, the model %d", q.Name, q.Leased, n)

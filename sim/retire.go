@@ -38,7 +38,7 @@ func (m *model) retire(now int64) bool {
 			continue
 		}
 		e.retired = true
-		e.params, e.context, e.maxAttempts, e.queue, e.prio = nil, nil, 0, "", 0
+		e.params, e.context, e.maxAttempts, e.queue, e.prio, e.ckey = nil, nil, 0, "", 0, ""
 		e.steps, e.starts = map[string]string{}, map[string]mstart{}
 		e.changeSeq = 0 // its change leaves the feed
 		m.touch(id)

@@ -230,11 +230,13 @@ type admitArgs struct {
 	queue        string // "": the workflow's own
 	priority     int    // 0: the default
 	deadline     int64  // 0: none
+	ckey         string // the concurrency key; "": none
 }
 
 func (a admitArgs) api() execstore.AdmitRequest {
 	return execstore.AdmitRequest{ExecutionID: a.id, WorkflowID: a.workflow, Params: a.params.bytes(), Context: a.context.copy(),
-		MaxAttempts: a.maxAttempts, Queue: a.queue, Priority: a.priority, Deadline: timeOf(a.deadline)}
+		MaxAttempts: a.maxAttempts, Queue: a.queue, Priority: a.priority, Deadline: timeOf(a.deadline),
+		ConcurrencyKey: a.ckey}
 }
 
 // cancelReasons are the reasons the workload cancels with: valid ones, one

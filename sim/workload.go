@@ -39,7 +39,7 @@ var actions = []action{
 	{"put-schedule", 14, func(w *world) error { return w.plain(w.genPutSchedule()) }},
 	{"delete-schedule", 6, func(w *world) error { return w.plain(w.genDeleteSchedule()) }},
 	{"get-schedule", 6, func(w *world) error { return w.plain(w.genGetSchedule()) }},
-	{"put-queue", 8, func(w *world) error { return w.plain(w.genPutQueue()) }},
+	{"put-queue", 12, func(w *world) error { return w.plain(w.genPutQueue()) }},
 	{"delete-queue", 4, func(w *world) error { return w.plain(w.genDeleteQueue()) }},
 	{"tick", 100, (*world).tick},
 	{"leap", 30, (*world).leap},
@@ -345,6 +345,14 @@ func (w *world) genAdmit() *op {
 		a.priority = 1 + w.pick(execstore.PriorityLast)
 	case r < 21:
 		a.priority = []int{-1, execstore.PriorityLast + 1}[w.pick(2)]
+	}
+	// A third have a concurrency key, of a few customers, rarely one the
+	// store refuses.
+	switch r := w.pick(100); {
+	case r < 33:
+		a.ckey = simKeys[w.pick(len(simKeys))]
+	case r < 34:
+		a.ckey = []string{strings.Repeat("k", execstore.MaxConcurrencyKeyBytes+1), "\xff"}[w.pick(2)]
 	}
 	return &op{kind: opAdmit, admit: a}
 }

@@ -28,6 +28,21 @@ type admitBody struct {
 	Queue       *string           `json:"queue,omitempty"` // nil: the workflow's own; "" is refused
 	Priority    int               `json:"priority,omitempty"`
 	Deadline    *time.Time        `json:"deadline,omitempty"`
+	// ConcurrencyKey: nil, none; "" is refused, as an empty queue is.
+	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
+}
+
+// keyArg is a body's concurrency key: "" when left out. An empty string
+// given is refused, as an empty queue is.
+func keyArg(w http.ResponseWriter, k *string, sentinel error) (string, bool) {
+	if k == nil {
+		return "", true
+	}
+	if *k == "" {
+		writeError(w, http.StatusBadRequest, execstore.ErrorCode(sentinel), "request body: concurrencyKey is empty: leave it out for none")
+		return "", false
+	}
+	return *k, true
 }
 
 // timeArg is a body's optional time: zero when left out.
@@ -61,6 +76,10 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	key, ok := keyArg(w, body.ConcurrencyKey, execstore.ErrInvalidExecutionEvent)
+	if !ok {
+		return
+	}
 	given := ""
 	if body.ExecutionID != nil {
 		given = *body.ExecutionID
@@ -72,6 +91,7 @@ func (a *api) admit(w http.ResponseWriter, r *http.Request) {
 	id, err := a.store.Admit(r.Context(), execstore.AdmitRequest{
 		ExecutionID: given, WorkflowID: body.WorkflowID, Params: body.Params, Context: body.Context,
 		MaxAttempts: body.MaxAttempts, Queue: queue, Priority: body.Priority, Deadline: timeArg(body.Deadline),
+		ConcurrencyKey: key,
 	})
 	if err != nil {
 		a.failAdmission(w, r, &body, err)
@@ -309,7 +329,9 @@ type recordJSON struct {
 	Queue       string            `json:"queue,omitempty"`
 	Priority    int               `json:"priority,omitempty"`
 	Deadline    *time.Time        `json:"deadline,omitempty"`
-	Archived    bool              `json:"archived,omitempty"`
+
+	ConcurrencyKey string `json:"concurrencyKey,omitempty"`
+	Archived       bool   `json:"archived,omitempty"`
 }
 
 func recordOut(r execstore.Record) recordJSON {
@@ -326,6 +348,8 @@ func recordOut(r execstore.Record) recordJSON {
 		Archived:    r.Archived,
 		Queue:       r.Queue,
 		Priority:    r.Priority,
+
+		ConcurrencyKey: r.ConcurrencyKey,
 	}
 	if !r.Deadline.IsZero() {
 		d := r.Deadline

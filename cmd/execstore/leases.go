@@ -319,6 +319,8 @@ type startBody struct {
 	Params     json.RawMessage `json:"params,omitempty"`
 	Queue      *string         `json:"queue,omitempty"` // the child's (execstore.StartRequest.Queue); "" is refused
 	Deadline   *time.Time      `json:"deadline,omitempty"`
+	// ConcurrencyKey: the child's; nil, none; "" is refused.
+	ConcurrencyKey *string `json:"concurrencyKey,omitempty"`
 }
 
 func (a *api) start(w http.ResponseWriter, r *http.Request) {
@@ -330,8 +332,13 @@ func (a *api) start(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	key, ok := keyArg(w, body.ConcurrencyKey, execstore.ErrInvalidExecutionEvent)
+	if !ok {
+		return
+	}
 	id, err := a.store.StartWith(r.Context(), body.Lease.lease(),
-		execstore.StartRequest{StepKey: body.StepKey, WorkflowID: body.WorkflowID, Params: body.Params, Queue: queue, Deadline: timeArg(body.Deadline)})
+		execstore.StartRequest{StepKey: body.StepKey, WorkflowID: body.WorkflowID, Params: body.Params, Queue: queue, Deadline: timeArg(body.Deadline),
+			ConcurrencyKey: key})
 	if err != nil {
 		a.fail(w, err)
 		return

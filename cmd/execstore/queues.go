@@ -7,8 +7,8 @@ import (
 	"github.com/execstore/execstore"
 )
 
-// The queues: their settings (a concurrency limit, a rate limit, a pause)
-// and counts.
+// The queues: their settings (a concurrency limit, a rate limit, a key
+// limit, a pause), counts and concurrency keys.
 
 type queueBody struct {
 	// Concurrency: at most this many of the queue's executions leased at
@@ -19,6 +19,10 @@ type queueBody struct {
 	// milliseconds; absent or 0: no limit.
 	Rate         int   `json:"rate,omitempty"`
 	RatePeriodMs int64 `json:"ratePeriodMs,omitempty"`
+	// KeyLimit: at most this many executions of one concurrency key hold a
+	// slot at once; KeyMode: "leased" (the default) or "live".
+	KeyLimit int               `json:"keyLimit,omitempty"`
+	KeyMode  execstore.KeyMode `json:"keyMode,omitempty"`
 }
 
 type queueJSON struct {
@@ -32,11 +36,50 @@ type queueJSON struct {
 	Leased       int    `json:"leased"`
 	Expired      int    `json:"expired"`
 	Granted      int    `json:"granted"`
+	KeyLimit     int    `json:"keyLimit"`
+	// KeyMode is "leased" or "live" with a key limit, left out without one.
+	KeyMode execstore.KeyMode `json:"keyMode,omitempty"`
+	Parked  int               `json:"parked"`
 }
 
 func queueOut(q execstore.QueueInfo) queueJSON {
 	return queueJSON{Name: q.Name, Concurrency: q.Concurrency, Paused: q.Paused, Rate: q.Rate, RatePeriodMs: q.RatePeriod.Milliseconds(),
-		Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired, Granted: q.Granted}
+		Live: q.Live, Due: q.Due, Leased: q.Leased, Expired: q.Expired, Granted: q.Granted,
+		KeyLimit: q.KeyLimit, KeyMode: q.KeyMode, Parked: q.Parked}
+}
+
+type keyJSON struct {
+	Key     string `json:"key"`
+	Holding int    `json:"holding"`
+	Ready   int    `json:"ready"`
+	Parked  int    `json:"parked"`
+}
+
+// queueKeys answers a queue's concurrency keys, the most waiting first, at
+// most ?limit= of them (default 100).
+func (a *api) queueKeys(w http.ResponseWriter, r *http.Request) {
+	p, err := queryParams(r, "limit")
+	limit := 0
+	if err == nil {
+		limit, err = parseLimit(p["limit"])
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", err.Error())
+		return
+	}
+	if limit == 0 {
+		limit = 100
+	}
+	keys, err := a.store.QueueKeys(r.Context(), r.PathValue("name"), limit)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	out := make([]keyJSON, len(keys))
+	for i, k := range keys {
+		out[i] = keyJSON{Key: k.Key, Holding: k.Holding, Ready: k.Ready, Parked: k.Parked}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": out})
 }
 
 // putQueue sets a queue's settings and answers the queue as getQueue does.
@@ -53,7 +96,8 @@ func (a *api) putQueue(w http.ResponseWriter, r *http.Request) {
 	case body.RatePeriodMs < 0:
 		period = -1
 	}
-	st := execstore.QueueSettings{Name: name, Concurrency: body.Concurrency, Paused: body.Paused, Rate: body.Rate, RatePeriod: period}
+	st := execstore.QueueSettings{Name: name, Concurrency: body.Concurrency, Paused: body.Paused, Rate: body.Rate, RatePeriod: period,
+		KeyLimit: body.KeyLimit, KeyMode: body.KeyMode}
 	if _, err := a.store.PutQueue(r.Context(), st); err != nil {
 		a.fail(w, err)
 		return

@@ -134,3 +134,39 @@ func TestHTTPADeadlineFailsTheExecution(t *testing.T) {
 	}
 	s.expect("POST", "/v1/executions", `{"executionId":"bad","workflowId":"w","deadline":"soon"}`, 400, "INVALID_EXECUTION_EVENT")
 }
+
+// Concurrency keys over HTTP: a queue's key limit bounds the leases of each
+// key, the records and the keys route report them, and bad keys and limits
+// are refused.
+func TestHTTPKeyLimitsBoundClaims(t *testing.T) {
+	s := newServer(t)
+	q := s.expect("PUT", "/v1/queues/shop", `{"keyLimit":1,"keyMode":"live"}`, 200, "")
+	if q["keyLimit"] != 1.0 || q["keyMode"] != "live" || q["parked"] != 0.0 {
+		t.Fatalf("put answered %v", q)
+	}
+	for i := range 3 {
+		s.expect("POST", "/v1/executions", fmt.Sprintf(`{"executionId":"c1-%d","workflowId":"shop","concurrencyKey":"customer-1"}`, i), 201, "")
+	}
+	s.expect("POST", "/v1/executions", `{"executionId":"c2-0","workflowId":"shop","concurrencyKey":"customer-2"}`, 201, "")
+	leases := s.expect("POST", "/v1/claims", `{"limit":10,"leaseDurationMs":30000}`, 200, "")["leases"].([]any)
+	if len(leases) != 2 {
+		t.Fatalf("a claim under a key limit of 1 leased %v", leases)
+	}
+	if rec := s.expect("GET", "/v1/executions/c1-1", "", 200, ""); rec["concurrencyKey"] != "customer-1" {
+		t.Fatalf("record %v", rec)
+	}
+	if q := s.expect("GET", "/v1/queues/shop", "", 200, ""); q["parked"] != 2.0 || q["due"] != 0.0 {
+		t.Fatalf("queue %v, want two parked and none due", q)
+	}
+	keys := s.expect("GET", "/v1/queues/shop/keys?limit=1", "", 200, "")["keys"].([]any)
+	if len(keys) != 1 || keys[0].(map[string]any)["key"] != "customer-1" || keys[0].(map[string]any)["parked"] != 2.0 {
+		t.Fatalf("keys %v, want customer-1 with two parked first", keys)
+	}
+	s.expect("GET", "/v1/queues/shop/keys?limit=1001", "", 400, "INVALID_ARGUMENT")
+	s.expect("POST", "/v1/executions", `{"workflowId":"shop","concurrencyKey":""}`, 400, "INVALID_EXECUTION_EVENT")
+	s.expect("POST", "/v1/executions", `{"workflowId":"shop","concurrencyKey":"`+strings.Repeat("k", 201)+`"}`, 422, "LIMIT_EXCEEDED")
+	s.expect("PUT", "/v1/queues/shop", `{"keyMode":"live"}`, 400, "INVALID_ARGUMENT")
+	s.expect("PUT", "/v1/queues/shop", `{"keyLimit":1,"keyMode":"serial"}`, 400, "INVALID_ARGUMENT")
+	s.expect("PUT", "/v1/queues/shop", `{"keyLimit":-1}`, 400, "INVALID_ARGUMENT")
+	s.expect("PUT", "/v1/queues/shop", `{"keyLimit":1000001}`, 422, "LIMIT_EXCEEDED")
+}

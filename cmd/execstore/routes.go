@@ -95,6 +95,7 @@ func routeTable(a *api, u *webUI, metrics http.Handler) []route {
 		{"GET /v1/queues/{name}", a.getQueue, nil, jsonRoute},
 		{"DELETE /v1/queues/{name}", a.deleteQueue, nil, jsonRoute},
 		{"GET /v1/queues", a.listQueues, nil, jsonRoute},
+		{"GET /v1/queues/{name}/keys", a.queueKeys, nil, jsonRoute},
 
 		// changes.go
 		{"GET /v1/changes", a.changes, nil, jsonRoute},

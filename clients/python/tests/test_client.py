@@ -10,7 +10,7 @@ from typing import Callable
 import pytest
 
 from conftest import FakeServer, Route, eventually
-from execstore_client import (Client, ExecutionIdConflictError, InvalidArgumentError, LeaseLostError,
+from execstore_client import (Client, ExecutionIdConflictError, InvalidArgumentError, LeaseLostError, LimitExceededError,
                               NotFoundError, UnauthorizedError, UnavailableError)
 
 
@@ -34,7 +34,7 @@ def test_a_queues_settings_bound_its_claims_and_a_paused_queue_gives_nothing(ser
         client.admit("limited", f"lim-{i}")
     assert client.put_queue("limited", concurrency=1) == {
         "name": "limited", "concurrency": 1, "paused": False, "rate": 0, "ratePeriodMs": 0,
-        "live": 3, "due": 3, "leased": 0, "expired": 0, "granted": 0}
+        "live": 3, "due": 3, "leased": 0, "expired": 0, "granted": 0, "keyLimit": 0, "parked": 0}
     assert len(client.claim(10, 30_000, queues=["limited"])["leases"]) == 1
     assert client.claim(10, 30_000, queues=["limited"])["leases"] == []
     client.put_queue("limited", concurrency=5, paused=True)
@@ -57,6 +57,26 @@ def test_a_queues_rate_limit_bounds_the_leases_granted_in_its_window(server):
     assert client.get_queue("rated")["granted"] == 2
     with pytest.raises(InvalidArgumentError):
         client.put_queue("rated", rate=2)
+
+
+def test_a_queues_key_limit_runs_one_customers_executions_one_at_a_time(server):
+    client = Client(server.url)
+    client.put_queue("keyed", key_limit=1, key_mode="live")
+    for i in range(3):
+        client.admit("keyed", f"cust-a-{i}", concurrency_key="customer-a")
+    client.admit("keyed", "cust-b-0", concurrency_key="customer-b")
+    first = client.claim(10, 30_000, queues=["keyed"])["leases"]
+    assert [lease["executionId"] for lease in first] == ["cust-a-0", "cust-b-0"]
+    assert client.get("cust-a-1")["concurrencyKey"] == "customer-a"
+    assert client.queue_keys("keyed") == [
+        {"key": "customer-a", "holding": 1, "ready": 0, "parked": 2},
+        {"key": "customer-b", "holding": 1, "ready": 0, "parked": 0}]
+    client.acknowledge(first[0], {"status": "completed"})
+    nxt = client.claim(10, 30_000, queues=["keyed"])["leases"]
+    assert [lease["executionId"] for lease in nxt] == ["cust-a-1"]
+    with pytest.raises(LimitExceededError) as bad:
+        client.admit("keyed", "cust-bad", concurrency_key="x" * 201)
+    assert bad.value.code == "LIMIT_EXCEEDED"
 
 
 def test_a_claim_takes_higher_priorities_first(server):

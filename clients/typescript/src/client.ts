@@ -25,6 +25,7 @@ export type Schedule = Schemas["Schedule"];
 export type ScheduleBody = Schemas["ScheduleBody"];
 export type QueueBody = Schemas["QueueBody"];
 export type QueueInfo = Schemas["QueueInfo"];
+export type KeyInfo = Schemas["KeyInfo"];
 export type Stats = AnswerOf<"/v1/stats", "get">;
 export type Cluster = Schemas["Cluster"];
 
@@ -44,6 +45,11 @@ export interface AdmitRequest<P = JsonValue> {
   priority?: number;
   /** RFC 3339: past it, the execution fails with DEADLINE_EXCEEDED unless it has ended. */
   deadline?: string;
+  /**
+   * 1 to 200 bytes (a customer, a tenant): in a queue with a `keyLimit`, at most that many
+   * executions of the key hold a slot at once; the others wait, in the order they became due.
+   */
+  concurrencyKey?: string;
 }
 
 export interface ClaimRequest {
@@ -270,7 +276,7 @@ export class Client {
 
   // Queues.
 
-  /** Sets a queue's concurrency limit, rate limit and pause; an identical put writes nothing, so it is repeated after a lost answer. */
+  /** Sets a queue's concurrency limit, rate limit, key limit and pause; an identical put writes nothing, so it is repeated after a lost answer. */
   putQueue(name: string, settings: QueueBody, opts?: CallOptions): Promise<QueueInfo> {
     return this.call("PUT", `/v1/queues/${enc(name)}`, settings, "always", opts);
   }
@@ -283,6 +289,12 @@ export class Client {
   /** Removes a queue's settings (no limit, not paused); a queue without any answers the same. */
   deleteQueue(name: string, opts?: CallOptions): Promise<AnswerOf<"/v1/queues/{name}", "delete">> {
     return this.call("DELETE", `/v1/queues/${enc(name)}`, undefined, "always", opts);
+  }
+
+  /** A queue's concurrency keys, the most waiting first, at most `limit` (1 to 1000; default 100). */
+  queueKeys(name: string, limit?: number, opts?: CallOptions): Promise<KeyInfo[]> {
+    const q = limit === undefined ? "" : `?limit=${limit}`;
+    return this.call<AnswerOf<"/v1/queues/{name}/keys", "get">>("GET", `/v1/queues/${enc(name)}/keys${q}`, undefined, "always", opts).then((a) => a.keys);
   }
 
   /** The queues with settings or live executions, in name order, a page of 1000 after `after`. */

@@ -553,14 +553,18 @@ export interface paths {
         /** Read a queue's settings and counts (any name is a queue, empty or not) */
         get: operations["getQueue"];
         /**
-         * Set a queue's concurrency limit, rate limit and pause
+         * Set a queue's concurrency limit, rate limit, key limit and pause
          * @description A queue is its workflow's own (named after the workflow ID) or one named at admission.
          *     With `concurrency` n, at most n of its executions hold a current lease at once, across
          *     every worker: a claim takes no more of its due executions than the limit leaves room for
          *     (it still supersedes its expired leases, which adds none). With `rate` n and
          *     `ratePeriodMs` p, claims grant at most n leases of it in every window of p milliseconds,
          *     exactly; a queue whose window is full gives nothing until its earliest grant in the window
-         *     is p old. `paused`: claims take nothing from it until it is resumed; admissions go on.
+         *     is p old. With `keyLimit` n, at most n executions of one concurrency key (an admission's
+         *     `concurrencyKey`) hold a slot at once: with `keyMode` `leased` (the default) while leased,
+         *     with `live` from their first lease until they end, through their sleeps. A key's other
+         *     executions wait, in the order they became due, and claims do not look at them until it has
+         *     a free slot. `paused`: claims take nothing from it until it is resumed; admissions go on.
          *     Settings identical to those stored write nothing; no limits and not paused removes the
          *     settings. The queue's executions are untouched: a pause or a lower limit ends no lease.
          *     At most 10,000 queues have settings (422).
@@ -572,6 +576,30 @@ export interface paths {
          * @description A queue without settings answers the same and writes nothing.
          */
         delete: operations["deleteQueue"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/queues/{name}/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * A queue's concurrency keys, the most waiting first
+         * @description The keys of a queue with a `keyLimit` that have executions holding a slot or waiting, the
+         *     most waiting (ready and parked) first, then by key: the queue's backlog by key. A queue
+         *     without a key limit has none.
+         */
+        get: operations["queueKeys"];
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -908,6 +936,24 @@ export interface components {
             deadline?: string;
             /** @description Within the queues a claim serves, every claimable execution of priority 1 is claimed before any of 2, and so on to 5, each priority in due-time order; strict, so lower priorities wait while higher ones are claimable. 0 or absent: 3, the default. A child runs at its parent's priority. Outside 0..5: 400 `INVALID_EXECUTION_EVENT`. */
             priority?: number;
+            concurrencyKey?: components["schemas"]["ConcurrencyKey"];
+        };
+        /**
+         * @description Groups the execution with the others of its queue that have the same key (a customer, a
+         *     tenant, a downstream resource) for the queue's `keyLimit`: at most that many of a key hold
+         *     a slot at once, and the others wait in the order they became due. No effect in a queue
+         *     without a key limit. 1 to 200 bytes of UTF-8: an empty string is refused (leave it out for
+         *     none), a longer one is 422 `LIMIT_EXCEEDED`.
+         */
+        ConcurrencyKey: string;
+        KeyInfo: {
+            key: string;
+            /** @description The key's executions that hold a slot. */
+            holding: number;
+            /** @description Its waiting executions that a claim may take (when due): one per free slot. */
+            ready: number;
+            /** @description Its waiting executions beyond its free slots, which no claim looks at. */
+            parked: number;
         };
         /**
          * @description The queue the execution is claimed from (1 to 200 bytes of UTF-8 without control
@@ -1038,6 +1084,8 @@ export interface components {
             deadline?: string;
             /** @description The execution's priority when it is not the default 3: 1 or 2 (claimed before) or 4 or 5 (after); absent for the default and once the record is retired. */
             priority?: number;
+            /** @description The execution's concurrency key; absent without one and once the record is retired. */
+            concurrencyKey?: string;
         };
         QueueBody: {
             /** @description At most this many of the queue's executions leased at once; 0 or absent: no limit; over 1000000: 422. */
@@ -1048,7 +1096,15 @@ export interface components {
             rate?: number;
             /** @description The rate's window in milliseconds: 1 to 86400000 with a rate (under: 400; over: 422), absent without one. Another rate or period starts the count afresh. */
             ratePeriodMs?: number;
+            /** @description At most this many executions of one concurrency key hold a slot at once; 0 or absent: no limit; over 1000000: 422. Lowering it takes no slot away. */
+            keyLimit?: number;
+            keyMode?: components["schemas"]["KeyMode"];
         };
+        /**
+         * @description What holding a key's slot means: `leased` (the default) while the execution holds a current lease; `live` from its first lease until it ends, through its sleeps, so that a key's executions run one after another. `live` needs a `keyLimit` (400 otherwise). Changing it counts the keys again.
+         * @enum {string}
+         */
+        KeyMode: "leased" | "live";
         QueueInfo: {
             name: string;
             /** @description 0 for no limit. */
@@ -1068,6 +1124,12 @@ export interface components {
             expired: number;
             /** @description Leases granted within the rate's window ending now (0 without a rate): rate minus granted is what a claim could take now. */
             granted: number;
+            /** @description 0 for no limit. */
+            keyLimit: number;
+            /** @description Present with a key limit. */
+            keyMode?: components["schemas"]["KeyMode"];
+            /** @description Executions waiting for a slot of their concurrency key (not in due), which no claim looks at until the key has one. */
+            parked: number;
         };
         ScheduleBody: {
             workflowId: string;
@@ -2285,6 +2347,8 @@ export interface operations {
                      * @description The child's deadline, as an admission's: past it, the child fails with `DEADLINE_EXCEEDED` and its parent is woken. A repeat's is the first start's.
                      */
                     deadline?: string;
+                    /** @description The child's concurrency key, as an admission's; a child never inherits its parent's. A repeat's is the first start's. */
+                    concurrencyKey?: components["schemas"]["ConcurrencyKey"];
                 };
             };
         };
@@ -2622,7 +2686,10 @@ export interface operations {
                      *           "due": 96,
                      *           "leased": 4,
                      *           "expired": 0,
-                     *           "granted": 37
+                     *           "granted": 37,
+                     *           "keyLimit": 1,
+                     *           "keyMode": "live",
+                     *           "parked": 12
                      *         }
                      *       ]
                      *     }
@@ -2681,7 +2748,9 @@ export interface operations {
                  * @example {
                  *       "concurrency": 4,
                  *       "rate": 100,
-                 *       "ratePeriodMs": 1000
+                 *       "ratePeriodMs": 1000,
+                 *       "keyLimit": 1,
+                 *       "keyMode": "live"
                  *     }
                  */
                 "application/json": components["schemas"]["QueueBody"];
@@ -2725,6 +2794,49 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         status: "deleted";
+                    };
+                };
+            };
+            400: components["responses"]["Invalid"];
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    queueKeys: {
+        parameters: {
+            query?: {
+                /** @description At most this many keys: 1 to 1000 (default 100; over 1000: 400). */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "keys": [
+                     *         {
+                     *           "key": "customer-7",
+                     *           "holding": 1,
+                     *           "ready": 0,
+                     *           "parked": 41
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": {
+                        keys: components["schemas"]["KeyInfo"][];
                     };
                 };
             };

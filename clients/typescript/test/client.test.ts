@@ -67,7 +67,7 @@ describe("Client", () => {
   test("a queue's settings bound its claims, and a paused queue gives nothing", async () => {
     for (let i = 0; i < 3; i++) await client.admit({ executionId: `lim-${i}`, workflowId: "limited" });
     const q = await client.putQueue("limited", { concurrency: 1 });
-    assert.deepEqual(q, { name: "limited", concurrency: 1, paused: false, rate: 0, ratePeriodMs: 0, live: 3, due: 3, leased: 0, expired: 0, granted: 0 });
+    assert.deepEqual(q, { name: "limited", concurrency: 1, paused: false, rate: 0, ratePeriodMs: 0, live: 3, due: 3, leased: 0, expired: 0, granted: 0, keyLimit: 0, parked: 0 });
     const first = await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] });
     assert.equal(first.leases.length, 1);
     assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["limited"] })).leases.length, 0);
@@ -87,6 +87,24 @@ describe("Client", () => {
     assert.equal((await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["rated"] })).leases.length, 0);
     assert.equal((await client.getQueue("rated")).granted, 2);
     await assert.rejects(client.putQueue("rated", { rate: 2 }), InvalidArgumentError);
+  });
+
+  test("a queue's key limit runs one customer's executions one at a time", async () => {
+    await client.putQueue("keyed", { keyLimit: 1, keyMode: "live" });
+    for (let i = 0; i < 3; i++) await client.admit({ executionId: `cust-a-${i}`, workflowId: "keyed", concurrencyKey: "customer-a" });
+    await client.admit({ executionId: "cust-b-0", workflowId: "keyed", concurrencyKey: "customer-b" });
+    const first = await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["keyed"] });
+    assert.deepEqual(first.leases.map((l) => l.executionId), ["cust-a-0", "cust-b-0"]);
+    assert.equal((await client.get("cust-a-1")).concurrencyKey, "customer-a");
+    assert.deepEqual(await client.queueKeys("keyed"), [
+      { key: "customer-a", holding: 1, ready: 0, parked: 2 },
+      { key: "customer-b", holding: 1, ready: 0, parked: 0 },
+    ]);
+    assert.equal((await client.getQueue("keyed")).parked, 2);
+    await client.acknowledge(first.leases[0]!, { status: "completed" });
+    const next = await client.claim({ limit: 10, leaseDurationMs: 30_000, queues: ["keyed"] });
+    assert.deepEqual(next.leases.map((l) => l.executionId), ["cust-a-1"]);
+    await assert.rejects(client.admit({ executionId: "cust-bad", workflowId: "keyed", concurrencyKey: "" }), (err) => err instanceof InvalidArgumentError && err.code === "INVALID_EXECUTION_EVENT");
   });
 
   test("a claim takes higher priorities first", async () => {

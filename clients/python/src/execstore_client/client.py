@@ -75,12 +75,15 @@ class Client:
     def admit(self, workflow_id: str, execution_id: Optional[str] = None, params: JSON = None,
               context: Optional[Dict[str, str]] = None, max_attempts: Optional[int] = None,
               queue: Optional[str] = None, priority: Optional[int] = None,
-              deadline: Optional[str] = None) -> Dict[str, Any]:
+              deadline: Optional[str] = None, concurrency_key: Optional[str] = None) -> Dict[str, Any]:
         """Admits an execution once, ever; a repeat raises ExecutionIdConflictError.
 
         priority, 1 (claimed first) to 5, orders the claims of its queue; left
         out, 3. deadline (RFC 3339): past it, the execution fails with
-        DEADLINE_EXCEEDED unless it has ended.
+        DEADLINE_EXCEEDED unless it has ended. concurrency_key (1 to 200 bytes:
+        a customer, a tenant): in a queue with a key limit, at most that many
+        executions of the key hold a slot at once; the others wait in the order
+        they became due.
 
         After a retry of this very call, a conflict whose same_event is true
         means the first attempt was admitted, and admit answers as if this one
@@ -101,6 +104,8 @@ class Client:
             body["priority"] = priority
         if deadline is not None:
             body["deadline"] = deadline
+        if concurrency_key is not None:
+            body["concurrencyKey"] = concurrency_key
         sent = [0]
         try:
             return self._call("POST", "/v1/executions", body, ALWAYS if execution_id is not None else NOT_LEADER, sent)
@@ -209,14 +214,26 @@ class Client:
         return self._call("GET", "/v1/schedules")
 
     def put_queue(self, name: str, concurrency: int = 0, paused: bool = False,
-                  rate: int = 0, rate_period_ms: int = 0) -> Dict[str, Any]:
+                  rate: int = 0, rate_period_ms: int = 0, key_limit: int = 0,
+                  key_mode: Optional[str] = None) -> Dict[str, Any]:
         """Sets a queue's concurrency limit (0: none), its rate limit (at most `rate` leases
-        granted in any window of `rate_period_ms`; 0: none) and its pause, and answers the queue
-        with its counts; an identical put writes nothing, so it is repeated after a lost answer."""
+        granted in any window of `rate_period_ms`; 0: none), its key limit (at most `key_limit`
+        executions of one concurrency key holding a slot at once, "leased" by default or "live";
+        0: none) and its pause, and answers the queue with its counts; an identical put writes
+        nothing, so it is repeated after a lost answer."""
         body: Dict[str, Any] = {"concurrency": concurrency, "paused": paused}
         if rate or rate_period_ms:
             body["rate"], body["ratePeriodMs"] = rate, rate_period_ms
+        if key_limit:
+            body["keyLimit"] = key_limit
+        if key_mode is not None:
+            body["keyMode"] = key_mode
         return self._call("PUT", f"/v1/queues/{_q(name)}", body)
+
+    def queue_keys(self, name: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """A queue's concurrency keys, the most waiting first: each with the executions
+        holding a slot, ready and parked (waiting for one)."""
+        return self._call("GET", f"/v1/queues/{_q(name)}/keys" + self._query({"limit": limit}))["keys"]
 
     def get_queue(self, name: str) -> Dict[str, Any]:
         """A queue's settings and counts; any name is a queue, empty or not."""
