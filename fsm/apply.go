@@ -390,7 +390,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 			// the recorded outcome. A repeat of the suspension that ended
 			// its own lease, with nothing since, gets the record as it is:
 			// the caller (Store) tells a replay from a late one.
-			return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), Deadline: s.DeadlineOf(p.ID()), ConcurrencyKey: s.ConcurrencyKeyOf(p.ID()), Unchanged: true}
+			return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), Deadline: s.DeadlineOf(p.ID()), ConcurrencyKey: s.keyOf(p.ID()), Unchanged: true}
 		}
 		return *fail
 	}
@@ -421,7 +421,7 @@ func (s *State) acknowledge(c *Ack, now int64, dry bool) Result {
 		r.Became.Terminal = true
 	}
 	s.put(p, &e)
-	r.Exec, r.Priority, r.Deadline, r.ConcurrencyKey = e.WithoutPositions(), s.keptPriority(e.ID), s.DeadlineOf(e.ID), s.ConcurrencyKeyOf(e.ID)
+	r.Exec, r.Priority, r.Deadline, r.ConcurrencyKey = e.WithoutPositions(), s.keptPriority(e.ID), s.DeadlineOf(e.ID), s.keyOf(e.ID)
 	if e.Terminal() {
 		if e.WatchCount > 0 {
 			s.dropWatches(e.ID)
@@ -691,7 +691,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 		if dry && mutant.CancelOfTerminalWrites {
 			return mutates // logged, and then applied as the no-op it is
 		}
-		return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), ConcurrencyKey: s.ConcurrencyKeyOf(p.ID())}
+		return Result{Exec: p.Value().WithoutPositions(), Priority: s.keptPriority(p.ID()), ConcurrencyKey: s.keyOf(p.ID())}
 	case dry:
 		return mutates
 	}
@@ -699,7 +699,7 @@ func (s *State) cancel(c *Command, now int64, dry bool) Result {
 	var r Result
 	s.endTree(p, out, out, now, &r) // deadline.go
 	r.Exec, _ = s.Get(c.ExecutionID)
-	r.Priority, r.ConcurrencyKey = s.keptPriority(c.ExecutionID), s.ConcurrencyKeyOf(c.ExecutionID)
+	r.Priority, r.ConcurrencyKey = s.keptPriority(c.ExecutionID), s.keyOf(c.ExecutionID)
 	return r
 }
 

@@ -3,7 +3,6 @@ package fsm
 import (
 	"errors"
 	"maps"
-	"math"
 	"slices"
 	"unicode/utf8"
 
@@ -71,56 +70,115 @@ func (s *State) ConcurrencyKeyOf(id string) string {
 	return it.key
 }
 
+// keyOf is ConcurrencyKeyOf for the writer, which remembers the latest key
+// it looked up: an acknowledgement looks its execution's up twice (its
+// record, its result), and so does a claim. Readers must not call it.
+func (s *State) keyOf(id string) string {
+	if s.ckeys.Len() == 0 {
+		return ""
+	}
+	if s.keyCache.id == id && id != "" {
+		return s.keyCache.key
+	}
+	it, _ := s.ckeys.Get(keyItem{id: id})
+	s.keyCache = keyItem{id: id, key: it.key}
+	return it.key
+}
+
 // setConcurrencyKey keeps an execution's key, before its record is stored.
 func (s *State) setConcurrencyKey(id, key string) {
+	if s.keyCache.id == id {
+		s.keyCache = keyItem{}
+	}
 	if key != "" {
 		s.ckeys.Set(keyItem{id: id, key: key})
 	}
 }
 
-// keyEntry is a waiting execution in a queue's ready or parked tree: by key,
-// then (due time, ID), the order in which a key's slots are given.
-type keyEntry struct {
-	key string
-	at  int64
-	id  string
+// dropConcurrencyKey forgets a retired execution's key.
+func (s *State) dropConcurrencyKey(id string) {
+	if s.keyCache.id == id {
+		s.keyCache = keyItem{}
+	}
+	s.ckeys.Delete(keyItem{id: id})
 }
 
-func keyEntryLess(a, b keyEntry) bool {
-	switch {
-	case a.key != b.key:
-		return a.key < b.key
-	case a.at != b.at:
+// waitEntry is a waiting execution in its key's ready or parked tree, in
+// (due time, ID) order: the order in which a key's slots are given. e is
+// its record, as the lanes' entries keep it: every change of a waiting
+// record goes through put, which puts the entry back with the new one.
+type waitEntry struct {
+	at int64
+	id string
+	e  *stored
+}
+
+func waitLess(a, b waitEntry) bool {
+	if a.at != b.at {
 		return a.at < b.at
 	}
 	return a.id < b.id
 }
 
-// keyCount is one key's slots held and waiting executions, ready and parked.
-type keyCount struct{ holders, ready, parked int }
+// keyState is one key's slots held and its waiting executions: ready (in
+// their lanes' due indexes) and parked (in no claimable index). Each tree is
+// nil while empty. gen is the keyBook generation that may change it in
+// place; a keyState of another is shared with a copy, and cloned first.
+type keyState struct {
+	gen           uint32
+	holders       int
+	ready, parked *btree.BTreeG[waitEntry]
+}
 
-func (c keyCount) String() string {
-	return itoa(uint64(c.holders)) + " holding, " + itoa(uint64(c.ready)) + " ready, " + itoa(uint64(c.parked)) + " parked"
+func treeLen(t *btree.BTreeG[waitEntry]) int {
+	if t == nil {
+		return 0
+	}
+	return t.Len()
 }
 
 // keyBook is a queue's concurrency-key bookkeeping while its settings limit
-// keys.
+// keys: a small state per key, so a key's first parked execution and last
+// ready one are a tree's ends, found without looking at other keys.
 type keyBook struct {
 	limit  int
 	live   bool
-	counts map[string]keyCount     // keys with a slot held or an execution waiting
-	ready  *btree.BTreeG[keyEntry] // waiting, in their lanes' due indexes
-	parked *btree.BTreeG[keyEntry] // waiting, in no claimable index
-	hint   [2]btree.PathHint       // ready, parked
+	keys   map[string]*keyState // keys with a slot held or an execution waiting
+	parked int                  // the parked executions of every key
+	gen    uint32
 }
 
 func newKeyBook(st QueueSettings) *keyBook {
-	return &keyBook{limit: st.KeyLimit, live: st.KeyLive, counts: map[string]keyCount{},
-		ready: newTree(keyEntryLess), parked: newTree(keyEntryLess)}
+	return &keyBook{limit: st.KeyLimit, live: st.KeyLive, keys: map[string]*keyState{}, gen: 1}
 }
 
+// copy returns the bookkeeping for a Copy of the state: the map of keys is
+// copied and each key's state shared, cloned by whichever side changes it
+// first (both move to generations no key's state has).
 func (k *keyBook) copy() *keyBook {
-	return &keyBook{limit: k.limit, live: k.live, counts: maps.Clone(k.counts), ready: k.ready.Copy(), parked: k.parked.Copy()}
+	k.gen += 2
+	return &keyBook{limit: k.limit, live: k.live, keys: maps.Clone(k.keys), parked: k.parked, gen: k.gen - 1}
+}
+
+// mut returns a key's state to change, made or cloned as needed.
+func (k *keyBook) mut(key string) *keyState {
+	ks := k.keys[key]
+	switch {
+	case ks == nil:
+		ks = &keyState{gen: k.gen}
+		k.keys[key] = ks
+	case ks.gen != k.gen:
+		c := &keyState{gen: k.gen, holders: ks.holders}
+		if ks.ready != nil {
+			c.ready = ks.ready.Copy()
+		}
+		if ks.parked != nil {
+			c.parked = ks.parked.Copy()
+		}
+		ks = c
+		k.keys[key] = ks
+	}
+	return ks
 }
 
 // Roles of a keyed execution.
@@ -131,8 +189,8 @@ const (
 )
 
 // role returns what an execution is to its key under the queue's meaning of
-// holding a slot, and, waiting, its due time.
-func (k *keyBook) role(terminal, leased, started bool, at int64, claimable bool) int {
+// holding a slot.
+func (k *keyBook) role(terminal, leased, started, claimable bool) int {
 	switch {
 	case terminal:
 		return keyNone
@@ -146,12 +204,21 @@ func (k *keyBook) role(terminal, leased, started bool, at int64, claimable bool)
 
 func (k *keyBook) roleOfStored(e *stored) (int, int64) {
 	at, ok := e.ClaimableAt()
-	return k.role(e.Terminal(), e.Leased(), e.LastToken() != 0, at, ok), at
+	return k.role(e.Terminal(), e.Leased(), e.LastToken() != 0, ok), at
 }
 
 func (k *keyBook) roleOfExec(e *Execution) (int, int64) {
 	at, ok := e.ClaimableAt()
-	return k.role(e.Terminal(), e.LeaseToken != 0, e.LastToken != 0, at, ok), at
+	return k.role(e.Terminal(), e.LeaseToken != 0, e.LastToken != 0, ok), at
+}
+
+// room is a key's free slots.
+func (k *keyBook) room(ks *keyState) int {
+	room := max(0, k.limit-ks.holders)
+	if mutant.KeyLimitOneOver {
+		room++
+	}
+	return room
 }
 
 // keyedOf returns the queue's key bookkeeping and an execution's key when
@@ -160,7 +227,7 @@ func (s *State) keyedOf(q *queue, id string) (*keyBook, string) {
 	if q.keyed == nil {
 		return nil, ""
 	}
-	key := s.ConcurrencyKeyOf(id)
+	key := s.keyOf(id)
 	if key == "" {
 		return nil, ""
 	}
@@ -173,126 +240,117 @@ func (s *State) keyedOf(q *queue, id string) (*keyBook, string) {
 // and oldAt are what the replaced record was (keyNone for a new one), with
 // oldIndexed and oldLeased where its claimable entry was.
 func (s *State) putKeyed(q *queue, k *keyBook, key string, oldRole int, oldAt int64, oldIndexed, oldLeased bool, st *stored, e *Execution) {
-	c := k.counts[key]
+	ks := k.mut(key)
 	l := q.lane(s.priorityOf(e.ID))
 	switch oldRole {
 	case keyHolder:
-		c.holders--
+		ks.holders--
 		if oldIndexed {
 			t, h := l.index(oldLeased)
 			t.DeleteHint(claimKey{At: oldAt, e: st}, &h.del)
 		}
 	case keyWaiting:
-		x := keyEntry{key: key, at: oldAt, id: e.ID}
-		if _, ok := k.ready.DeleteHint(x, &k.hint[0]); ok {
-			c.ready--
+		x := waitEntry{at: oldAt, id: e.ID}
+		if _, ok := deleteWait(ks.ready, x); ok {
 			l.due.DeleteHint(claimKey{At: oldAt, e: st}, &l.hints[0].del)
-		} else if _, ok := k.parked.DeleteHint(x, &k.hint[1]); ok {
-			c.parked--
+		} else if _, ok := deleteWait(ks.parked, x); ok {
+			k.parked--
 		}
 	}
-	role, at := k.roleOfExec(e)
-	switch role {
+	inserted := false
+	switch role, at := k.roleOfExec(e); role {
 	case keyHolder:
-		c.holders++
+		ks.holders++
 		if at, ok := e.ClaimableAt(); ok {
 			t, h := l.index(e.LeaseToken != 0)
 			t.SetHint(claimKey{At: at, e: st}, &h.set)
 		}
 	case keyWaiting:
-		k.parked.SetHint(keyEntry{key: key, at: at, id: e.ID}, &k.hint[1])
-		c.parked++
+		x := waitEntry{at: at, id: e.ID, e: st}
+		if treeLen(ks.parked) == 0 && treeLen(ks.ready) < k.room(ks) {
+			// A free slot and none waiting before it: ready at once.
+			setWait(&ks.ready, x)
+			l.due.SetHint(claimKey{At: at, e: st}, &l.hints[0].set)
+		} else {
+			setWait(&ks.parked, x)
+			k.parked++
+			inserted = treeLen(ks.ready) > 0 // it may come before the last ready
+		}
 	}
-	s.balanceKey(q, k, key, c)
+	s.balanceKey(q, k, key, ks, inserted)
+}
+
+func setWait(t **btree.BTreeG[waitEntry], x waitEntry) {
+	if *t == nil {
+		*t = newTree(waitLess)
+	}
+	(*t).Set(x)
+}
+
+func deleteWait(t *btree.BTreeG[waitEntry], x waitEntry) (waitEntry, bool) {
+	if t == nil {
+		return waitEntry{}, false
+	}
+	return t.Delete(x)
 }
 
 // balanceKey gives a key's free slots to its first waiting executions: the
 // first limit − holders of them, in (due time, ID) order, are ready (in
-// their lanes' due indexes), the rest parked. c is the key's counts, which
-// it stores (or drops, when the key has nothing left).
-func (s *State) balanceKey(q *queue, k *keyBook, key string, c keyCount) {
-	room := max(0, k.limit-c.holders)
-	if mutant.KeyLimitOneOver {
-		room++
+// their lanes' due indexes), the rest parked. With inserted, a waiting
+// execution was just parked, which may come before the last ready. A key
+// left with nothing is dropped.
+func (s *State) balanceKey(q *queue, k *keyBook, key string, ks *keyState, inserted bool) {
+	room := k.room(ks)
+	for treeLen(ks.ready) > room {
+		x, _ := ks.ready.PopMax()
+		s.unready(q, k, ks, x)
 	}
-	for c.ready > room {
-		x, _ := lastOfKey(k.ready, key)
-		s.unready(q, k, x)
-		c.ready, c.parked = c.ready-1, c.parked+1
+	for treeLen(ks.ready) < room && treeLen(ks.parked) > 0 {
+		x, _ := ks.parked.PopMin()
+		s.makeReady(q, k, ks, x)
 	}
-	for c.ready < room && c.parked > 0 {
-		x, _ := firstOfKey(k.parked, key)
-		s.makeReady(q, k, x)
-		c.ready, c.parked = c.ready+1, c.parked-1
-	}
-	// Every ready execution comes before every parked one: a new waiting
-	// execution (parked first) may come before the last ready.
-	for c.ready > 0 && c.parked > 0 {
-		r, _ := lastOfKey(k.ready, key)
-		p, _ := firstOfKey(k.parked, key)
-		if keyEntryLess(r, p) {
+	// Every ready execution comes before every parked one.
+	for inserted && treeLen(ks.ready) > 0 && treeLen(ks.parked) > 0 {
+		r, _ := ks.ready.Max()
+		p, _ := ks.parked.Min()
+		if waitLess(r, p) {
 			break
 		}
-		s.unready(q, k, r)
-		s.makeReady(q, k, p)
+		ks.ready.PopMax()
+		ks.parked.PopMin()
+		s.unready(q, k, ks, r)
+		s.makeReady(q, k, ks, p)
 	}
-	if c == (keyCount{}) {
-		delete(k.counts, key)
-	} else {
-		k.counts[key] = c
+	if ks.holders == 0 && treeLen(ks.ready) == 0 && treeLen(ks.parked) == 0 {
+		delete(k.keys, key)
 	}
 }
 
-// makeReady moves a parked execution into its lane's due index.
-func (s *State) makeReady(q *queue, k *keyBook, x keyEntry) {
-	k.parked.DeleteHint(x, &k.hint[1])
-	k.ready.SetHint(x, &k.hint[0])
+// makeReady moves an execution taken from its key's parked tree into the
+// ready one and its lane's due index.
+func (s *State) makeReady(q *queue, k *keyBook, ks *keyState, x waitEntry) {
+	k.parked--
+	setWait(&ks.ready, x)
 	l := q.lane(s.priorityOf(x.id))
-	l.due.SetHint(claimKey{At: x.at, e: s.lookup(x.id)}, &l.hints[0].set)
+	l.due.SetHint(claimKey{At: x.at, e: x.e}, &l.hints[0].set)
 	s.roomFreed = true // a claim may take it: an idle dispatcher should look
 }
 
-// unready parks a ready execution: out of its lane's due index.
-func (s *State) unready(q *queue, k *keyBook, x keyEntry) {
-	k.ready.DeleteHint(x, &k.hint[0])
-	k.parked.SetHint(x, &k.hint[1])
+// unready parks an execution taken from its key's ready tree: out of its
+// lane's due index.
+func (s *State) unready(q *queue, k *keyBook, ks *keyState, x waitEntry) {
+	setWait(&ks.parked, x)
+	k.parked++
 	l := q.lane(s.priorityOf(x.id))
-	l.due.DeleteHint(claimKey{At: x.at, e: s.lookup(x.id)}, &l.hints[0].del)
-}
-
-func firstOfKey(t *btree.BTreeG[keyEntry], key string) (keyEntry, bool) {
-	var x keyEntry
-	found := false
-	t.Ascend(keyEntry{key: key, at: math.MinInt64}, func(it keyEntry) bool {
-		x, found = it, it.key == key
-		return false
-	})
-	return x, found
-}
-
-func lastOfKey(t *btree.BTreeG[keyEntry], key string) (keyEntry, bool) {
-	var x keyEntry
-	found := false
-	// After every entry of the key: its time is at most math.MaxInt64, and
-	// an ID is never longer than maxStr.
-	t.Descend(keyEntry{key: key + "\x00"}, func(it keyEntry) bool {
-		if it.key == key+"\x00" {
-			return true
-		}
-		x, found = it, it.key == key
-		return false
-	})
-	return x, found
+	l.due.DeleteHint(claimKey{At: x.at, e: x.e}, &l.hints[0].del)
 }
 
 // keyClaimed notes that a claim leased a ready execution: it holds a slot
 // now. Its claimable entry was cut from its lane by the claim.
 func (k *keyBook) keyClaimed(key string, at int64, id string) {
-	k.ready.DeleteHint(keyEntry{key: key, at: at, id: id}, &k.hint[0])
-	c := k.counts[key]
-	c.ready--
-	c.holders++
-	k.counts[key] = c
+	ks := k.mut(key)
+	deleteWait(ks.ready, waitEntry{at: at, id: id})
+	ks.holders++
 }
 
 // waitedForSlot reports whether a claimed execution was waiting for a slot
@@ -313,11 +371,16 @@ func (s *State) rekey(name string, st QueueSettings, limited bool) {
 		return
 	}
 	if k := q.keyed; k != nil {
-		k.parked.Scan(func(x keyEntry) bool {
-			l := q.lane(s.priorityOf(x.id))
-			l.due.Set(claimKey{At: x.at, e: s.lookup(x.id)})
-			return true
-		})
+		for _, ks := range k.keys {
+			if ks.parked == nil {
+				continue
+			}
+			ks.parked.Scan(func(x waitEntry) bool {
+				l := q.lane(s.priorityOf(x.id))
+				l.due.Set(claimKey{At: x.at, e: x.e})
+				return true
+			})
+		}
 		q.keyed = nil
 		s.roomFreed = true
 	}
@@ -331,19 +394,16 @@ func (s *State) rekey(name string, st QueueSettings, limited bool) {
 		if e == nil || e.Terminal() || e.QueueName() != name {
 			return true
 		}
-		c := k.counts[it.key]
 		switch role, at := k.roleOfStored(e); role {
 		case keyHolder:
-			c.holders++
+			k.mut(it.key).holders++
 		case keyWaiting:
-			k.ready.Set(keyEntry{key: it.key, at: at, id: it.id}) // in its lane's due index already
-			c.ready++
+			setWait(&k.mut(it.key).ready, waitEntry{at: at, id: it.id, e: e}) // in its lane's due index already
 		}
-		k.counts[it.key] = c
 		return true
 	})
-	for key, c := range k.counts {
-		s.balanceKey(q, k, key, c)
+	for key, ks := range k.keys {
+		s.balanceKey(q, k, key, ks, false)
 	}
 }
 
@@ -364,15 +424,15 @@ func (s *State) QueueKeys(name string, limit int, fn func(QueueKeyStats) bool) {
 	if !ok || q.keyed == nil || limit <= 0 {
 		return
 	}
-	top := make([]QueueKeyStats, 0, min(limit, len(q.keyed.counts)))
+	top := make([]QueueKeyStats, 0, min(limit, len(q.keyed.keys)))
 	worse := func(a, b QueueKeyStats) bool { // a after b
 		if a.Ready+a.Parked != b.Ready+b.Parked {
 			return a.Ready+a.Parked < b.Ready+b.Parked
 		}
 		return a.Key > b.Key
 	}
-	for key, c := range q.keyed.counts {
-		x := QueueKeyStats{Key: key, Holding: c.holders, Ready: c.ready, Parked: c.parked}
+	for key, ks := range q.keyed.keys {
+		x := QueueKeyStats{Key: key, Holding: ks.holders, Ready: treeLen(ks.ready), Parked: treeLen(ks.parked)}
 		if len(top) == limit && !worse(top[len(top)-1], x) {
 			continue
 		}
@@ -400,16 +460,19 @@ func (q *queue) parkedCount() int {
 	if q.keyed == nil {
 		return 0
 	}
-	return q.keyed.parked.Len()
+	return q.keyed.parked
 }
 
 // isParked reports whether an execution waits parked for its key's slot.
 func (s *State) isParked(q *queue, id string, at int64) bool {
-	k, key := s.keyedOf(q, id)
-	if k == nil {
+	if q.keyed == nil {
 		return false
 	}
-	_, ok := k.parked.Get(keyEntry{key: key, at: at, id: id})
+	ks := q.keyed.keys[s.ConcurrencyKeyOf(id)]
+	if ks == nil || ks.parked == nil {
+		return false
+	}
+	_, ok := ks.parked.Get(waitEntry{at: at, id: id})
 	return ok
 }
 
@@ -422,8 +485,8 @@ func (s *State) checkKeys() error {
 	var err error
 	fail := func(msg string) bool { err = errors.New("fsm: invariant violated: " + msg); return false }
 	type want struct {
-		c       keyCount
-		waiting []keyEntry
+		holders int
+		waiting []waitEntry
 	}
 	wants := map[*queue]map[string]*want{}
 	s.ckeys.Scan(func(it keyItem) bool {
@@ -452,9 +515,9 @@ func (s *State) checkKeys() error {
 		}
 		switch role, at := q.keyed.roleOfStored(e); role {
 		case keyHolder:
-			w.c.holders++
+			w.holders++
 		case keyWaiting:
-			w.waiting = append(w.waiting, keyEntry{key: it.key, at: at, id: it.id})
+			w.waiting = append(w.waiting, waitEntry{at: at, id: it.id, e: e})
 		}
 		return true
 	})
@@ -472,46 +535,47 @@ func (s *State) checkKeys() error {
 		case st.KeyLimit == 0 || k.limit != st.KeyLimit || k.live != st.KeyLive:
 			return errors.New("fsm: invariant violated: queue " + quote(q.name) + " counts keys by other settings than its own")
 		}
-		ready, parked, keys := 0, 0, 0
+		parked, keys := 0, 0
 		for key, w := range wants[q] {
-			room := max(0, k.limit-w.c.holders)
-			if mutant.KeyLimitOneOver {
-				room++
+			if w.holders == 0 && len(w.waiting) == 0 {
+				continue
 			}
-			slices.SortFunc(w.waiting, func(a, b keyEntry) int {
-				if keyEntryLess(a, b) {
+			keys++
+			ks := k.keys[key]
+			if ks == nil {
+				return errors.New("fsm: invariant violated: queue " + quote(q.name) + " keeps no count of key " + quote(key))
+			}
+			slices.SortFunc(w.waiting, func(a, b waitEntry) int {
+				if waitLess(a, b) {
 					return -1
 				}
-				return 1 // (key, time, ID) is unique
+				return 1 // (time, ID) is unique
 			})
-			w.c.ready = min(room, len(w.waiting))
-			w.c.parked = len(w.waiting) - w.c.ready
-			if w.c != (keyCount{}) {
-				keys++
-			}
-			if got := k.counts[key]; got != w.c {
+			ready := min(k.room(&keyState{holders: w.holders}), len(w.waiting))
+			if ks.holders != w.holders || treeLen(ks.ready) != ready || treeLen(ks.parked) != len(w.waiting)-ready {
 				return errors.New("fsm: invariant violated: queue " + quote(q.name) + " key " + quote(key) + " counts " +
-					got.String() + ", its records " + w.c.String())
+					itoa(uint64(ks.holders)) + " holding, " + itoa(uint64(treeLen(ks.ready))) + " ready, " + itoa(uint64(treeLen(ks.parked))) +
+					" parked; its records " + itoa(uint64(w.holders)) + ", " + itoa(uint64(ready)) + " and " + itoa(uint64(len(w.waiting)-ready)))
 			}
 			for i, x := range w.waiting {
-				t, name := k.parked, "parked"
-				if i < w.c.ready {
-					t, name = k.ready, "ready"
+				t, name := ks.parked, "parked"
+				if i < ready {
+					t, name = ks.ready, "ready"
 				}
-				if _, ok := t.Get(x); !ok {
-					return errors.New("fsm: invariant violated: execution " + quote(x.id) + " waiting for key " + quote(key) + " is not " + name)
+				if got, ok := t.Get(x); !ok || got.e != x.e {
+					return errors.New("fsm: invariant violated: execution " + quote(x.id) + " waiting for key " + quote(key) + " is not " + name + " with its record")
 				}
-				if i < w.c.ready {
+				if i < ready {
 					l := q.laneOf(s.priorityOf(x.id))
-					if _, ok := l.due.Get(claimKey{At: x.at, e: s.lookup(x.id)}); !ok {
+					if _, ok := l.due.Get(claimKey{At: x.at, e: x.e}); !ok {
 						return errors.New("fsm: invariant violated: ready execution " + quote(x.id) + " is not in its lane's due index")
 					}
 				}
 			}
-			ready, parked = ready+w.c.ready, parked+w.c.parked
+			parked += len(w.waiting) - ready
 		}
-		if len(k.counts) != keys || k.ready.Len() != ready || k.parked.Len() != parked {
-			return errors.New("fsm: invariant violated: queue " + quote(q.name) + " keeps keys or waiting executions its records do not have")
+		if len(k.keys) != keys || k.parked != parked {
+			return errors.New("fsm: invariant violated: queue " + quote(q.name) + " keeps keys or parked executions its records do not have")
 		}
 	}
 	return nil

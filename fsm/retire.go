@@ -110,7 +110,7 @@ func (s *State) retire(c *Command, dry bool) Result {
 			s.prio.Delete(prioItem{id: p.ID})
 		}
 		if s.ckeys.Len() > 0 {
-			s.ckeys.Delete(keyItem{id: p.ID})
+			s.dropConcurrencyKey(p.ID)
 		}
 		s.execs.Delete(execItem{ID: p.ID})
 		s.execsWritten()

@@ -188,6 +188,7 @@ type State struct {
 	rates     map[string]*rateLog          // by name, of the settings with a rate (rate.go)
 	prio      *btree.BTreeG[prioItem]      // by execution ID, the priorities other than the default (priority.go)
 	ckeys     *btree.BTreeG[keyItem]       // by execution ID, the concurrency keys (conckeys.go)
+	keyCache  keyItem                      // the latest key the writer looked up (conckeys.go)
 	// deadlines (deadline.go): of the executions that have not ended, by
 	// (time, ID) and by ID.
 	deadlines  *btree.BTreeG[dueKey]
