@@ -135,7 +135,11 @@ func TestAnOperatorFindsAFailureAndCancelsASuspendedExecutionInTheBrowser(t *tes
 		chromedp.WaitVisible(css(`tr[data-queue="charge-order"] .badge.s-paused`)),
 	)
 	queuesShot := shoot("queues.png")
-	var queue struct{ Paused bool }
+	var queue struct {
+		Paused   bool
+		KeyLimit int    `json:"keyLimit"`
+		KeyMode  string `json:"keyMode"`
+	}
 	call(t, base, "GET", "/v1/queues/charge-order", nil, &queue)
 	if !queue.Paused {
 		t.Errorf("the API says charge-order is not paused after the web view paused it")
@@ -149,6 +153,9 @@ func TestAnOperatorFindsAFailureAndCancelsASuspendedExecutionInTheBrowser(t *tes
 	call(t, base, "GET", "/v1/queues/charge-order", nil, &queue)
 	if queue.Paused {
 		t.Errorf("the API says charge-order is paused after the web view resumed it")
+	}
+	if queue.KeyLimit != 1 || queue.KeyMode != "live" {
+		t.Errorf("pausing and resuming from the web view changed the key limit to %d (%q)", queue.KeyLimit, queue.KeyMode)
 	}
 
 	if len(rows) == 0 {
@@ -300,6 +307,9 @@ func seed(t *testing.T, base string) (failed, suspended string) {
 		}
 		call(t, base, "POST", "/v1/leases/acknowledge", map[string]any{"lease": l, "outcome": outcome}, nil)
 	}
+	// A per-customer key limit on the queue, which pausing and resuming it
+	// from the web view must keep.
+	call(t, base, "PUT", "/v1/queues/charge-order", map[string]any{"concurrency": 8, "keyLimit": 1, "keyMode": "live"}, nil)
 	call(t, base, "PUT", "/v1/schedules/nightly-settlement", map[string]any{
 		"workflowId": "settle-payments", "cron": "0 2 * * *", "start": time.Now().UTC().Format(time.RFC3339), "catchUp": "latest",
 	}, nil)

@@ -139,7 +139,7 @@ var (
 	executionsDesc = prometheus.NewDesc("execstore_executions",
 		"Executions by status, retired ones included.", []string{"status"}, nil)
 	queueExecutionsDesc = prometheus.NewDesc("execstore_queue_executions",
-		"Each queue's executions by state: live (not terminal), due (due now, no current lease), leased (current leases, what a concurrency limit counts), expired (leases past their expiry). At most execstore.GaugesQueues queues, those with settings or live executions first in name order; execstore_queues_omitted counts the rest.", []string{"queue", "state"}, nil)
+		"Each queue's executions by state: live (not terminal), due (due now, no current lease), leased (current leases, what a concurrency limit counts), expired (leases past their expiry), parked (waiting for a slot of their concurrency key). At most execstore.GaugesQueues queues, those with settings or live executions first in name order; execstore_queues_omitted counts the rest.", []string{"queue", "state"}, nil)
 	queueLimitDesc = prometheus.NewDesc("execstore_queue_concurrency_limit",
 		"Each queue's concurrency limit (0: none), for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
 	queuePausedDesc = prometheus.NewDesc("execstore_queue_paused",
@@ -148,6 +148,8 @@ var (
 		"Each queue's rate limit per second (its Rate over its RatePeriod; 0: none), for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
 	queueGrantedDesc = prometheus.NewDesc("execstore_queue_rate_granted",
 		"The leases granted of each rate-limited queue within its rate's window ending now (at most its Rate), for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
+	queueKeyLimitDesc = prometheus.NewDesc("execstore_queue_key_limit",
+		"Each queue's limit of executions per concurrency key holding a slot at once (0: none), for the queues execstore_queue_executions exports.", []string{"queue"}, nil)
 	groupWaitsDesc = prometheus.NewDesc("execstore_group_waits_total",
 		"The writer's waits, before a durable batch, for the callers it had just answered, by how they ended: callers (back) or bound (reached Options.GroupWait).", []string{"ended"}, nil)
 
@@ -236,6 +238,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queuePausedDesc
 	ch <- queueRateDesc
 	ch <- queueGrantedDesc
+	ch <- queueKeyLimitDesc
 	ch <- groupWaitsDesc
 	for _, g := range gauges {
 		ch <- g.desc
@@ -269,7 +272,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(gg.desc, gg.kind, gg.value(m, &g))
 	}
 	for _, q := range g.Queues {
-		for state, n := range map[string]int{"live": q.Live, "due": q.Due, "leased": q.Leased, "expired": q.Expired} {
+		for state, n := range map[string]int{"live": q.Live, "due": q.Due, "leased": q.Leased, "expired": q.Expired, "parked": q.Parked} {
 			ch <- prometheus.MustNewConstMetric(queueExecutionsDesc, prometheus.GaugeValue, float64(n), q.Name, state)
 		}
 		ch <- prometheus.MustNewConstMetric(queueLimitDesc, prometheus.GaugeValue, float64(q.Concurrency), q.Name)
@@ -280,6 +283,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(queueRateDesc, prometheus.GaugeValue, perSecond, q.Name)
 		ch <- prometheus.MustNewConstMetric(queueGrantedDesc, prometheus.GaugeValue, float64(q.Granted), q.Name)
+		ch <- prometheus.MustNewConstMetric(queueKeyLimitDesc, prometheus.GaugeValue, float64(q.KeyLimit), q.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaits), "callers")
 	ch <- prometheus.MustNewConstMetric(groupWaitsDesc, prometheus.CounterValue, float64(g.GroupWaitsMissed), "bound")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/execstore/execstore"
 )
@@ -34,6 +35,13 @@ type TriggerRequest struct {
 	// is the workflow's own, which a worker that registered the workflow
 	// serves (Worker.Queues).
 	Queue string
+	// Priority, Deadline and ConcurrencyKey are the execution's, as
+	// execstore.AdmitRequest's: its claim order in its queue, when it fails
+	// unless it has ended, and the key its queue's KeyLimit counts (a
+	// customer, so that one customer's executions run one at a time).
+	Priority       int
+	Deadline       time.Time
+	ConcurrencyKey string
 }
 
 // Trigger admits an execution and returns its ID once the admission is
@@ -51,6 +59,10 @@ func (c *Client) Trigger(ctx context.Context, req TriggerRequest) (string, error
 		Params:      raw,
 		Context:     req.Context,
 		Queue:       req.Queue,
+
+		Priority:       req.Priority,
+		Deadline:       req.Deadline,
+		ConcurrencyKey: req.ConcurrencyKey,
 	})
 }
 

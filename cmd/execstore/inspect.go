@@ -317,6 +317,9 @@ func queueLine(q execstore.QueueInfo) string {
 	if q.Rate > 0 {
 		line += fmt.Sprintf("; rate %d per %v, %d granted in the window", q.Rate, q.RatePeriod, q.Granted)
 	}
+	if q.KeyLimit > 0 {
+		line += fmt.Sprintf("; %d per concurrency key (%s), %d parked", q.KeyLimit, q.KeyMode, q.Parked)
+	}
 	if q.Paused {
 		line += "; paused"
 	}

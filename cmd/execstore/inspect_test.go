@@ -71,7 +71,7 @@ func inspectStore(t *testing.T) (string, *execstore.Store) {
 	if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: "queued", WorkflowID: "w", Priority: execstore.PriorityFirst}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.PutQueue(ctx, execstore.QueueSettings{Name: "w", Concurrency: 3, Rate: 10, RatePeriod: time.Minute, Paused: true}); err != nil {
+	if _, err := store.PutQueue(ctx, execstore.QueueSettings{Name: "w", Concurrency: 3, Rate: 10, RatePeriod: time.Minute, Paused: true, KeyLimit: 2}); err != nil {
 		t.Fatal(err)
 	}
 	return dir, store
@@ -118,7 +118,7 @@ func TestInspectPrintsTextAndJSON(t *testing.T) {
 	}
 	text := inspectOut("summary", "--data", dir)
 	for _, want := range []string{"executions:", "4 (1 terminal, 0 retired, 2 pending)", "failed", "leases:", "due backlog:", "snapshot-0000",
-		"queues:", "  w ", "1 live, 1 due, 0 leased (0 expired); concurrency 3; rate 10 per 1m0s, 0 granted in the window; paused"} {
+		"queues:", "  w ", "1 live, 1 due, 0 leased (0 expired); concurrency 3; rate 10 per 1m0s, 0 granted in the window; 2 per concurrency key (leased), 0 parked; paused"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("summary lacks %q:\n%s", want, text)
 		}
@@ -131,7 +131,7 @@ func TestInspectPrintsTextAndJSON(t *testing.T) {
 		t.Errorf("summary --json: %+v", sum)
 	}
 	if i := slices.IndexFunc(sum.Queues, func(q queueJSON) bool { return q.Name == "w" }); i < 0 ||
-		sum.Queues[i] != (queueJSON{Name: "w", Concurrency: 3, Paused: true, Rate: 10, RatePeriodMs: 60000, Live: 1, Due: 1}) {
+		sum.Queues[i] != (queueJSON{Name: "w", Concurrency: 3, Paused: true, Rate: 10, RatePeriodMs: 60000, Live: 1, Due: 1, KeyLimit: 2, KeyMode: execstore.KeyLeased}) {
 		t.Errorf("summary --json queues: %+v", sum.Queues)
 	}
 	if g := inspectOut("get", "--json", "--data", dir, "queued"); !strings.Contains(g, `"priority": 1`) {

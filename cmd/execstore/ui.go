@@ -334,13 +334,17 @@ type queuesData struct {
 	Queues []queueView
 	More   bool   // a first page of execstore.ListQueuesMax; Next continues it
 	Next   string // the page after this one
-	After  string // this page's start ("" for the first)
 }
 
 type queueView struct {
 	execstore.QueueInfo
-	Period string // the rate's period as a person says it
+	Period string              // the rate's period as a person says it
+	Keys   []execstore.KeyInfo // with a key limit: the keys with the most waiting
 }
+
+// queuePageKeys is how many keys the queues page shows of each queue with a
+// key limit: those with the most executions waiting.
+const queuePageKeys = 5
 
 // queues lists the queues with settings or live executions, a page of
 // ListQueuesMax from ?after=, each with its counts, limits and a pause or
@@ -351,11 +355,16 @@ func (u *webUI) queues(ctx context.Context, r *http.Request) (string, any, error
 	if err != nil {
 		return "", nil, err
 	}
-	d := queuesData{Now: u.store.Now(), After: after}
+	d := queuesData{Now: u.store.Now()}
 	for _, q := range list {
 		v := queueView{QueueInfo: q}
 		if q.Rate > 0 {
 			v.Period = durationText(q.RatePeriod)
+		}
+		if q.KeyLimit > 0 {
+			if v.Keys, err = u.store.QueueKeys(ctx, q.Name, queuePageKeys); err != nil {
+				return "", nil, err
+			}
 		}
 		d.Queues = append(d.Queues, v)
 	}

@@ -202,6 +202,15 @@ func TestTheWebViewListsQueuesWithTheirLimits(t *testing.T) {
 	if _, err := store.Claim(ctx, execstore.ClaimRequest{Limit: 10, LeaseDuration: time.Minute, Queues: []string{"charge"}}); err != nil {
 		t.Fatal(err)
 	}
+	// A key limit: the page shows each queue's keys with the most waiting.
+	if _, err := store.PutQueue(ctx, execstore.QueueSettings{Name: "ship", KeyLimit: 1, KeyMode: execstore.KeyLive}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := store.Admit(ctx, execstore.AdmitRequest{ExecutionID: fmt.Sprintf("s-%d", i), WorkflowID: "ship", ConcurrencyKey: "customer-7"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	resp, body := send(t, "GET", base+"/ui/f/queues", "Bearer "+testToken, "")
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("%d\n%s", resp.StatusCode, body)
@@ -211,6 +220,7 @@ func TestTheWebViewListsQueuesWithTheirLimits(t *testing.T) {
 		`<tr data-queue="charge">`, "2 of 2", "2 of 5 per 1 s", `data-queue-pause="true" data-name="charge"`,
 		">Pause…<",
 		`<tr data-queue="mail">`, `badge s-paused`, `data-queue-pause="false" data-name="mail"`, ">Resume…<",
+		"1 per key (live), 2 parked", `data-key="customer-7">customer-7</span>: 0 holding, 1 ready, 2 parked`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the queues page lacks %q:\n%s", want, page)

@@ -23,6 +23,12 @@
 // charging again. No storage engine can make an outside effect happen
 // exactly once by itself; a durable step plus an idempotent effect can.
 //
+// Each order is triggered with its customer's concurrency key (Trigger,
+// CustomerKey), and charge-order's queue has a key limit of one
+// (QueueSettings): one customer's orders charge one at a time, other
+// customers' beside them, and a customer's waiting orders cost the others'
+// claims nothing.
+//
 // The shop also settles its card charges every night at 02:00 (settle-night,
 // admitted by the schedule SettlementSchedule returns): each night's
 // execution ID is the schedule's occurrence ID, so a night is settled once,

@@ -37,7 +37,7 @@ func TestTheNightlySettlementSettlesEachNightOnceAcrossDowntime(t *testing.T) {
 	if err := s.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s.shop.PlaceOrder(43, Item{Name: "socks", Cents: 700})
+	s.shop.PlaceOrder(43, "ada", Item{Name: "socks", Cents: 700})
 	if _, err := s.shop.Charge(bg, "order-43/charge", 43, 700); err != nil {
 		t.Fatal(err)
 	}

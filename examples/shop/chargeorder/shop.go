@@ -15,6 +15,7 @@ type Item struct {
 // Order is an order as the shop keeps it.
 type Order struct {
 	ID        int    `json:"id"`        // the order number
+	Customer  string `json:"customer"`  // who placed it
 	Status    string `json:"status"`    // "open" or "cancelled"
 	Items     []Item `json:"items"`     // what was ordered
 	PaidCents int    `json:"paidCents"` // what the card was charged for it so far
@@ -69,11 +70,11 @@ func NewShop() *Shop {
 	return &Shop{orders: make(map[int]*Order), byKey: make(map[string]Receipt)}
 }
 
-// PlaceOrder opens an order with items.
-func (s *Shop) PlaceOrder(id int, items ...Item) {
+// PlaceOrder opens a customer's order with items.
+func (s *Shop) PlaceOrder(id int, customer string, items ...Item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.orders[id] = &Order{ID: id, Status: "open", Items: items}
+	s.orders[id] = &Order{ID: id, Customer: customer, Status: "open", Items: items}
 }
 
 // AddItem adds an item to an order.
@@ -88,6 +89,17 @@ func (s *Shop) Cancel(id int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.orders[id].Status = "cancelled"
+}
+
+// CustomerOf returns who placed an order, and whether the shop has it.
+func (s *Shop) CustomerOf(id int) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.orders[id]
+	if !ok {
+		return "", false
+	}
+	return o.Customer, true
 }
 
 // Load returns a copy of an order.

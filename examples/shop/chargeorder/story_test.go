@@ -48,7 +48,7 @@ type story struct {
 func newStory(t *testing.T) *story {
 	t.Helper()
 	s := &story{t: t, dir: t.TempDir(), clock: dispatchertest.NewClock(t0), shop: NewShop()}
-	s.shop.PlaceOrder(42, Item{Name: "book", Cents: 1800}, Item{Name: "pen", Cents: 700})
+	s.shop.PlaceOrder(42, "ada", Item{Name: "book", Cents: 1800}, Item{Name: "pen", Cents: 700})
 	s.open()
 	t.Cleanup(func() { s.store.Close() })
 	return s
@@ -62,6 +62,9 @@ func (s *story) open() {
 		s.t.Fatalf("Open: %v", err)
 	}
 	s.store, s.client = store, workflow.NewClient(store)
+	if _, err := store.PutQueue(bg, QueueSettings); err != nil {
+		s.t.Fatalf("PutQueue: %v", err)
+	}
 }
 
 // restart closes the store and opens it again from its files.
@@ -132,7 +135,7 @@ func (w *worker) next(t *testing.T) dispatcher.Delivery {
 }
 
 func (s *story) trigger(id string) error {
-	_, err := s.client.Trigger(bg, workflow.TriggerRequest{ExecutionID: id, WorkflowID: WorkflowID, Params: Params{Order: 42}})
+	_, err := Trigger(bg, s.client, s.shop, id, 42)
 	return err
 }
 
@@ -505,5 +508,40 @@ func TestTheStoryOnAClusterWhoseLeaderStopsChargesOnce(t *testing.T) {
 		if !strings.Contains(story, want) {
 			t.Fatalf("the story lacks %q:\n%s", want, story)
 		}
+	}
+}
+
+// "One customer's orders charge one at a time": with charge-order's queue
+// settings, a claim leases one delivery of a customer at a time, and the
+// next once it ends, while another customer's order runs beside it.
+func TestOneCustomersOrdersChargeOneAtATime(t *testing.T) {
+	s := newStory(t)
+	s.shop.PlaceOrder(43, "ada", Item{Name: "socks", Cents: 700})
+	s.shop.PlaceOrder(44, "bo", Item{Name: "hat", Cents: 1500})
+	for _, o := range []struct {
+		id    string
+		order int
+	}{{"order-42", 42}, {"order-43", 43}, {"order-44", 44}} {
+		if _, err := Trigger(bg, s.client, s.shop, o.id, o.order); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases, err := s.store.ClaimDue(bg, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, l := range leases {
+		ids = append(ids, l.ExecutionID)
+	}
+	if strings.Join(ids, " ") != "order-42 order-44" {
+		t.Fatalf("a claim leased %v, want ada's first order and bo's", ids)
+	}
+	if _, err := s.store.Acknowledge(bg, leases[0], execstore.Suspended()); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.store.ClaimDue(bg, 10, time.Minute)
+	if err != nil || len(next) != 1 || next[0].ExecutionID != "order-43" {
+		t.Fatalf("once ada's first delivery ended, a claim leased %v, %v; want order-43", next, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/execstore/execstore"
 	"github.com/execstore/execstore/workflow"
 )
 
@@ -96,4 +97,24 @@ func newPrinter(w io.Writer) printer {
 		defer mu.Unlock()
 		fmt.Fprintf(w, format+"\n", args...)
 	}
+}
+
+// QueueSettings are charge-order's queue's settings: a key limit of one,
+// leased, so that one customer's orders charge one at a time (each is
+// triggered with its customer's key, CustomerKey) while other customers'
+// charge beside them. Its waits hold no slot: only a delivery does.
+var QueueSettings = execstore.QueueSettings{Name: WorkflowID, KeyLimit: 1, KeyMode: execstore.KeyLeased}
+
+// CustomerKey is the concurrency key of a customer's orders.
+func CustomerKey(customer string) string { return "customer:" + customer }
+
+// Trigger triggers charge-order for an order of the shop as execution id,
+// with the order's customer's key.
+func Trigger(ctx context.Context, client *workflow.Client, shop *Shop, id string, order int) (string, error) {
+	customer, ok := shop.CustomerOf(order)
+	if !ok {
+		return "", fmt.Errorf("order %d not found", order)
+	}
+	return client.Trigger(ctx, workflow.TriggerRequest{ExecutionID: id, WorkflowID: WorkflowID, Params: Params{Order: order},
+		ConcurrencyKey: CustomerKey(customer)})
 }

@@ -167,6 +167,7 @@ document.addEventListener("submit", async (ev) => {
     const q = await now.json();
     const body = { concurrency: q.concurrency, paused: d.pause === "true" };
     if (q.rate > 0) Object.assign(body, { rate: q.rate, ratePeriodMs: q.ratePeriodMs });
+    if (q.keyLimit > 0) Object.assign(body, { keyLimit: q.keyLimit, keyMode: q.keyMode });
     const resp = await fetch(url, {
       method: "PUT",
       headers: authHeaders({ "Content-Type": "application/json" }),
