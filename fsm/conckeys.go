@@ -387,13 +387,26 @@ func (s *State) rekey(name string, st QueueSettings, limited bool) {
 	if !limited || st.KeyLimit == 0 {
 		return
 	}
-	k := newKeyBook(st)
-	q.keyed = k
+	q.keyed = newKeyBook(st)
+	s.countKeys(map[string]*queue{name: q})
+}
+
+// countKeys counts the keys of the given queues (by name), whose books are
+// new and empty, from the records, in one pass over every kept key: a
+// change of one queue's limit, or every limited queue when a snapshot is
+// decoded. Then it gives each key's free slots to its first waiting
+// executions.
+func (s *State) countKeys(queues map[string]*queue) {
 	s.ckeys.Scan(func(it keyItem) bool {
 		e := s.lookup(it.id)
-		if e == nil || e.Terminal() || e.QueueName() != name {
+		if e == nil || e.Terminal() {
 			return true
 		}
+		q := queues[e.QueueName()]
+		if q == nil {
+			return true
+		}
+		k := q.keyed
 		switch role, at := k.roleOfStored(e); role {
 		case keyHolder:
 			k.mut(it.key).holders++
@@ -402,8 +415,10 @@ func (s *State) rekey(name string, st QueueSettings, limited bool) {
 		}
 		return true
 	})
-	for key, ks := range k.keys {
-		s.balanceKey(q, k, key, ks, false)
+	for _, q := range queues {
+		for key, ks := range q.keyed.keys {
+			s.balanceKey(q, q.keyed, key, ks, false)
+		}
 	}
 }
 

@@ -222,3 +222,40 @@ func TestBadConcurrencyKeysAndKeyLimitsAreRefused(t *testing.T) {
 		t.Errorf("a key of %d bytes is refused: %v", MaxConcurrencyKeyBytes, err)
 	}
 }
+
+// CheckInvariants finds key bookkeeping that disagrees with the records.
+func TestCheckInvariantsFindsBrokenKeyBookkeeping(t *testing.T) {
+	build := func() *State {
+		s := New()
+		now := int64(1000)
+		apply := checkedApply(t, s, &now)
+		apply(Command{Kind: KindPutQueue, QueueSettings: &QueueSettings{Name: "q", KeyLimit: 1}, Limit: MaxQueueSettings})
+		for _, id := range []string{"a1", "a2", "a3"} {
+			now++
+			apply(Command{Kind: KindAdmit, ExecutionID: id, WorkflowID: "w", Queue: "q", ConcurrencyKey: "A"})
+		}
+		return s
+	}
+	ks := func(s *State) *keyState { return s.queues["q"].keyed.mut("A") }
+	breaks := map[string]func(s *State){
+		"a holder counted twice": func(s *State) { ks(s).holders++ },
+		"a parked execution made ready outside its lane": func(s *State) {
+			x, _ := ks(s).parked.PopMin()
+			s.queues["q"].keyed.parked--
+			ks(s).ready.Set(x)
+		},
+		"a ready execution out of its lane": func(s *State) {
+			x, _ := ks(s).ready.Min()
+			s.queues["q"].lanes[0].due.Delete(claimKey{At: x.at, e: x.e})
+		},
+		"the parked count off":          func(s *State) { s.queues["q"].keyed.parked++ },
+		"a key without executions kept": func(s *State) { s.queues["q"].keyed.mut("B") },
+	}
+	for name, brk := range breaks {
+		s := build()
+		brk(s)
+		if err := s.CheckInvariants(); err == nil {
+			t.Errorf("%s: CheckInvariants found nothing", name)
+		}
+	}
+}

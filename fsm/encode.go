@@ -464,13 +464,19 @@ func DecodeState(r Reader) (*State, error) {
 			return nil, err
 		}
 	}
-	// The queues that limit keys count them, which needs the records.
+	// The queues that limit keys count them, which needs the records: all
+	// of them in one pass over the keys (conckeys.go).
+	keyed := map[string]*queue{}
 	s.qsettings.Scan(func(st QueueSettings) bool {
-		if st.KeyLimit > 0 {
-			s.rekey(st.Name, st, true) // conckeys.go
+		if q, ok := s.queues[st.Name]; ok && st.KeyLimit > 0 {
+			q.keyed = newKeyBook(st)
+			keyed[st.Name] = q
 		}
 		return true
 	})
+	if len(keyed) > 0 {
+		s.countKeys(keyed)
+	}
 	s.roomFreed = false
 	return s, nil
 }

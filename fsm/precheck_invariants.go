@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash"
+	"maps"
 	"slices"
 	"sync"
 
@@ -53,6 +54,14 @@ func (s *State) print(marks bool) [32]byte {
 		b = fmt.Appendf(b, "%q %d ", n, q.live)
 		for _, l := range q.lanes {
 			b = fmt.Appendf(b, "%d:%d %d ", l.prio, l.due.Len(), l.leases.Len())
+		}
+		if k := q.keyed; k != nil {
+			// The concurrency keys' bookkeeping, key by key (conckeys.go).
+			b = fmt.Appendf(b, "keys %d %v %d %d ", k.limit, k.live, k.parked, len(k.keys))
+			for _, key := range slices.Sorted(maps.Keys(k.keys)) {
+				ks := k.keys[key]
+				b = fmt.Appendf(b, "%q %d %d %d ", key, ks.holders, treeLen(ks.ready), treeLen(ks.parked))
+			}
 		}
 	}
 	for _, n := range []int{s.wkeys.Len(), s.wexecs.Len(), s.ended.Len(),

@@ -279,7 +279,10 @@ func New() *State {
 	}
 }
 
-// Copy returns a point-in-time copy of the state in O(queues). The copy and the
+// Copy returns a point-in-time copy of the state in O(queues), plus, for
+// each queue that limits concurrency keys, a copy of its map of keys (each
+// key's state is shared, and cloned by whichever side changes it first:
+// conckeys.go). The copy and the
 // original share btree nodes and records until either changes them: the
 // trees copy a node on its first change, and a shared record is replaced by
 // a new one rather than changed (see gen). The copy may be read by another
