@@ -633,10 +633,7 @@ func (s *State) put(old *stored, e *Execution) {
 			s.roomFreed = true
 		}
 		if ends {
-			s.dropDeadline(e.ID)
-			if q.live--; q.live == 0 {
-				s.dropQueue(q)
-			}
+			s.endIn(q, e.ID)
 		}
 		return
 	}
@@ -660,10 +657,16 @@ func (s *State) put(old *stored, e *Execution) {
 		t.SetHint(claimKey{At: newAt, e: stored}, &h.set)
 	}
 	if ends {
-		s.dropDeadline(e.ID) // deadline.go
-		if q.live--; q.live == 0 {
-			s.dropQueue(q)
-		}
+		s.endIn(q, e.ID)
+	}
+}
+
+// endIn forgets what an execution that just ended kept beside its record:
+// its deadline, and its queue when it was the queue's last live execution.
+func (s *State) endIn(q *queue, id string) {
+	s.dropDeadline(id) // deadline.go
+	if q.live--; q.live == 0 {
+		s.dropQueue(q)
 	}
 }
 
